@@ -1,0 +1,49 @@
+"""The `tts-bench` command line: one module per subcommand, each thin over the library.
+
+Each subcommand module exposes ``register(subparsers)``, which adds its parser and sets
+``handler`` to a function ``(args) -> int`` returning the exit code. `TtsBenchError` and its
+subclasses become one line on stderr and their ``exit_code``; nothing else is caught, so a
+real bug still shows its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tts_bench import __version__
+from tts_bench.errors import TtsBenchError
+
+# Modules under tts_bench.cli, in the order `--help` lists them (the order of the tool chain).
+COMMANDS = ("plan",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tts-bench",
+        description="Measure a TTS endpoint, derive its autoscaling plan, gate deployment on it.",
+    )
+    parser.add_argument("--version", action="version", version=f"tts-bench {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"tts_bench.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except TtsBenchError as exc:
+        print(f"tts-bench {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"tts-bench {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

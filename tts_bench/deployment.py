@@ -1,0 +1,91 @@
+"""The deployed shape of a plan: names, metric settings, tags and operator bounds.
+
+The Pulumi components create these resources, `drift` and `validate` read them back, and the
+policy pack checks them; all three take the names and settings from here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+
+DEFAULT_VARIANT: Final = "AllTraffic"
+SCALABLE_DIMENSION: Final = "sagemaker:variant:DesiredInstanceCount"
+SERVICE_NAMESPACE: Final = "sagemaker"
+
+# Target tracking on the high-resolution (10 s, Maximum) concurrency metric, scale-in disabled.
+TARGET_TRACKING_METRIC: Final = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+# Scale-in: a step policy removing one instance on an alarm of the 60 s Average.
+SCALE_IN_PERIOD_S: Final = 60
+SCALE_IN_EVALUATION_PERIODS: Final = 3
+SCALE_IN_STATISTIC: Final = "Average"
+SCALE_IN_COMPARISON: Final = "LessThanOrEqualToThreshold"
+SCALE_IN_ADJUSTMENT: Final = -1
+
+# Tags the program sets so that policies can check literals at preview.
+TAG_PLAN_ID: Final = "tts-bench:plan-id"
+TAG_IMAGE_DIGEST: Final = "tts-bench:image-digest"
+TAG_MIN_BOUND: Final = "tts-bench:operator-min-instances"
+TAG_MAX_BOUND: Final = "tts-bench:operator-max-instances"
+
+
+def resource_id(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
+    return f"endpoint/{endpoint}/variant/{variant}"
+
+
+def parse_resource_id(value: str) -> tuple[str, str] | None:
+    """(endpoint, variant) of an Application Auto Scaling resource id, or None if not SageMaker's."""
+    match = re.fullmatch(r"endpoint/([^/]+)/variant/([^/]+)", value)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def target_tracking_policy_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
+    return f"{endpoint}-{variant}-concurrency-target"
+
+
+def scale_in_policy_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
+    return f"{endpoint}-{variant}-scale-in"
+
+
+def scale_in_alarm_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
+    return f"{endpoint}-{variant}-low-concurrency"
+
+
+class OperatorBounds(BaseModel):
+    """The operator's instance bounds for a stack (quota and budget), inclusive."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_instances: PositiveInt
+    max_instances: PositiveInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> OperatorBounds:
+        if self.max_instances < self.min_instances:
+            raise ValueError(
+                f"max_instances ({self.max_instances}) is below min_instances ({self.min_instances})"
+            )
+        return self
+
+    @property
+    def scaling_enabled(self) -> bool:
+        return self.max_instances > self.min_instances
+
+    @classmethod
+    def parse(cls, text: str) -> OperatorBounds:
+        """`MIN:MAX`, as the `--bounds` flag takes it."""
+        match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+        if not match:
+            raise ValueError(f"bounds must look like MIN:MAX (e.g. 1:20), got {text!r}")
+        return cls(min_instances=int(match.group(1)), max_instances=int(match.group(2)))
+
+    def clamp(self, plan_min: int, plan_max: int) -> tuple[int, int]:
+        """The plan's min/max clamped into these bounds: what is deployed."""
+        low = min(max(plan_min, self.min_instances), self.max_instances)
+        high = min(max(plan_max, low), self.max_instances)
+        return low, high
+
+    def peak_unreachable(self, plan_max: int) -> bool:
+        return plan_max > self.max_instances

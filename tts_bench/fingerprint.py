@@ -1,0 +1,113 @@
+"""Build fingerprints: what a measurement was taken against, and the file names derived from it.
+
+A fingerprint names the model, the instance type, the image digest, the container settings
+that change performance, and the transport the client used. Two artifacts pair only when
+their fingerprints agree (SPEC §5); the slug in each file name keeps a second configuration
+from overwriting the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+_MODEL_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
+
+
+class Transport(StrEnum):
+    """How the client reaches the model; the same names appear in flags and file names."""
+
+    LOCAL_HTTP = "local-http"  # `tts-bench serve` over HTTP, jsonlines stream
+    LOCAL_WS = "local-ws"  # `tts-bench serve` over its WebSocket
+    RESPONSE_STREAM = "response-stream"  # SageMaker InvokeEndpointWithResponseStream
+    BIDI_STREAM = "bidi-stream"  # SageMaker bidirectional streaming
+
+    @property
+    def is_local(self) -> bool:
+        return self in (Transport.LOCAL_HTTP, Transport.LOCAL_WS)
+
+
+class Fingerprint(BaseModel):
+    """What a measurement was taken against. Frozen: it is an identity, not a record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(pattern=_MODEL_PATTERN, description="model id, e.g. kokoro-82m")
+    instance_type: str = Field(
+        min_length=1, description="ml.g5.xlarge, or local-<cpu or gpu model> for local runs"
+    )
+    image_digest: str = Field(pattern=DIGEST_PATTERN, description="sha256:<64 hex>")
+    performance_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="container env that changes performance (engine mode, batch settings)",
+    )
+    transport: Transport
+
+    @field_validator("performance_env")
+    @classmethod
+    def _no_admission_bound(cls, env: dict[str, str]) -> dict[str, str]:
+        # Q_max is measured unbounded and deployed bounded: the bound is not part of identity.
+        if ENV_MAX_QUEUE_DEPTH in env:
+            raise ValueError(f"{ENV_MAX_QUEUE_DEPTH} is deployment config, not a performance setting")
+        return dict(sorted(env.items()))
+
+    @property
+    def short_digest(self) -> str:
+        return self.image_digest.removeprefix("sha256:")[:8]
+
+    @property
+    def env_hash(self) -> str | None:
+        """Six hex of the performance env, or None when there is none."""
+        if not self.performance_env:
+            return None
+        canonical = json.dumps(self.performance_env, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:6]
+
+    @property
+    def slug(self) -> str:
+        """`g5xlarge-8b1b96bc`, plus `-<env hash>` when the performance env is not empty."""
+        parts = [condense_instance_type(self.instance_type), self.short_digest]
+        if self.env_hash:
+            parts.append(self.env_hash)
+        return "-".join(parts)
+
+    def same_build(self, other: Fingerprint) -> bool:
+        """Everything but the transport agrees."""
+        return (
+            self.model == other.model
+            and self.instance_type == other.instance_type
+            and self.image_digest == other.image_digest
+            and self.performance_env == other.performance_env
+        )
+
+    def differences(self, other: Fingerprint) -> list[str]:
+        """Human-readable `field: a != b` for each field that differs."""
+        return [
+            f"{name}: {getattr(self, name)!s} != {getattr(other, name)!s}"
+            for name in ("model", "instance_type", "image_digest", "performance_env", "transport")
+            if getattr(self, name) != getattr(other, name)
+        ]
+
+
+def condense_instance_type(instance_type: str) -> str:
+    """`ml.g5.xlarge` → `g5xlarge`; `local-AMD EPYC 7B13` → `localamdepyc7b13`."""
+    return re.sub(r"[^a-z0-9]", "", instance_type.lower().removeprefix("ml."))
+
+
+def qmax_filename(fp: Fingerprint) -> str:
+    return f"qmax-{fp.model}-{fp.transport.value}-{fp.slug}.json"
+
+
+def ttotal_filename(fp: Fingerprint, trigger: str) -> str:
+    return f"ttotal-{fp.model}-{trigger}-{fp.slug}.json"
+
+
+def plan_filename(fp: Fingerprint) -> str:
+    return f"plan-{fp.model}-{fp.slug}.json"

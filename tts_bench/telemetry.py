@@ -1,0 +1,44 @@
+"""Names shared by the container's telemetry and everything that reads it.
+
+The serving container emits these in CloudWatch Embedded Metric Format lines; the
+observability component builds its dashboard and alarms on them; `ttotal` reads the start-up
+markers from the container's logs. One list, imported everywhere.
+"""
+
+from typing import Final
+
+NAMESPACE: Final = "SpeechEndpoint"
+DIMENSIONS: Final = ("EndpointName", "VariantName")
+
+# Service time from the moment work starts on a request to its first audio chunk (queue wait
+# excluded), milliseconds.
+FIRST_CHUNK_LATENCY: Final = "FirstChunkLatency"
+QUEUE_WAIT: Final = "QueueWait"  # milliseconds from arrival to work starting
+IN_FLIGHT: Final = "InFlight"  # queued + executing, the quantity the admission gate bounds
+QUEUE_SATURATED: Final = "QueueSaturated"  # count of 503 queue_saturated refusals
+
+METRIC_UNITS: Final = {
+    FIRST_CHUNK_LATENCY: "Milliseconds",
+    QUEUE_WAIT: "Milliseconds",
+    IN_FLIGHT: "Count",
+    QUEUE_SATURATED: "Count",
+}
+
+# SageMaker's own per-variant metric the scaling policy tracks (namespace AWS/SageMaker).
+SAGEMAKER_NAMESPACE: Final = "AWS/SageMaker"
+CONCURRENT_REQUESTS_PER_MODEL: Final = "ConcurrentRequestsPerModel"
+
+# Start-up stage markers, in the order a container passes them. Each is logged once with a
+# wall-clock timestamp; T_total's container stages are the gaps between consecutive markers.
+STARTUP_MARKERS: Final = (
+    "container_started",
+    "framework_init",
+    "weights_fetched",
+    "weights_ready",
+    "warmup_done",
+    "ready",
+)
+
+# The body of a 503 from the admission gate; SageMaker drops Retry-After, so the hint is here.
+QUEUE_SATURATED_ERROR: Final = "queue_saturated"
+ENV_MAX_QUEUE_DEPTH: Final = "MAX_QUEUE_DEPTH"
