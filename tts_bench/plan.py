@@ -91,7 +91,9 @@ def _check_pairing(qmax: QmaxArtifact, ttotal: TtotalArtifact, allow: bool) -> F
             return _finding("fingerprint", Verdict.OK, "qmax and ttotal share one fingerprint")
         problem = "qmax and ttotal fingerprints differ (" + "; ".join(diffs) + ")"
     if not allow:
-        raise RefusalError(f"{problem}; measure both against one build, or pass --allow-config-mismatch")
+        raise RefusalError(
+            f"{problem}; measure both against one build, or pass --allow-config-mismatch"
+        )
     return _finding("fingerprint", Verdict.WARN, f"{problem}; allowed by --allow-config-mismatch")
 
 
@@ -153,7 +155,9 @@ def derive_plan(
             "there is no capacity to plan from"
         )
     if qmax.uncontended_service_s is None:
-        raise RefusalError("the ladder has no c=1 rung (uncontended service time); add rung 1 and re-run")
+        raise RefusalError(
+            "the ladder has no c=1 rung (uncontended service time); add rung 1 and re-run"
+        )
     c1 = qmax.rung(1)
     if c1 is None or c1.ttfab_p95_ms is None:
         raise RefusalError("the ladder has no c=1 rung with TTFAB samples; add rung 1 and re-run")
@@ -187,44 +191,62 @@ def derive_plan(
 
     # SLO and the 60 s ceiling.
     if request.slo_ms > SAGEMAKER_CEILING_MS:
-        findings.append(_finding(
-            "slo_feasibility", Verdict.STOP,
-            f"the SLO {request.slo_ms:g} ms is past SageMaker's {SAGEMAKER_CEILING_MS} ms invocation ceiling",
-            w_max_s=w_max_s,
-        ))
+        findings.append(
+            _finding(
+                "slo_feasibility",
+                Verdict.STOP,
+                f"the SLO {request.slo_ms:g} ms is past SageMaker's {SAGEMAKER_CEILING_MS} ms invocation ceiling",
+                w_max_s=w_max_s,
+            )
+        )
     elif w_max_s <= 0:
-        findings.append(_finding(
-            "slo_feasibility", Verdict.STOP,
-            f"W_max = SLO − S_p95 = {w_max_s:.3f} s: one uncontended request already misses the SLO",
-            w_max_s=w_max_s,
-        ))
+        findings.append(
+            _finding(
+                "slo_feasibility",
+                Verdict.STOP,
+                f"W_max = SLO − S_p95 = {w_max_s:.3f} s: one uncontended request already misses the SLO",
+                w_max_s=w_max_s,
+            )
+        )
     else:
-        findings.append(_finding(
-            "slo_feasibility", Verdict.OK,
-            f"W_max = SLO − S_p95 = {w_max_s:.3f} s of queueing headroom",
-            w_max_s=w_max_s,
-        ))
+        findings.append(
+            _finding(
+                "slo_feasibility",
+                Verdict.OK,
+                f"W_max = SLO − S_p95 = {w_max_s:.3f} s of queueing headroom",
+                w_max_s=w_max_s,
+            )
+        )
 
     # Fleet size from measured throughput, next to the published (uncontended) formula.
     if x_trigger <= 0:
         min_instances = max_instances = request.min_floor
-        findings.append(_finding(
-            "fleet_sizing", Verdict.STOP,
-            f"the ladder measured no throughput at C_scale_max {c_scale_max:g}: cannot size a fleet",
-            throughput_at_trigger_rps=0.0, naive_max_instances=None,
-        ))
+        findings.append(
+            _finding(
+                "fleet_sizing",
+                Verdict.STOP,
+                f"the ladder measured no throughput at C_scale_max {c_scale_max:g}: cannot size a fleet",
+                throughput_at_trigger_rps=0.0,
+                naive_max_instances=None,
+            )
+        )
     else:
         min_instances = max(request.min_floor, ceil9(request.trough_rps / x_trigger))
         max_instances = max(min_instances, ceil9(request.peak_rps / x_trigger))
         naive = max(min_instances, ceil9(request.peak_rps * s_mean / c_scale_max))
-        findings.append(_finding(
-            "fleet_sizing", Verdict.OK if naive >= max_instances else Verdict.WARN,
-            f"{request.peak_rps:g} rps at peak needs {max_instances} instances at the measured "
-            f"{x_trigger:.3f} rps each; the uncontended formula ceil(rps·S/C_scale_max) would give "
-            f"{naive}" + (" and under-provision" if naive < max_instances else ""),
-            throughput_at_trigger_rps=round(x_trigger, 6), naive_max_instances=naive,
-            min_instances=min_instances, max_instances=max_instances,
-        ))
+        findings.append(
+            _finding(
+                "fleet_sizing",
+                Verdict.OK if naive >= max_instances else Verdict.WARN,
+                f"{request.peak_rps:g} rps at peak needs {max_instances} instances at the measured "
+                f"{x_trigger:.3f} rps each; the uncontended formula ceil(rps·S/C_scale_max) would give "
+                f"{naive}" + (" and under-provision" if naive < max_instances else ""),
+                throughput_at_trigger_rps=round(x_trigger, 6),
+                naive_max_instances=naive,
+                min_instances=min_instances,
+                max_instances=max_instances,
+            )
+        )
 
     # Surge between the trigger and the new instance serving.
     utilisation = round9(c_scale_max / (1 + c_scale_max))
@@ -237,58 +259,81 @@ def derive_plan(
         trials=request.surge_trials,
         seed=request.surge_seed,
     )
-    findings.append(_finding(
-        "surge_survival",
-        Verdict.WARN if surge.probability > SURGE_WARN_PROBABILITY else Verdict.OK,
-        f"a ×{request.surge_ratio:g} surge at C_scale_max {c_scale_max:g} reaches Q_max {q_max} "
-        f"before T_total {t_total:.1f} s ends in {surge.probability:.1%} of {surge.trials} trials; "
-        f"utilisation at the trigger ρ = {utilisation:.1%}",
-        utilisation_at_trigger=round(utilisation, 6), shed_probability=surge.probability,
-        trials=surge.trials,
-    ))
+    findings.append(
+        _finding(
+            "surge_survival",
+            Verdict.WARN if surge.probability > SURGE_WARN_PROBABILITY else Verdict.OK,
+            f"a ×{request.surge_ratio:g} surge at C_scale_max {c_scale_max:g} reaches Q_max {q_max} "
+            f"before T_total {t_total:.1f} s ends in {surge.probability:.1%} of {surge.trials} trials; "
+            f"utilisation at the trigger ρ = {utilisation:.1%}",
+            utilisation_at_trigger=round(utilisation, 6),
+            shed_probability=surge.probability,
+            trials=surge.trials,
+        )
+    )
 
     # Scale-in: removing one of N instances multiplies the survivors' load by N/(N−1).
     r = c_scale_max / c_scale_min  # h < 0.5, so C_scale_min > 0
     safe_floor = ceil9(r / (r - 1))
-    findings.append(_finding(
-        "scale_in_safety", Verdict.WARN if min_instances < safe_floor else Verdict.OK,
-        f"removing one of N instances is safe only for N ≥ {safe_floor} (r = {r:.3f}); "
-        f"min_instances is {min_instances}"
-        + (", so scale-in below that can push survivors past the scale-out trigger"
-           if min_instances < safe_floor else ""),
-        safe_floor=safe_floor,
-    ))
+    findings.append(
+        _finding(
+            "scale_in_safety",
+            Verdict.WARN if min_instances < safe_floor else Verdict.OK,
+            f"removing one of N instances is safe only for N ≥ {safe_floor} (r = {r:.3f}); "
+            f"min_instances is {min_instances}"
+            + (
+                ", so scale-in below that can push survivors past the scale-out trigger"
+                if min_instances < safe_floor
+                else ""
+            ),
+            safe_floor=safe_floor,
+        )
+    )
 
     cost = 1 / (1 - h)
-    findings.append(_finding(
-        "fleet_cost", Verdict.OK,
-        f"scaling out at {1 - h:.0%} of Q_max reserves headroom costing up to ×{cost:.3f} instances",
-        headroom_cost_factor=round(cost, 6),
-    ))
+    findings.append(
+        _finding(
+            "fleet_cost",
+            Verdict.OK,
+            f"scaling out at {1 - h:.0%} of Q_max reserves headroom costing up to ×{cost:.3f} instances",
+            headroom_cost_factor=round(cost, 6),
+        )
+    )
     if cw_curve is None:
-        findings.append(_finding(
-            "cw_ratio", Verdict.WARN,
-            "the ladder did not measure CloudWatch's concurrency against the client's; assumed 1.0",
-            cw_ratio=1.0,
-        ))
+        findings.append(
+            _finding(
+                "cw_ratio",
+                Verdict.WARN,
+                "the ladder did not measure CloudWatch's concurrency against the client's; assumed 1.0",
+                cw_ratio=1.0,
+            )
+        )
     else:
-        findings.append(_finding(
-            "cw_ratio", Verdict.OK,
-            f"CloudWatch ConcurrentRequestsPerModel reads ×{cw_ratio:.3f} the client's concurrency at the trigger",
-            cw_ratio=round(cw_ratio, 6),
-        ))
+        findings.append(
+            _finding(
+                "cw_ratio",
+                Verdict.OK,
+                f"CloudWatch ConcurrentRequestsPerModel reads ×{cw_ratio:.3f} the client's concurrency at the trigger",
+                cw_ratio=round(cw_ratio, 6),
+            )
+        )
     findings.append(
         _finding("bracketing", Verdict.OK, f"Q_max {q_max} is bracketed by a failing rung above it")
         if qmax.bracketed
         else _finding(
-            "bracketing", Verdict.WARN,
+            "bracketing",
+            Verdict.WARN,
             f"no rung above {q_max} failed: Q_max is a lower bound; extend the ladder to bracket it",
         )
     )
-    findings.append(_finding(
-        "alarm", Verdict.OK, f"FirstChunkLatency p95 alarm at {alarm_ms} ms ({alarm_why})",
-        rule=alarm_rule,
-    ))
+    findings.append(
+        _finding(
+            "alarm",
+            Verdict.OK,
+            f"FirstChunkLatency p95 alarm at {alarm_ms} ms ({alarm_why})",
+            rule=alarm_rule,
+        )
+    )
 
     findings.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
     inputs = PlanInputs(

@@ -83,7 +83,9 @@ def build_reference(path: Path) -> tuple[QmaxArtifact, TtotalArtifact]:
     except FileNotFoundError:
         raise ArtifactError(f"{path}: no such file") from None
     except (ValueError, ValidationError) as exc:
-        raise ArtifactError(f"{path}: not a published-run file: {str(exc).splitlines()[0]}") from None
+        raise ArtifactError(
+            f"{path}: not a published-run file: {str(exc).splitlines()[0]}"
+        ) from None
 
     fingerprint = Fingerprint(
         model=run.model,
@@ -96,7 +98,10 @@ def build_reference(path: Path) -> tuple[QmaxArtifact, TtotalArtifact]:
         source=f"{path.name} (published ml.g5.xlarge run)",
         command=f"tts-bench import-reference {path.name}",
     )
-    rungs = [_rung(dict(zip(run.ladder.columns, row, strict=True)), run.slo_ms) for row in run.ladder.rows]
+    rungs = [
+        _rung(dict(zip(run.ladder.columns, row, strict=True)), run.slo_ms)
+        for row in run.ladder.rows
+    ]
     q_max, bracketed = ladder_outcome(rungs)
     if (q_max, bracketed) != (run.ladder.q_max, run.ladder.bracketed):
         raise ArtifactError(

@@ -19,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "artifacts (provenance 'reference') that `plan` and `report` read.",
     )
     parser.add_argument("published", type=Path, help="published-g5xlarge-run.json")
-    parser.add_argument("--out", type=Path, default=Path("measurements"), help="default: measurements/")
+    parser.add_argument(
+        "--out", type=Path, default=Path("measurements"), help="default: measurements/"
+    )
     parser.set_defaults(handler=run)
 
 

@@ -29,15 +29,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--qmax", type=Path, required=True, help="qmax artifact (the ladder)")
     p.add_argument("--ttotal", type=Path, required=True, help="ttotal artifact (the scale-out)")
-    p.add_argument("--peak-rps", type=float, required=True, help="peak traffic to size max_instances for")
-    p.add_argument("--trough-rps", type=float, default=0.0, help="trough traffic for min_instances (default 0)")
-    p.add_argument("--slo-ms", type=float, default=3000.0, help="p95 TTFAB SLO in ms (default 3000)")
-    p.add_argument("--surge-ratio", type=float, default=1.25, help="surge to survive, 1 < r < 1.5 (default 1.25)")
-    p.add_argument("--min-floor", type=int, default=1, help="lowest min_instances allowed (default 1)")
-    p.add_argument("--allow-config-mismatch", action="store_true",
-                   help="plan from artifacts of different fingerprints (a warning instead of a refusal)")
-    p.add_argument("--out", type=Path, default=Path("measurements"), help="where to write the plan (default measurements/)")
-    p.add_argument("--json", action="store_true", help="print the plan artifact as JSON and nothing else on stdout")
+    p.add_argument(
+        "--peak-rps", type=float, required=True, help="peak traffic to size max_instances for"
+    )
+    p.add_argument(
+        "--trough-rps", type=float, default=0.0, help="trough traffic for min_instances (default 0)"
+    )
+    p.add_argument(
+        "--slo-ms", type=float, default=3000.0, help="p95 TTFAB SLO in ms (default 3000)"
+    )
+    p.add_argument(
+        "--surge-ratio",
+        type=float,
+        default=1.25,
+        help="surge to survive, 1 < r < 1.5 (default 1.25)",
+    )
+    p.add_argument(
+        "--min-floor", type=int, default=1, help="lowest min_instances allowed (default 1)"
+    )
+    p.add_argument(
+        "--allow-config-mismatch",
+        action="store_true",
+        help="plan from artifacts of different fingerprints (a warning instead of a refusal)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("measurements"),
+        help="where to write the plan (default measurements/)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan artifact as JSON and nothing else on stdout",
+    )
     p.set_defaults(handler=run)
 
 
@@ -61,9 +86,13 @@ def run(args: argparse.Namespace) -> int:
     qmax = load_artifact(args.qmax, QmaxArtifact)
     ttotal = load_artifact(args.ttotal, TtotalArtifact)
     sources = {
-        "qmax": SourceArtifact(path=str(args.qmax), sha256=sha256_file(args.qmax), provenance=qmax.provenance.kind),
+        "qmax": SourceArtifact(
+            path=str(args.qmax), sha256=sha256_file(args.qmax), provenance=qmax.provenance.kind
+        ),
         "ttotal": SourceArtifact(
-            path=str(args.ttotal), sha256=sha256_file(args.ttotal), provenance=ttotal.provenance.kind
+            path=str(args.ttotal),
+            sha256=sha256_file(args.ttotal),
+            provenance=ttotal.provenance.kind,
         ),
     }
     plan = derive_plan(qmax, ttotal, request, sources)
