@@ -106,7 +106,7 @@ def evaluate(folder: str | os.PathLike[str], query: GateQuery) -> GateResult:
     if not Path(folder).is_dir():
         return GateResult(
             condition=GateCondition.NO_PLAN,
-            reason=f"no plan: the measurements folder {folder} does not exist",
+            reason=f"no plan in {folder}: the folder does not exist",
         )
     plans, unreadable = load_plans(folder)
     return decide(plans, query, folder=str(folder), unreadable=unreadable)
@@ -133,7 +133,7 @@ def decide(
     if not same_target:
         return GateResult(
             condition=GateCondition.NO_PLAN,
-            reason=f"no plan: no plan in {folder} is for {what}{broken}; measure it and run `tts-bench plan`",
+            reason=f"no plan in {folder} is for {what}{broken}; measure it and run `tts-bench plan`",
             unreadable=unreadable,
         )
     same_image = [

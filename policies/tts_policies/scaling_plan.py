@@ -203,9 +203,10 @@ def _compare(
     threshold = read(scale_in.props, "threshold", default=None) if scale_in else None
     if not _same(threshold, plan.scale_in_threshold):
         problems.append(f"scale-in alarm threshold {threshold} != the plan's {plan.scale_in_threshold}")
+    # The latency alarm is observability, not scaling: checked when present, not required.
     latency = alarms.get(first_chunk_alarm_name(endpoint, variant))
     latency_threshold = read(latency.props, "threshold", default=None) if latency else None
-    if not _same(latency_threshold, plan.first_chunk_alarm_ms):
+    if latency and not _same(latency_threshold, plan.first_chunk_alarm_ms):
         problems.append(f"first-chunk alarm threshold {latency_threshold} != the plan's {plan.first_chunk_alarm_ms}")
     bound = read(model.props, "primaryContainer", "environment", default={}).get(ENV_MAX_QUEUE_DEPTH)
     if bound != str(plan.queue_max_depth):
