@@ -24,7 +24,9 @@ phases:
 
 @dataclass(frozen=True)
 class ModelCacheArgs:
-    project_name: str  # literal: one project per revision, started once (`aws codebuild start-build`)
+    project_name: (
+        str  # literal: one project per revision, started once (`aws codebuild start-build`)
+    )
     bucket_name: str
     models_prefix: str
     model: str
@@ -48,7 +50,11 @@ class ModelCache(pulumi.ComponentResource):
         self.model_data_uri = model_data_uri(
             args.bucket_name, args.models_prefix, args.model, args.revision
         )
-        env = {"HF_REPO": args.hf_repo, "HF_REVISION": args.revision, "TARGET_URI": self.model_data_uri}
+        env = {
+            "HF_REPO": args.hf_repo,
+            "HF_REVISION": args.revision,
+            "TARGET_URI": self.model_data_uri,
+        }
         self.project = aws.codebuild.Project(
             f"{name}-sync",
             name=args.project_name,

@@ -54,7 +54,9 @@ def dashboard_body(endpoint: str, variant: str, region: str, plan: PlanArtifact)
     alarm, invocations, errors and 503s, instance count."""
     dims = [DIMENSIONS[0], endpoint, DIMENSIONS[1], variant]
 
-    def widget(title: str, metrics: list[list[Any]], y: int, x: int, **extra: Any) -> dict[str, Any]:
+    def widget(
+        title: str, metrics: list[list[Any]], y: int, x: int, **extra: Any
+    ) -> dict[str, Any]:
         props = {"title": title, "region": region, "metrics": metrics, "view": "timeSeries"}
         props.update(extra)
         return {"type": "metric", "x": x, "y": y, "width": 12, "height": 6, "properties": props}
@@ -66,7 +68,12 @@ def dashboard_body(endpoint: str, variant: str, region: str, plan: PlanArtifact)
         widget(
             "Concurrency per instance vs plan target",
             [
-                [SAGEMAKER_NAMESPACE, CONCURRENT_REQUESTS_PER_MODEL, *dims, {"stat": "Maximum", "period": 10}],
+                [
+                    SAGEMAKER_NAMESPACE,
+                    CONCURRENT_REQUESTS_PER_MODEL,
+                    *dims,
+                    {"stat": "Maximum", "period": 10},
+                ],
                 [NAMESPACE, IN_FLIGHT, *dims, {"stat": "Maximum", "period": 10}],
             ],
             0,
@@ -81,7 +88,14 @@ def dashboard_body(endpoint: str, variant: str, region: str, plan: PlanArtifact)
         ),
         widget(
             "FirstChunkLatency p95 (ms)",
-            [[NAMESPACE, FIRST_CHUNK_LATENCY, *dims, {"stat": FIRST_CHUNK_P95_STATISTIC, "period": 60}]],
+            [
+                [
+                    NAMESPACE,
+                    FIRST_CHUNK_LATENCY,
+                    *dims,
+                    {"stat": FIRST_CHUNK_P95_STATISTIC, "period": 60},
+                ]
+            ],
             0,
             12,
             annotations={"horizontal": [line("alarm", plan.first_chunk_alarm_ms)]},
@@ -104,7 +118,14 @@ def dashboard_body(endpoint: str, variant: str, region: str, plan: PlanArtifact)
         ),
         widget(
             "Instances (CPUUtilization samples per minute)",
-            [[SAGEMAKER_INSTANCE_NAMESPACE, SAGEMAKER_CPU, *dims, {"stat": "SampleCount", "period": 60}]],
+            [
+                [
+                    SAGEMAKER_INSTANCE_NAMESPACE,
+                    SAGEMAKER_CPU,
+                    *dims,
+                    {"stat": "SampleCount", "period": 60},
+                ]
+            ],
             12,
             0,
             annotations={"horizontal": [line("plan max", plan.max_instances)]},

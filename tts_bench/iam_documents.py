@@ -42,13 +42,22 @@ def execution_role_document(
         [
             _allow(["ecr:GetAuthorizationToken"], ["*"]),
             _allow(
-                ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                [
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                ],
                 [repository_arn],
             ),
             _allow(["s3:ListBucket"], [bucket_arn(bucket)]),
             _allow(["s3:GetObject"], [f"{bucket_arn(bucket)}/{models_prefix}*"]),
             _allow(
-                ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+                [
+                    "logs:CreateLogGroup",
+                    "logs:CreateLogStream",
+                    "logs:DescribeLogStreams",
+                    "logs:PutLogEvents",
+                ],
                 log_group_arns(scope, f"/aws/sagemaker/Endpoints/{endpoint}"),
             ),
         ]

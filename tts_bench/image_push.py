@@ -97,7 +97,8 @@ def push_image(request: PushRequest) -> EcrImage:
         metadata = Path(tmp) / "metadata.json"
         command = build_command(docker, target, request, metadata)
         print(f"image push: {' '.join(command)}", file=sys.stderr)
-        done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=False)
+        # Build progress to file descriptor 2: stdout carries only the resulting reference.
+        done = subprocess.run(command, stdout=2, stderr=2, check=False)
         if done.returncode != 0:
             raise ImagePushError(
                 f"docker buildx build exited {done.returncode}; nothing recorded. If the push was "

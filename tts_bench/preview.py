@@ -72,13 +72,26 @@ class PreviewResult(BaseModel):
 def record(program_dir: Path, stack: str, *, preview: bool = True) -> Recording:
     """Run the program in a fresh process under mocks and return what it registered."""
     if not (program_dir / "__main__.py").is_file():
-        raise PreviewError(f"{program_dir}: no __main__.py; pass --program <Pulumi Python program folder>")
+        raise PreviewError(
+            f"{program_dir}: no __main__.py; pass --program <Pulumi Python program folder>"
+        )
     with tempfile.TemporaryDirectory(prefix="tts-bench-preview-") as tmp:
         out = Path(tmp) / "recording.json"
-        command = [sys.executable, "-m", "tts_bench.preview_recorder", str(program_dir), "--stack", stack, "--out", str(out)]
+        command = [
+            sys.executable,
+            "-m",
+            "tts_bench.preview_recorder",
+            str(program_dir),
+            "--stack",
+            stack,
+            "--out",
+            str(out),
+        ]
         if not preview:
             command.append("--no-preview")
-        done = subprocess.run(command, capture_output=True, text=True, timeout=PROGRAM_TIMEOUT_S, env=_child_env())
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=PROGRAM_TIMEOUT_S, env=_child_env()
+        )
         if done.returncode != 0 or not out.exists():
             last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise PreviewError(f"the program could not be run under mocks: {last}")
@@ -100,14 +113,18 @@ def evaluate_pack(
         return json_format.ParseDict(props, struct_pb2.Struct())
 
     def options(resource: RecordedResource) -> Any:
-        return analyzer_pb2.AnalyzerResourceOptions(protect=resource.protect, parent=resource.parent or "")
+        return analyzer_pb2.AnalyzerResourceOptions(
+            protect=resource.protect, parent=resource.parent or ""
+        )
 
     custom = [r for r in recording.resources if r.custom]
     with _served_pack(pack_dir) as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = analyzer_pb2_grpc.AnalyzerStub(channel)
         info = stub.GetAnalyzerInfo(empty_pb2.Empty())
         outcomes = {
-            p.name: PolicyOutcome(name=p.name, level=LEVELS[p.enforcementLevel], description=p.description)
+            p.name: PolicyOutcome(
+                name=p.name, level=LEVELS[p.enforcementLevel], description=p.description
+            )
             for p in info.policies
         }
         stub.Configure(_configure_request(analyzer_pb2, outcomes, policy_config or {}, struct))
@@ -119,7 +136,11 @@ def evaluate_pack(
         responses = [
             stub.Analyze(
                 analyzer_pb2.AnalyzeRequest(
-                    type=r.type, properties=struct(r.properties), urn=r.urn, name=r.name, options=options(r)
+                    type=r.type,
+                    properties=struct(r.properties),
+                    urn=r.urn,
+                    name=r.name,
+                    options=options(r),
                 )
             )
             for r in custom
@@ -134,12 +155,15 @@ def evaluate_pack(
                 parent=r.parent or "",
                 dependencies=r.dependencies,
                 propertyDependencies={
-                    k: analyzer_pb2.AnalyzerPropertyDependencies(urns=v) for k, v in r.property_dependencies.items()
+                    k: analyzer_pb2.AnalyzerPropertyDependencies(urns=v)
+                    for k, v in r.property_dependencies.items()
                 },
             )
             for r in recording.resources
         ]
-        responses.append(stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=stack_resources)))
+        responses.append(
+            stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=stack_resources))
+        )
     for response in responses:
         for d in response.diagnostics:
             outcome = outcomes.setdefault(
@@ -147,7 +171,12 @@ def evaluate_pack(
             )
             message = d.message.removeprefix(d.description).strip() or d.message
             outcome.diagnostics.append(
-                Diagnostic(policy=d.policyName, level=LEVELS[d.enforcementLevel], message=message, urn=d.urn)
+                Diagnostic(
+                    policy=d.policyName,
+                    level=LEVELS[d.enforcementLevel],
+                    message=message,
+                    urn=d.urn,
+                )
             )
     return info.name, list(outcomes.values())
 
@@ -184,7 +213,10 @@ def render_tree(recording: Recording) -> list[str]:
 
 
 def render(result: PreviewResult) -> list[str]:
-    lines = ["Resources (recorded under mocks):", *("  " + line for line in render_tree(result.recording))]
+    lines = [
+        "Resources (recorded under mocks):",
+        *("  " + line for line in render_tree(result.recording)),
+    ]
     said = [log for log in result.recording.logs if log.level in ("info", "warning", "error")]
     if said:
         lines.append("Program diagnostics:")
@@ -208,7 +240,9 @@ def render(result: PreviewResult) -> list[str]:
 # --------------------------------------------------------------------------- plumbing
 
 
-def _configure_request(analyzer_pb2: Any, outcomes: dict[str, PolicyOutcome], config: dict[str, Any], struct: Any) -> Any:
+def _configure_request(
+    analyzer_pb2: Any, outcomes: dict[str, PolicyOutcome], config: dict[str, Any], struct: Any
+) -> Any:
     """Pulumi's policy-pack config format: `{"policy": "mandatory" | {"enforcementLevel": …, …}}`.
     Every policy is sent with its level, as the engine does, since an omitted level reads as advisory."""
     unknown = sorted(set(config) - set(outcomes) - {"all"})
@@ -222,11 +256,15 @@ def _configure_request(analyzer_pb2: Any, outcomes: dict[str, PolicyOutcome], co
             entry = {"enforcementLevel": entry}
         level = entry.get("enforcementLevel", default_level or outcome.level)
         if level not in LEVELS:
-            raise PreviewError(f"policy config: {name}: enforcement level {level!r} is not one of {LEVELS}")
+            raise PreviewError(
+                f"policy config: {name}: enforcement level {level!r} is not one of {LEVELS}"
+            )
         outcome.level = level
         properties = {k: v for k, v in entry.items() if k != "enforcementLevel"}
         request.policyConfig[name].CopyFrom(
-            analyzer_pb2.PolicyConfig(enforcementLevel=LEVELS.index(level), properties=struct(properties))
+            analyzer_pb2.PolicyConfig(
+                enforcementLevel=LEVELS.index(level), properties=struct(properties)
+            )
         )
     return request
 

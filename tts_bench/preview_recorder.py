@@ -13,7 +13,6 @@ state, so one program per process.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import runpy
@@ -89,7 +88,7 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
     logger.addHandler(Collect())
 
     class Monitor(mocks.MockMonitor):
-        def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        def RegisterResource(self, request: Any) -> Any:
             response = super().RegisterResource(request)
             if request.type != STACK_TYPE:
                 resources.append(
@@ -102,7 +101,8 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
                         properties=json_format.MessageToDict(request.object),
                         dependencies=list(request.dependencies),
                         property_dependencies={
-                            key: list(deps.urns) for key, deps in request.propertyDependencies.items()
+                            key: list(deps.urns)
+                            for key, deps in request.propertyDependencies.items()
                         },
                         protect=request.protect,
                         retain_on_delete=request.retainOnDelete,
@@ -125,7 +125,12 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
 
     pulumi.runtime.set_all_config(config)
     mocks.set_mocks(
-        Echo(), project=project, stack=stack, preview=preview, logger=logger, monitor=Monitor(Echo())
+        Echo(),
+        project=project,
+        stack=stack,
+        preview=preview,
+        logger=logger,
+        monitor=Monitor(Echo()),
     )
     main = program_dir / "__main__.py"
     sys.path.insert(0, str(program_dir))

@@ -165,7 +165,12 @@ def set_stack_value(program_dir: Path, stack: str, key: str, value: str) -> Path
     text = path.read_text(encoding="utf-8")
     full = f"{project}:{key}"
     pattern = re.compile(rf"^(?P<indent>[ \t]+){re.escape(full)}:[^\n]*$", re.MULTILINE)
-    line = f"{full}: {json.dumps(value)}" if re.search(r"[:#\s]", value) else f"{full}: {value}"
+    plain = f"{full}: {value}"
+    try:
+        safe = _read_yaml_text(plain, path) == {full: value}
+    except StackConfigError:
+        safe = False
+    line = plain if safe else f"{full}: {json.dumps(value)}"  # quote only when YAML needs it
     if pattern.search(text):
         text = pattern.sub(lambda m: m["indent"] + line, text, count=1)
     elif re.search(r"^config:\s*$", text, re.MULTILINE):

@@ -22,12 +22,19 @@ from tts_policies.preview_values import read, unknowns_reported
 from tts_policies.resource_types import S3_BUCKET, S3_ENCRYPTION, S3_PUBLIC_ACCESS_BLOCK
 
 ENCRYPTION_ALGORITHMS = frozenset({"AES256", "aws:kms", "aws:kms:dsse"})
-PUBLIC_ACCESS_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+PUBLIC_ACCESS_FLAGS = (
+    "blockPublicAcls",
+    "blockPublicPolicy",
+    "ignorePublicAcls",
+    "restrictPublicBuckets",
+)
 
 
 def _encryption_problem(props: Mapping[str, Any]) -> str | None:
     rules = read(props, "rules", default=[]) or read(props, "rule", default=[])
-    algorithms = [read(r, "applyServerSideEncryptionByDefault", "sseAlgorithm", default=None) for r in rules]
+    algorithms = [
+        read(r, "applyServerSideEncryptionByDefault", "sseAlgorithm", default=None) for r in rules
+    ]
     if not any(a in ENCRYPTION_ALGORITHMS for a in algorithms):
         return f"its encryption configuration sets no default algorithm of {sorted(ENCRYPTION_ALGORITHMS)}"
     return None
@@ -38,15 +45,17 @@ def _public_access_problem(props: Mapping[str, Any]) -> str | None:
     return f"its public access block leaves {', '.join(off)} off" if off else None
 
 
-def _companions(bucket: PolicyResource, resources: list[PolicyResource], type_: str) -> list[PolicyResource]:
+def _companions(
+    bucket: PolicyResource, resources: list[PolicyResource], type_: str
+) -> list[PolicyResource]:
     name = read(bucket.props, "bucket", default=None)
     found = []
     for resource in resources:
         if resource.resource_type != type_:
             continue
-        if bucket in resource.property_dependencies.get("bucket", []):
-            found.append(resource)
-        elif name is not None and read(resource.props, "bucket", default=None) == name:
+        if bucket in resource.property_dependencies.get("bucket", []) or (
+            name is not None and read(resource.props, "bucket", default=None) == name
+        ):
             found.append(resource)
     return found
 

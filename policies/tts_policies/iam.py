@@ -71,7 +71,9 @@ def resource_star_problems(statement: Statement) -> list[str]:
     if statement.get("Effect") != "Allow" or "*" not in _as_list(statement.get("Resource")):
         return []
     scopable = sorted(set(map(str, _as_list(statement.get("Action")))) - UNSCOPABLE_ACTIONS)
-    return [f"Resource '*' for actions that can be scoped: {', '.join(scopable)}"] if scopable else []
+    return (
+        [f"Resource '*' for actions that can be scoped: {', '.join(scopable)}"] if scopable else []
+    )
 
 
 def statement_policy(

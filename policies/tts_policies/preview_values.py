@@ -17,7 +17,9 @@ from pulumi_policy.proxy import UnknownValueError
 MISSING: Any = object()
 # The sentinels the engine sends for values it cannot know before the deployment runs.
 _SENTINELS = frozenset(
-    getattr(proxy, name) for name in dir(proxy) if name.startswith("UNKNOWN_") and name.endswith("_VALUE")
+    getattr(proxy, name)
+    for name in dir(proxy)
+    if name.startswith("UNKNOWN_") and name.endswith("_VALUE")
 )
 
 
@@ -75,7 +77,9 @@ def _check_known(value: Any, where: str) -> Any:
 
 
 @contextlib.contextmanager
-def unknowns_reported(report: Callable[..., None], what: str, urn: str | None = None) -> Iterator[None]:
+def unknowns_reported(
+    report: Callable[..., None], what: str, urn: str | None = None
+) -> Iterator[None]:
     """Report an unknown read inside the block as a violation about `what`, never a pass."""
     try:
         yield

@@ -60,7 +60,9 @@ def plans_dir(config: Any) -> Path:
 
 
 def _same(a: Any, b: float) -> bool:
-    return isinstance(a, int | float) and not isinstance(a, bool) and math.isclose(a, b, abs_tol=1e-9)
+    return (
+        isinstance(a, int | float) and not isinstance(a, bool) and math.isclose(a, b, abs_tol=1e-9)
+    )
 
 
 def _by_type(resources: Sequence[PolicyResource], type_: str) -> list[PolicyResource]:
@@ -76,7 +78,11 @@ def _variant_model(
 ) -> tuple[PolicyResource | None, dict[str, Any] | None, str]:
     """(Model, production variant, why not) of `endpoint`/`variant`, followed through the
     endpoint's and the configuration's property dependencies."""
-    endpoints = [e for e in _by_type(resources, SAGEMAKER_ENDPOINT) if read(e.props, "name", default=None) == endpoint]
+    endpoints = [
+        e
+        for e in _by_type(resources, SAGEMAKER_ENDPOINT)
+        if read(e.props, "name", default=None) == endpoint
+    ]
     if not endpoints:
         return None, None, f"no SageMaker endpoint named {endpoint} in this stack"
     configs = _depends(endpoints[0], "endpointConfigName", SAGEMAKER_ENDPOINT_CONFIG)
@@ -84,7 +90,11 @@ def _variant_model(
         return None, None, f"endpoint {endpoint}'s configuration is not a resource of this stack"
     entries = read(configs[0].props, "productionVariants", default=[], deep=False)
     index = next(
-        (i for i in range(len(entries)) if read(entries, i, "variantName", default=None) == variant),
+        (
+            i
+            for i in range(len(entries))
+            if read(entries, i, "variantName", default=None) == variant
+        ),
         None,
     )
     if index is None:
@@ -104,7 +114,10 @@ def _check_target(
 ) -> None:
     rid = read(target.props, "resourceId")
     parsed = parse_resource_id(rid)
-    if parsed is None or read(target.props, "scalableDimension", default=None) != SCALABLE_DIMENSION:
+    if (
+        parsed is None
+        or read(target.props, "scalableDimension", default=None) != SCALABLE_DIMENSION
+    ):
         report(f"scalable target {rid}: not a SageMaker variant's DesiredInstanceCount")
         return
     endpoint, variant = parsed
@@ -147,7 +160,18 @@ def _check_target(
         report(f"{rid}: missing plan: {gate.reason}")
         return
     plan: PlanArtifact = gate.plan
-    problems = _compare(plan, gate.deployed_min, gate.deployed_max, target, model, resources, endpoint, variant, rid, digest)
+    problems = _compare(
+        plan,
+        gate.deployed_min,
+        gate.deployed_max,
+        target,
+        model,
+        resources,
+        endpoint,
+        variant,
+        rid,
+        digest,
+    )
     for problem in problems:
         report(f"{rid}: {problem} (plan {plan.plan_id}, {Path(gate.plan_path or '').name})")
 
@@ -167,15 +191,27 @@ def _compare(
     problems: list[str] = []
     tags = read(target.props, "tags", default={})
     if tags.get(TAG_PLAN_ID) != plan.plan_id:
-        problems.append(f"target tag {TAG_PLAN_ID} is {tags.get(TAG_PLAN_ID)!r}, the matching plan is {plan.plan_id}")
+        problems.append(
+            f"target tag {TAG_PLAN_ID} is {tags.get(TAG_PLAN_ID)!r}, the matching plan is {plan.plan_id}"
+        )
     if tags.get(TAG_IMAGE_DIGEST) != digest:
-        problems.append(f"target tag {TAG_IMAGE_DIGEST} is {tags.get(TAG_IMAGE_DIGEST)!r}, the model image is {digest}")
+        problems.append(
+            f"target tag {TAG_IMAGE_DIGEST} is {tags.get(TAG_IMAGE_DIGEST)!r}, the model image is {digest}"
+        )
     for prop, want in (("minCapacity", deployed_min), ("maxCapacity", deployed_max)):
         got = read(target.props, prop, default=None)
         if want is None or not _same(got, want):
-            problems.append(f"{prop} {got} != the plan's, clamped into the operator bounds ({want})")
-    policies = [p for p in _by_type(resources, SCALING_POLICY) if read(p.props, "resourceId", default=None) == rid]
-    tracking = [p for p in policies if read(p.props, "policyType", default="") == "TargetTrackingScaling"]
+            problems.append(
+                f"{prop} {got} != the plan's, clamped into the operator bounds ({want})"
+            )
+    policies = [
+        p
+        for p in _by_type(resources, SCALING_POLICY)
+        if read(p.props, "resourceId", default=None) == rid
+    ]
+    tracking = [
+        p for p in policies if read(p.props, "policyType", default="") == "TargetTrackingScaling"
+    ]
     steps = [p for p in policies if read(p.props, "policyType", default="") == "StepScaling"]
     if not tracking:
         problems.append("no target-tracking policy")
@@ -186,7 +222,9 @@ def _compare(
             problems.append(f"target value {value} != the plan's {plan.scaling_target_value}")
         cooldown = read(cfg, "scaleOutCooldown", default=None)
         if not _same(cooldown, plan.scale_out_cooldown_s):
-            problems.append(f"scale-out cooldown {cooldown} != the plan's {plan.scale_out_cooldown_s}")
+            problems.append(
+                f"scale-out cooldown {cooldown} != the plan's {plan.scale_out_cooldown_s}"
+            )
         if read(cfg, "disableScaleIn", default=False) is not True:
             problems.append("target tracking must not scale in (the step policy does)")
         metric = read(cfg, "predefinedMetricSpecification", "predefinedMetricType", default=None)
@@ -197,34 +235,47 @@ def _compare(
     for policy in steps:
         cooldown = read(policy.props, "stepScalingPolicyConfiguration", "cooldown", default=None)
         if not _same(cooldown, plan.scale_in_cooldown_s):
-            problems.append(f"scale-in cooldown {cooldown} != the plan's {plan.scale_in_cooldown_s}")
+            problems.append(
+                f"scale-in cooldown {cooldown} != the plan's {plan.scale_in_cooldown_s}"
+            )
     alarms = {read(a.props, "name", default=None): a for a in _by_type(resources, METRIC_ALARM)}
     scale_in = alarms.get(scale_in_alarm_name(endpoint, variant))
     threshold = read(scale_in.props, "threshold", default=None) if scale_in else None
     if not _same(threshold, plan.scale_in_threshold):
-        problems.append(f"scale-in alarm threshold {threshold} != the plan's {plan.scale_in_threshold}")
+        problems.append(
+            f"scale-in alarm threshold {threshold} != the plan's {plan.scale_in_threshold}"
+        )
     # The latency alarm is observability, not scaling: checked when present, not required.
     latency = alarms.get(first_chunk_alarm_name(endpoint, variant))
     latency_threshold = read(latency.props, "threshold", default=None) if latency else None
     if latency and not _same(latency_threshold, plan.first_chunk_alarm_ms):
-        problems.append(f"first-chunk alarm threshold {latency_threshold} != the plan's {plan.first_chunk_alarm_ms}")
-    bound = read(model.props, "primaryContainer", "environment", default={}).get(ENV_MAX_QUEUE_DEPTH)
+        problems.append(
+            f"first-chunk alarm threshold {latency_threshold} != the plan's {plan.first_chunk_alarm_ms}"
+        )
+    bound = read(model.props, "primaryContainer", "environment", default={}).get(
+        ENV_MAX_QUEUE_DEPTH
+    )
     if bound != str(plan.queue_max_depth):
-        problems.append(f"{ENV_MAX_QUEUE_DEPTH} {bound} != the plan's queue bound {plan.queue_max_depth}")
+        problems.append(
+            f"{ENV_MAX_QUEUE_DEPTH} {bound} != the plan's queue bound {plan.queue_max_depth}"
+        )
     return problems
 
 
 def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     folder = plans_dir(args.get_config())
     targets = [
-        t for t in _by_type(args.resources, SCALABLE_TARGET)
+        t
+        for t in _by_type(args.resources, SCALABLE_TARGET)
         if read(t.props, "serviceNamespace", default=None) == SERVICE_NAMESPACE
     ]
     target_ids = set()
     for target in targets:
         with unknowns_reported(report_violation, f"scalable target {target.name}", target.urn):
             target_ids.add(read(target.props, "resourceId"))
-            _check_target(target, args.resources, folder, lambda m, urn=target.urn: report_violation(m, urn))
+            _check_target(
+                target, args.resources, folder, lambda m, urn=target.urn: report_violation(m, urn)
+            )
     for policy in _by_type(args.resources, SCALING_POLICY):
         with unknowns_reported(report_violation, f"scaling policy {policy.name}", policy.urn):
             if read(policy.props, "serviceNamespace", default=None) != SERVICE_NAMESPACE:
@@ -247,6 +298,8 @@ POLICY = StackValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate,
     config_schema=PolicyConfigSchema(
-        properties={"plansDir": {"type": "string", "description": "plans folder, relative to the pack"}}
+        properties={
+            "plansDir": {"type": "string", "description": "plans folder, relative to the pack"}
+        }
     ),
 )

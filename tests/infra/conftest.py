@@ -16,6 +16,7 @@ from tts_bench.artifacts import PlanArtifact, load_artifact
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PACK = REPO / "policies"
+REFERENCE_PLAN = REPO / "measurements" / "plan-kokoro-82m-g5xlarge-8b1b96bc.json"
 REFERENCE_DIGEST = "sha256:8b1b96bc4dc0b30ddd84d8fe37af7c490937333c44a9f8f7d77b918c3d7eaced"
 OTHER_DIGEST = "sha256:" + "ab" * 32
 REGISTRY_REPO = "123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-bench-kokoro"
@@ -59,7 +60,9 @@ def plans_dir(tmp_path: Path) -> Callable[..., Path]:
         folder = tmp_path / name
         folder.mkdir(exist_ok=True)
         for index, plan in enumerate(plans):
-            (folder / f"plan-test-{index}.json").write_text(plan.model_dump_json(), encoding="utf-8")
+            (folder / f"plan-test-{index}.json").write_text(
+                plan.model_dump_json(), encoding="utf-8"
+            )
         return folder
 
     return make
@@ -80,26 +83,35 @@ DEV_CONFIG = {
 }
 
 
+def copy_program(parent: Path, plans: list[PlanArtifact] | None = None, **config: Any) -> Path:
+    """The repo's program in `parent/program`, with a `dev` stack of DEV_CONFIG updated by
+    `config` (None removes a key) and a measurements folder holding `plans` (default: the
+    committed reference plan)."""
+    folder = parent / "program"
+    folder.mkdir()
+    for name in ("__main__.py", "Pulumi.yaml"):
+        shutil.copy(REPO / name, folder / name)
+    shutil.copytree(
+        REPO / "components", folder / "components", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    updates = {(k if ":" in k else f"tts-bench:{k}"): v for k, v in config.items()}
+    values = {k: v for k, v in {**DEV_CONFIG, **updates}.items() if v is not None}
+    (folder / "Pulumi.dev.yaml").write_text(json.dumps({"config": values}), encoding="utf-8")
+    measurements = folder / "measurements"
+    measurements.mkdir()
+    if plans is None:
+        shutil.copy(REFERENCE_PLAN, measurements)
+    for index, plan in enumerate(plans or []):
+        path = measurements / f"plan-test-{index}.json"
+        path.write_text(plan.model_dump_json(), encoding="utf-8")
+    return folder
+
+
 @pytest.fixture
 def program_copy(tmp_path: Path) -> Callable[..., Path]:
-    """The repo's program in a folder of its own, with a `dev` stack of the given config and
-    a measurements folder holding the given plans (the reference plan by default)."""
+    """`copy_program` into this test's folder."""
 
     def make(plans: list[PlanArtifact] | None = None, **config: Any) -> Path:
-        folder = tmp_path / "program"
-        folder.mkdir()
-        for name in ("__main__.py", "Pulumi.yaml"):
-            shutil.copy(REPO / name, folder / name)
-        shutil.copytree(REPO / "components", folder / "components", ignore=shutil.ignore_patterns("__pycache__"))
-        values = {**DEV_CONFIG, **{f"tts-bench:{k}" if ":" not in k else k: v for k, v in config.items()}}
-        values = {k: v for k, v in values.items() if v is not None}
-        (folder / "Pulumi.dev.yaml").write_text(json.dumps({"config": values}), encoding="utf-8")
-        measurements = folder / "measurements"
-        measurements.mkdir()
-        if plans is None:
-            shutil.copy(REPO / "measurements" / "plan-kokoro-82m-g5xlarge-8b1b96bc.json", measurements)
-        for index, plan in enumerate(plans or []):
-            (measurements / f"plan-test-{index}.json").write_text(plan.model_dump_json(), encoding="utf-8")
-        return folder
+        return copy_program(tmp_path, plans, **config)
 
     return make

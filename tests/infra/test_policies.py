@@ -18,16 +18,18 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, unknown_checking_proxy
+from tts_policies import POLICIES, buckets, iam, images, scaling_plan
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
 from tts_bench.artifacts import PlanArtifact
-from tts_policies import POLICIES, buckets, iam, images, scaling_plan
 
 OPTS = PolicyResourceOptions(False, [], None, [], None, [], None)
 
 
 def resource_args(type_: str, props: dict[str, Any]) -> ResourceValidationArgs:
-    return ResourceValidationArgs(type_, unknown_checking_proxy(props), f"urn:{type_}::r", "r", OPTS, None)
+    return ResourceValidationArgs(
+        type_, unknown_checking_proxy(props), f"urn:{type_}::r", "r", OPTS, None
+    )
 
 
 def validate(policy: Any, args: Any) -> list[str]:
@@ -42,7 +44,9 @@ class Stack:
     def __init__(self) -> None:
         self.resources: list[PolicyResource] = []
 
-    def add(self, type_: str, name: str, props: dict[str, Any], **deps: PolicyResource) -> PolicyResource:
+    def add(
+        self, type_: str, name: str, props: dict[str, Any], **deps: PolicyResource
+    ) -> PolicyResource:
         resource = PolicyResource(
             type_, unknown_checking_proxy(props), f"urn:{name}", name, OPTS, None, None, [], {}
         )
@@ -59,10 +63,21 @@ class Stack:
 RID = "endpoint/speech/variant/AllTraffic"
 DEPLOYMENT: dict[str, dict[str, Any]] = {
     "model": {
-        "primaryContainer": {"image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}", "environment": {"MAX_QUEUE_DEPTH": "50"}},
+        "primaryContainer": {
+            "image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}",
+            "environment": {"MAX_QUEUE_DEPTH": "50"},
+        },
         "tags": {"tts-bench:model": "kokoro-82m", "tts-bench:image-digest": REFERENCE_DIGEST},
     },
-    "config": {"productionVariants": [{"variantName": "AllTraffic", "instanceType": "ml.g5.xlarge", "modelName": UNKNOWN_STRING_VALUE}]},
+    "config": {
+        "productionVariants": [
+            {
+                "variantName": "AllTraffic",
+                "instanceType": "ml.g5.xlarge",
+                "modelName": UNKNOWN_STRING_VALUE,
+            }
+        ]
+    },
     "endpoint": {"name": "speech", "endpointConfigName": UNKNOWN_STRING_VALUE},
     "target": {
         "serviceNamespace": "sagemaker",
@@ -107,9 +122,14 @@ def deployment(changes: Callable[[dict[str, dict[str, Any]]], None] | None = Non
     stack = Stack()
     model = stack.add("aws:sagemaker/model:Model", "model", props["model"])
     config = stack.add(
-        "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "config", props["config"], productionVariants=model
+        "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
+        "config",
+        props["config"],
+        productionVariants=model,
     )
-    stack.add("aws:sagemaker/endpoint:Endpoint", "endpoint", props["endpoint"], endpointConfigName=config)
+    stack.add(
+        "aws:sagemaker/endpoint:Endpoint", "endpoint", props["endpoint"], endpointConfigName=config
+    )
     stack.add("aws:appautoscaling/target:Target", "target", props["target"])
     stack.add("aws:appautoscaling/policy:Policy", "tracking", props["tracking"])
     stack.add("aws:appautoscaling/policy:Policy", "step", props["step"])
@@ -132,18 +152,51 @@ def _set(path: str, value: Any) -> Callable[[dict[str, dict[str, Any]]], None]:
     ("change", "expected"),
     [
         (None, None),
-        (_set("tracking.targetTrackingScalingPolicyConfiguration.targetValue", 50.0), "target value 50.0 != the plan's 37.5"),
-        (_set("tracking.targetTrackingScalingPolicyConfiguration.scaleOutCooldown", 60.0), "scale-out cooldown 60.0"),
-        (_set("step.stepScalingPolicyConfiguration.cooldown", 300.0), "scale-in cooldown 300.0 != the plan's 960"),
+        (
+            _set("tracking.targetTrackingScalingPolicyConfiguration.targetValue", 50.0),
+            "target value 50.0 != the plan's 37.5",
+        ),
+        (
+            _set("tracking.targetTrackingScalingPolicyConfiguration.scaleOutCooldown", 60.0),
+            "scale-out cooldown 60.0",
+        ),
+        (
+            _set("step.stepScalingPolicyConfiguration.cooldown", 300.0),
+            "scale-in cooldown 300.0 != the plan's 960",
+        ),
         (_set("alarm.threshold", 30.0), "scale-in alarm threshold 30.0 != the plan's 25.0"),
-        (_set("model.primaryContainer.environment", {}), "MAX_QUEUE_DEPTH None != the plan's queue bound 50"),
-        (_set("target.maxCapacity", 280.0), "maxCapacity 280.0 != the plan's, clamped into the operator bounds (20)"),
-        (_set("target.tags.tts-bench:plan-id", "000000000000"), "the matching plan is d0b4a6baef69"),
-        (_set("model.primaryContainer.image", f"{REGISTRY_REPO}@{OTHER_DIGEST}"), "missing plan: no plan for this image"),
-        (_set("config.productionVariants.0.instanceType", "ml.g6.xlarge"), "missing plan: no plan in"),
-        (_set("model.primaryContainer.image", f"{REGISTRY_REPO}:latest"), "missing plan: its Model needs"),
+        (
+            _set("model.primaryContainer.environment", {}),
+            "MAX_QUEUE_DEPTH None != the plan's queue bound 50",
+        ),
+        (
+            _set("target.maxCapacity", 280.0),
+            "maxCapacity 280.0 != the plan's, clamped into the operator bounds (20)",
+        ),
+        (
+            _set("target.tags.tts-bench:plan-id", "000000000000"),
+            "the matching plan is d0b4a6baef69",
+        ),
+        (
+            _set("model.primaryContainer.image", f"{REGISTRY_REPO}@{OTHER_DIGEST}"),
+            "missing plan: no plan for this image",
+        ),
+        (
+            _set("config.productionVariants.0.instanceType", "ml.g6.xlarge"),
+            "missing plan: no plan in",
+        ),
+        (
+            _set("model.primaryContainer.image", f"{REGISTRY_REPO}:latest"),
+            "missing plan: its Model needs",
+        ),
         (_set("endpoint.name", "another"), "missing plan: no SageMaker endpoint named speech"),
-        (_set("tracking.targetTrackingScalingPolicyConfiguration.targetValue", UNKNOWN_NUMBER_VALUE), "targetValue is unknown at preview"),
+        (
+            _set(
+                "tracking.targetTrackingScalingPolicyConfiguration.targetValue",
+                UNKNOWN_NUMBER_VALUE,
+            ),
+            "targetValue is unknown at preview",
+        ),
         (_set("target.resourceId", UNKNOWN_STRING_VALUE), ".resourceId is unknown at preview"),
     ],
 )
@@ -155,7 +208,9 @@ def test_scaling_needs_the_measured_plan(change: Any, expected: str | None) -> N
         assert any(expected in v for v in violations), violations
 
 
-def test_an_infeasible_plan_is_refused(infeasible_plan: PlanArtifact, plans_dir: Callable[..., Path]) -> None:
+def test_an_infeasible_plan_is_refused(
+    infeasible_plan: PlanArtifact, plans_dir: Callable[..., Path]
+) -> None:
     config = {"plansDir": str(plans_dir(infeasible_plan))}
     violations = validate(scaling_plan.POLICY, deployment().args(config))
     assert any("missing plan" in v and "is infeasible" in v for v in violations), violations
@@ -197,11 +252,15 @@ def test_a_target_without_endpoint_or_model_is_refused() -> None:
 )
 def test_images_are_pinned_by_digest(props: dict[str, Any], expected: str | None) -> None:
     violations = validate(images.POLICY, resource_args("aws:sagemaker/model:Model", props))
-    assert (violations == []) if expected is None else any(expected in v for v in violations), violations
+    assert (violations == []) if expected is None else any(expected in v for v in violations), (
+        violations
+    )
 
 
 def test_image_rule_ignores_other_resources() -> None:
-    assert validate(images.POLICY, resource_args("aws:s3/bucket:Bucket", {"image": "x:latest"})) == []
+    assert (
+        validate(images.POLICY, resource_args("aws:s3/bucket:Bucket", {"image": "x:latest"})) == []
+    )
 
 
 # --------------------------------------------------------------------------- buckets
@@ -210,7 +269,9 @@ BLOCK_ALL = dict.fromkeys(buckets.PUBLIC_ACCESS_FLAGS, True)
 KMS = {"rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]}
 
 
-def bucket_stack(encryption: dict[str, Any] | None, block: dict[str, Any] | None, by_name: bool = False) -> Stack:
+def bucket_stack(
+    encryption: dict[str, Any] | None, block: dict[str, Any] | None, by_name: bool = False
+) -> Stack:
     stack = Stack()
     bucket = stack.add("aws:s3/bucket:Bucket", "weights", {"bucket": "weights"})
     link = {} if by_name else {"bucket": bucket}
@@ -228,16 +289,34 @@ def bucket_stack(encryption: dict[str, Any] | None, block: dict[str, Any] | None
     [
         (bucket_stack(KMS, BLOCK_ALL), buckets.ENCRYPTION_POLICY, None),
         (bucket_stack(KMS, BLOCK_ALL, by_name=True), buckets.PUBLIC_ACCESS_POLICY, None),
-        (bucket_stack(None, BLOCK_ALL), buckets.ENCRYPTION_POLICY, "has no BucketServerSideEncryptionConfiguration"),
-        (bucket_stack({"rules": []}, BLOCK_ALL), buckets.ENCRYPTION_POLICY, "sets no default algorithm"),
+        (
+            bucket_stack(None, BLOCK_ALL),
+            buckets.ENCRYPTION_POLICY,
+            "has no BucketServerSideEncryptionConfiguration",
+        ),
+        (
+            bucket_stack({"rules": []}, BLOCK_ALL),
+            buckets.ENCRYPTION_POLICY,
+            "sets no default algorithm",
+        ),
         (bucket_stack(KMS, None), buckets.PUBLIC_ACCESS_POLICY, "has no BucketPublicAccessBlock"),
-        (bucket_stack(KMS, {**BLOCK_ALL, "ignorePublicAcls": False}), buckets.PUBLIC_ACCESS_POLICY, "leaves ignorePublicAcls off"),
-        (bucket_stack(KMS, {**BLOCK_ALL, "blockPublicPolicy": UNKNOWN_STRING_VALUE}), buckets.PUBLIC_ACCESS_POLICY, "blockPublicPolicy is unknown at preview"),
+        (
+            bucket_stack(KMS, {**BLOCK_ALL, "ignorePublicAcls": False}),
+            buckets.PUBLIC_ACCESS_POLICY,
+            "leaves ignorePublicAcls off",
+        ),
+        (
+            bucket_stack(KMS, {**BLOCK_ALL, "blockPublicPolicy": UNKNOWN_STRING_VALUE}),
+            buckets.PUBLIC_ACCESS_POLICY,
+            "blockPublicPolicy is unknown at preview",
+        ),
     ],
 )
 def test_buckets_are_encrypted_and_private(stack: Stack, policy: Any, expected: str | None) -> None:
     violations = validate(policy, stack.args())
-    assert (violations == []) if expected is None else any(expected in v for v in violations), violations
+    assert (violations == []) if expected is None else any(expected in v for v in violations), (
+        violations
+    )
 
 
 # --------------------------------------------------------------------------- IAM
@@ -249,26 +328,83 @@ def doc(*statements: dict[str, Any]) -> str:
 
 SCOPED = {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::weights/*"]}
 TOKEN = {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"}
-ASSUME = {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
+ASSUME = {
+    "Effect": "Allow",
+    "Principal": {"Service": "sagemaker.amazonaws.com"},
+    "Action": "sts:AssumeRole",
+}
 
 
 @pytest.mark.parametrize(
     ("type_", "props", "policy", "expected"),
     [
-        ("aws:iam/rolePolicy:RolePolicy", {"policy": doc(SCOPED, TOKEN)}, iam.NO_WILDCARD_ACTIONS, None),
-        ("aws:iam/rolePolicy:RolePolicy", {"policy": doc(SCOPED, TOKEN)}, iam.RESOURCE_STAR_ONLY_UNSCOPABLE, None),
-        ("aws:iam/role:Role", {"assumeRolePolicy": doc(ASSUME)}, iam.RESOURCE_STAR_ONLY_UNSCOPABLE, None),
-        ("aws:iam/policy:Policy", {"policy": doc({**SCOPED, "Action": "s3:*"})}, iam.NO_WILDCARD_ACTIONS, "action 's3:*' is a wildcard"),
-        ("aws:iam/rolePolicy:RolePolicy", {"policy": doc({**SCOPED, "Action": "*"})}, iam.NO_WILDCARD_ACTIONS, "action '*' is a wildcard"),
-        ("aws:iam/role:Role", {"inlinePolicies": [{"policy": doc({"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"})}]}, iam.NO_WILDCARD_ACTIONS, "NotAction"),
-        ("aws:iam/rolePolicy:RolePolicy", {"policy": doc({**SCOPED, "Resource": "*"})}, iam.RESOURCE_STAR_ONLY_UNSCOPABLE, "can be scoped: s3:GetObject"),
-        ("aws:iam/rolePolicy:RolePolicy", {"policy": "{not json"}, iam.NO_WILDCARD_ACTIONS, "policy: not JSON"),
-        ("aws:iam/rolePolicy:RolePolicy", {"policy": UNKNOWN_STRING_VALUE}, iam.NO_WILDCARD_ACTIONS, ".policy is unknown at preview"),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc(SCOPED, TOKEN)},
+            iam.NO_WILDCARD_ACTIONS,
+            None,
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc(SCOPED, TOKEN)},
+            iam.RESOURCE_STAR_ONLY_UNSCOPABLE,
+            None,
+        ),
+        (
+            "aws:iam/role:Role",
+            {"assumeRolePolicy": doc(ASSUME)},
+            iam.RESOURCE_STAR_ONLY_UNSCOPABLE,
+            None,
+        ),
+        (
+            "aws:iam/policy:Policy",
+            {"policy": doc({**SCOPED, "Action": "s3:*"})},
+            iam.NO_WILDCARD_ACTIONS,
+            "action 's3:*' is a wildcard",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc({**SCOPED, "Action": "*"})},
+            iam.NO_WILDCARD_ACTIONS,
+            "action '*' is a wildcard",
+        ),
+        (
+            "aws:iam/role:Role",
+            {
+                "inlinePolicies": [
+                    {"policy": doc({"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"})}
+                ]
+            },
+            iam.NO_WILDCARD_ACTIONS,
+            "NotAction",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc({**SCOPED, "Resource": "*"})},
+            iam.RESOURCE_STAR_ONLY_UNSCOPABLE,
+            "can be scoped: s3:GetObject",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": "{not json"},
+            iam.NO_WILDCARD_ACTIONS,
+            "policy: not JSON",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": UNKNOWN_STRING_VALUE},
+            iam.NO_WILDCARD_ACTIONS,
+            ".policy is unknown at preview",
+        ),
     ],
 )
-def test_iam_least_privilege(type_: str, props: dict[str, Any], policy: Any, expected: str | None) -> None:
+def test_iam_least_privilege(
+    type_: str, props: dict[str, Any], policy: Any, expected: str | None
+) -> None:
     violations = validate(policy, resource_args(type_, props))
-    assert (violations == []) if expected is None else any(expected in v for v in violations), violations
+    assert (violations == []) if expected is None else any(expected in v for v in violations), (
+        violations
+    )
 
 
 def test_the_pack_lists_every_rule_once_with_a_kebab_case_name() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
+from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO, copy_program
 from tts_bench.alarm_names import first_chunk_alarm_name
 from tts_bench.artifacts import PlanArtifact
 from tts_bench.deployment import (
@@ -38,6 +38,8 @@ SCALING_TYPES = {
 }
 ENDPOINT = "speech-kokoro-82m"
 
+pytestmark = pytest.mark.slow  # one Python process per program run
+
 
 def run(program: Path) -> Recording:
     return record(program, "dev", preview=False)
@@ -54,30 +56,21 @@ def warnings(recording: Recording) -> str:
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory: pytest.TempPathFactory, reference_plan_path: Path) -> Recording:
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     """The repo's program with bounds 1:300 and the committed reference plan."""
-    from tests.infra.conftest import DEV_CONFIG
-
-    folder = tmp_path_factory.mktemp("reference") / "program"
-    import shutil
-
-    from tests.infra.conftest import REPO
-
-    folder.mkdir()
-    for name in ("__main__.py", "Pulumi.yaml"):
-        shutil.copy(REPO / name, folder / name)
-    shutil.copytree(REPO / "components", folder / "components", ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "Pulumi.dev.yaml").write_text(json.dumps({"config": DEV_CONFIG}), encoding="utf-8")
-    (folder / "measurements").mkdir()
-    shutil.copy(reference_plan_path, folder / "measurements")
-    return run(folder)
+    return run(copy_program(tmp_path_factory.mktemp("reference")))
 
 
-def test_every_scaling_and_alarm_value_is_the_plans(reference_run: Recording, reference_plan: PlanArtifact) -> None:
+def test_every_scaling_and_alarm_value_is_the_plans(
+    reference_run: Recording, reference_plan: PlanArtifact
+) -> None:
     plan = reference_plan
     checked = 0
     target = one(reference_run, "aws:appautoscaling/target:Target")
-    assert (target["minCapacity"], target["maxCapacity"]) == (plan.min_instances, plan.max_instances)
+    assert (target["minCapacity"], target["maxCapacity"]) == (
+        plan.min_instances,
+        plan.max_instances,
+    )
     assert target["tags"][TAG_PLAN_ID] == plan.plan_id
     assert target["tags"][TAG_IMAGE_DIGEST] == plan.fingerprint.image_digest
     assert (target["tags"][TAG_MIN_BOUND], target["tags"][TAG_MAX_BOUND]) == ("1", "300")
@@ -97,7 +90,9 @@ def test_every_scaling_and_alarm_value_is_the_plans(reference_run: Recording, re
     assert step_cfg["stepAdjustments"][0]["scalingAdjustment"] == -1
     checked += 1
 
-    alarm = one(reference_run, "aws:cloudwatch/metricAlarm:MetricAlarm", f"{ENDPOINT}-scale-in-alarm")
+    alarm = one(
+        reference_run, "aws:cloudwatch/metricAlarm:MetricAlarm", f"{ENDPOINT}-scale-in-alarm"
+    )
     assert alarm["name"] == scale_in_alarm_name(ENDPOINT)
     assert alarm["threshold"] == plan.scale_in_threshold == 25.0
     assert (alarm["statistic"], alarm["period"], alarm["evaluationPeriods"]) == (
@@ -108,31 +103,51 @@ def test_every_scaling_and_alarm_value_is_the_plans(reference_run: Recording, re
     assert alarm["comparisonOperator"] == SCALE_IN_COMPARISON
     checked += 1
 
-    latency = one(reference_run, "aws:cloudwatch/metricAlarm:MetricAlarm", f"{ENDPOINT}-first-chunk-p95")
+    latency = one(
+        reference_run, "aws:cloudwatch/metricAlarm:MetricAlarm", f"{ENDPOINT}-first-chunk-p95"
+    )
     assert latency["name"] == first_chunk_alarm_name(ENDPOINT)
     assert latency["threshold"] == plan.first_chunk_alarm_ms == 65
     assert latency["extendedStatistic"] == "p95"
     checked += 1
 
     model = one(reference_run, "aws:sagemaker/model:Model")
-    assert model["primaryContainer"]["environment"][ENV_MAX_QUEUE_DEPTH] == str(plan.queue_max_depth) == "50"
+    assert (
+        model["primaryContainer"]["environment"][ENV_MAX_QUEUE_DEPTH]
+        == str(plan.queue_max_depth)
+        == "50"
+    )
     assert model["tags"][TAG_PLAN_ID] == plan.plan_id
     checked += 1
 
-    dashboard = json.loads(one(reference_run, "aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
-    lines = [a["value"] for w in dashboard["widgets"] for a in w["properties"].get("annotations", {}).get("horizontal", [])]
-    assert {plan.scaling_target_value, plan.scale_in_threshold, plan.first_chunk_alarm_ms} <= set(lines)
+    dashboard = json.loads(
+        one(reference_run, "aws:cloudwatch/dashboard:Dashboard")["dashboardBody"]
+    )
+    lines = [
+        a["value"]
+        for w in dashboard["widgets"]
+        for a in w["properties"].get("annotations", {}).get("horizontal", [])
+    ]
+    assert {plan.scaling_target_value, plan.scale_in_threshold, plan.first_chunk_alarm_ms} <= set(
+        lines
+    )
     checked += 1
     assert checked == 7
 
 
-def test_the_image_is_pinned_by_digest_and_routing_is_least_outstanding(reference_run: Recording) -> None:
+def test_the_image_is_pinned_by_digest_and_routing_is_least_outstanding(
+    reference_run: Recording,
+) -> None:
     model = one(reference_run, "aws:sagemaker/model:Model")
     assert model["primaryContainer"]["image"] == f"{REGISTRY_REPO}@{REFERENCE_DIGEST}"
     assert re.fullmatch(r"[^@]+@sha256:[0-9a-f]{64}", model["primaryContainer"]["image"])
     assert model["tags"][TAG_MODEL] == "kokoro-82m"
-    variants = one(reference_run, "aws:sagemaker/endpointConfiguration:EndpointConfiguration")["productionVariants"]
-    assert [v["routingConfigs"][0]["routingStrategy"] for v in variants] == ["LEAST_OUTSTANDING_REQUESTS"]
+    variants = one(reference_run, "aws:sagemaker/endpointConfiguration:EndpointConfiguration")[
+        "productionVariants"
+    ]
+    assert [v["routingConfigs"][0]["routingStrategy"] for v in variants] == [
+        "LEAST_OUTSTANDING_REQUESTS"
+    ]
     assert variants[0]["instanceType"] == "ml.g5.xlarge"
     assert one(reference_run, "aws:sagemaker/endpoint:Endpoint")["name"] == ENDPOINT
 
@@ -193,7 +208,9 @@ def test_a_disabled_stack_is_the_same_whatever_the_reason(
     pinned = run(program_copy(minInstances=1, maxInstances=1))
 
     def shape(recording: Recording) -> list[tuple[str, str, str]]:
-        return sorted((r.type, r.name, json.dumps(r.properties, sort_keys=True)) for r in recording.resources)
+        return sorted(
+            (r.type, r.name, json.dumps(r.properties, sort_keys=True)) for r in recording.resources
+        )
 
     assert shape(no_plan) == shape(pinned)
 

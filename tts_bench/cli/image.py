@@ -21,8 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     push.add_argument("--stack", default="dev")
     push.add_argument("--program", type=Path, default=Path("."), help="the Pulumi project folder")
-    push.add_argument("--context", type=Path, default=None, help="build context (default: the project)")
-    push.add_argument("--file", type=Path, default=None, help="Dockerfile (default container/Dockerfile)")
+    push.add_argument(
+        "--context", type=Path, default=None, help="build context (default: the project)"
+    )
+    push.add_argument(
+        "--file", type=Path, default=None, help="Dockerfile (default container/Dockerfile)"
+    )
     push.add_argument("--tag", default=None, help="image tag (default <git sha>-<UTC time>)")
     push.add_argument("--platform", default=None, help="target platform (default linux/amd64)")
     push.set_defaults(handler=run_push)

@@ -27,12 +27,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Exits 1 on any mandatory violation."
         ),
     )
-    parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml to use (default dev)")
     parser.add_argument(
-        "--program", type=Path, default=None, help="Pulumi Python program folder (default: this repo's)"
+        "--stack", default="dev", help="stack whose Pulumi.<stack>.yaml to use (default dev)"
     )
     parser.add_argument(
-        "--policy-pack", type=Path, default=None, help="policy pack folder (default: this repo's policies/)"
+        "--program",
+        type=Path,
+        default=None,
+        help="Pulumi Python program folder (default: this repo's)",
+    )
+    parser.add_argument(
+        "--policy-pack",
+        type=Path,
+        default=None,
+        help="policy pack folder (default: this repo's policies/)",
     )
     parser.add_argument(
         "--policy-config",
@@ -54,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             config = json.loads(args.policy_config.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise TtsBenchError(f"{args.policy_config}: cannot read policy config ({exc})") from None
+            raise TtsBenchError(
+                f"{args.policy_config}: cannot read policy config ({exc})"
+            ) from None
         if not isinstance(config, dict):
             raise PreviewError(f"{args.policy_config}: policy config must be a JSON object")
     print(f"tts-bench preview: program {program}, stack {args.stack}, pack {pack}", file=sys.stderr)
