@@ -48,35 +48,21 @@ def read_config() -> StackConfig:
 
 def main() -> None:
     cfg = read_config()
-    image = cfg.pinned_image
-    program_dir = Path(__file__).resolve().parent
-    gate = gate_scaling(
-        program_dir / cfg.measurements_dir,
-        GateQuery(
-            model=cfg.model,
-            instance_type=cfg.instance_type,
-            image_digest=image.digest,
-            performance_env=cfg.performance_env,
-            bounds=cfg.bounds,
-            slo_ms=cfg.slo_ms,
-            surge_ratio=cfg.surge_ratio,
-        ),
-    )
-    plan = gate.plan if gate.enabled else None
+    repository = cfg.repository
     endpoint = cfg.endpoint_name
     tags = {"tts-bench:endpoint": endpoint}
-    bucket = f"{endpoint}-weights-{image.account}-{cfg.region}"
+    bucket = f"{endpoint}-weights-{repository.account}-{cfg.region}"
     build_project = f"{endpoint}-model-cache"
 
     foundation = Foundation(
         endpoint,
         FoundationArgs(
-            scope=AccountScope(account=image.account, region=cfg.region),
+            scope=AccountScope(account=repository.account, region=cfg.region),
             endpoint_name=endpoint,
             bucket_name=bucket,
             models_prefix=MODELS_PREFIX,
-            repository_name=image.repository,
-            repository_arn=image.repository_arn,
+            repository_name=repository.repository,
+            repository_arn=repository.repository_arn,
             build_project_name=build_project,
             tags=tags,
         ),
@@ -95,6 +81,28 @@ def main() -> None:
         ),
         opts=pulumi.ResourceOptions(depends_on=[foundation]),
     )
+    pulumi.export("repository_url", foundation.repository_url)
+    pulumi.export("model_cache_project", cache.project_name)
+    if not cfg.deploy_endpoint:
+        pulumi.log.warn(
+            "deployEndpoint is false: only the foundation and the model cache are deployed; push "
+            "the image, run the model cache build, then set deployEndpoint to true"
+        )
+        return
+    image = cfg.pinned_image
+    gate = gate_scaling(
+        Path(__file__).resolve().parent / cfg.measurements_dir,
+        GateQuery(
+            model=cfg.model,
+            instance_type=cfg.instance_type,
+            image_digest=image.digest,
+            performance_env=cfg.performance_env,
+            bounds=cfg.bounds,
+            slo_ms=cfg.slo_ms,
+            surge_ratio=cfg.surge_ratio,
+        ),
+    )
+    plan = gate.plan if gate.enabled else None
     environment = dict(cfg.performance_env)
     model_tags = {TAG_MODEL: cfg.model, TAG_IMAGE_DIGEST: image.digest}
     if plan is not None:
@@ -117,8 +125,6 @@ def main() -> None:
         opts=pulumi.ResourceOptions(depends_on=[cache]),
     )
     pulumi.export("endpoint_name", speech.endpoint_name)
-    pulumi.export("model_cache_project", cache.project_name)
-    pulumi.export("repository_url", foundation.repository_url)
     pulumi.export("plan_gate", {"condition": gate.condition.value, "reason": gate.reason})
     if plan is None:
         return

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tts_bench.errors import TtsBenchError
 from tts_bench.fingerprint import DIGEST_PATTERN
-from tts_bench.image_ref import EcrImage, parse_pinned, repository_of
+from tts_bench.image_ref import EcrImage, parse_pinned, parse_repository
 from tts_bench.stack_config import IMAGE_KEY, project_name, set_stack_value, stack_values
 
 DIGEST_KEY = "containerimage.digest"
@@ -84,7 +84,8 @@ def push_image(request: PushRequest) -> EcrImage:
             f"stack {request.stack} has no {project}:{IMAGE_KEY}; set it to the ECR repository "
             "(<account>.dkr.ecr.<region>.amazonaws.com/<repository>) first"
         )
-    registry, repository, _ = repository_of(current)
+    repo = parse_repository(current)
+    registry, repository = repo.registry, repo.repository
     if not re.fullmatch(r"[\w][\w.-]{0,127}", request.tag):
         raise ImagePushError(f"tag {request.tag!r} is not a valid image tag")
     if not request.dockerfile.is_file():

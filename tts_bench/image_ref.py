@@ -24,13 +24,12 @@ class ImageReferenceError(TtsBenchError):
 
 
 @dataclass(frozen=True)
-class EcrImage:
-    """A digest-pinned ECR image."""
+class EcrRepository:
+    """An ECR repository: where images are pushed and pulled."""
 
     account: str
     region: str
     repository: str
-    digest: str
 
     @property
     def registry(self) -> str:
@@ -43,6 +42,13 @@ class EcrImage:
     @property
     def repository_arn(self) -> str:
         return f"arn:aws:ecr:{self.region}:{self.account}:repository/{self.repository}"
+
+
+@dataclass(frozen=True)
+class EcrImage(EcrRepository):
+    """A digest-pinned ECR image."""
+
+    digest: str
 
     @property
     def reference(self) -> str:
@@ -78,13 +84,19 @@ def parse_pinned(reference: str) -> EcrImage:
     )
 
 
-def repository_of(reference: str) -> tuple[str, str, str]:
-    """(registry, repository, account) of any ECR reference, pinned or not (for pushing)."""
+def parse_repository(reference: str) -> EcrRepository:
+    """The repository of any ECR reference, pinned, tagged or bare (for pushing to it)."""
     match = _ANY.match(reference.strip())
     if not match:
         raise ImageReferenceError(
             f"image {reference!r} is not an ECR reference; expected "
             "<account>.dkr.ecr.<region>.amazonaws.com/<repository>[@sha256:<digest>]"
         )
-    registry = f"{match['account']}.dkr.ecr.{match['region']}.amazonaws.com"
-    return registry, match["repository"], match["account"]
+    return EcrRepository(
+        account=match["account"], region=match["region"], repository=match["repository"]
+    )
+
+
+def is_tag_only(reference: str) -> bool:
+    match = _ANY.match(reference.strip())
+    return bool(match and match["tag"] and not match["digest"])

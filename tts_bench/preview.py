@@ -304,9 +304,12 @@ def _served_pack(pack_dir: Path) -> Iterator[int]:
 
 
 def _child_env() -> dict[str, str]:
-    """This process's import path for the children, so they load the same `tts_bench`."""
+    """Children import the same `tts_bench` as this process (a checkout may shadow an install)."""
+    import tts_bench
+
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
+    here = str(Path(tts_bench.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

@@ -26,7 +26,14 @@ from pydantic import (
 
 from tts_bench.deployment import DEFAULT_VARIANT, OperatorBounds
 from tts_bench.errors import TtsBenchError
-from tts_bench.image_ref import EcrImage, ImageReferenceError, parse_pinned
+from tts_bench.image_ref import (
+    EcrImage,
+    EcrRepository,
+    ImageReferenceError,
+    is_tag_only,
+    parse_pinned,
+    parse_repository,
+)
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 DEFAULT_ENDPOINT = "speech-kokoro-82m"
@@ -48,7 +55,7 @@ class StackConfig(BaseModel):
     variant_name: str = Field(DEFAULT_VARIANT, alias="variantName", pattern=r"^[a-zA-Z0-9-]{1,63}$")
     model: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     instance_type: str = Field(alias="instanceType", pattern=r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
-    image: str = Field(description="ECR reference pinned by digest")
+    image: str = Field(description="ECR reference pinned by digest (bare repository: no endpoint)")
     min_instances: PositiveInt = Field(alias="minInstances")
     max_instances: PositiveInt = Field(alias="maxInstances")
     slo_ms: PositiveFloat = Field(alias="sloMs")
@@ -58,12 +65,16 @@ class StackConfig(BaseModel):
     model_repo: str = Field("hexgrad/Kokoro-82M", alias="modelRepo", pattern=r"^[\w.-]+/[\w.-]+$")
     model_revision: str = Field(alias="modelRevision", pattern=r"^[0-9a-f]{40}$")
     performance_env: dict[str, str] = Field(default_factory=dict, alias="performanceEnv")
+    # False for a first deploy: the repository and the weights must exist before the endpoint.
+    deploy_endpoint: bool = Field(True, alias="deployEndpoint")
 
     @field_validator("image")
     @classmethod
-    def _pinned(cls, value: str) -> str:
+    def _ecr(cls, value: str) -> str:
         try:
-            parse_pinned(value)
+            parse_repository(value)
+            if is_tag_only(value):
+                parse_pinned(value)  # refuses, naming the tag
         except ImageReferenceError as exc:
             raise ValueError(str(exc)) from None
         return value
@@ -78,6 +89,15 @@ class StackConfig(BaseModel):
         return env
 
     @model_validator(mode="after")
+    def _pinned_to_deploy(self) -> StackConfig:
+        if self.deploy_endpoint:
+            try:
+                parse_pinned(self.image)
+            except ImageReferenceError as exc:
+                raise ValueError(f"image: {exc}") from None
+        return self
+
+    @model_validator(mode="after")
     def _ordered_bounds(self) -> StackConfig:
         if self.max_instances < self.min_instances:
             raise ValueError(
@@ -88,6 +108,10 @@ class StackConfig(BaseModel):
     @property
     def pinned_image(self) -> EcrImage:
         return parse_pinned(self.image)
+
+    @property
+    def repository(self) -> EcrRepository:
+        return parse_repository(self.image)
 
     @property
     def bounds(self) -> OperatorBounds:

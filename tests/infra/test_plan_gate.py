@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
 from tts_bench.artifacts import PlanArtifact
 from tts_bench.deployment import OperatorBounds
-from tts_bench.image_ref import ImageReferenceError, parse_pinned, repository_of
+from tts_bench.image_ref import ImageReferenceError, parse_pinned, parse_repository
 from tts_bench.plan_gate import GateCondition, GateQuery, evaluate, performance_env_of
 from tts_bench.stack_config import StackConfigError, set_stack_value, stack_values
 
@@ -103,7 +103,7 @@ def test_pinned_references_round_trip(account: str, repository: str, digest: str
         repository,
         reference,
     )
-    assert repository_of(reference)[1] == repository
+    assert parse_repository(reference).repository == repository
 
 
 @pytest.mark.parametrize(

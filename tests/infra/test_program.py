@@ -224,11 +224,23 @@ def test_the_planned_peak_beyond_the_operator_bound_is_clamped_and_warned(
     assert "needs up to 280 instances at peak but maxInstances is 20" in warnings(recording)
 
 
+def test_a_first_deploy_can_leave_the_endpoint_out(program_copy: Callable[..., Path]) -> None:
+    recording = run(program_copy(deployEndpoint=False, image=REGISTRY_REPO))
+    types = {r.type for r in recording.resources}
+    assert "aws:ecr/repository:Repository" in types and "aws:codebuild/project:Project" in types
+    assert not {t for t in types if t.startswith("aws:sagemaker/")} | (types & SCALING_TYPES)
+    assert "deployEndpoint is false" in warnings(recording)
+
+
 @pytest.mark.parametrize(
     ("config", "expected_error"),
     [
         ({"image": f"{REGISTRY_REPO}:latest"}, "pinned only by tag (latest)"),
-        ({"image": "nginx@" + REFERENCE_DIGEST}, "not an ECR reference pinned by digest"),
+        ({"image": "nginx@" + REFERENCE_DIGEST}, "not an ECR reference"),
+        (
+            {"image": REGISTRY_REPO},
+            "image: image '123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-bench-kokoro' is not an ECR reference pinned by digest",
+        ),
         ({"minInstances": 5, "maxInstances": 2}, "maxInstances (2) is below minInstances (5)"),
         ({"instanceType": None}, "instanceType: Field required"),
         ({"surgeRatio": 1.6}, "surgeRatio: Input should be less than 1.5"),

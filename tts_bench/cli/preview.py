@@ -48,11 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help='JSON as for `pulumi preview --policy-pack-config`, e.g. {"<policy>": {"plansDir": "…"}}',
     )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.preview import PreviewError, render, run_preview
+    from tts_bench.preview import PreviewError, dump, render, run_preview
 
     root = _repo_root()
     program = (args.program or root).resolve()
@@ -69,5 +70,11 @@ def run(args: argparse.Namespace) -> int:
             raise PreviewError(f"{args.policy_config}: policy config must be a JSON object")
     print(f"tts-bench preview: program {program}, stack {args.stack}, pack {pack}", file=sys.stderr)
     result = run_preview(program, args.stack, pack, config)
-    print("\n".join(render(result)))
+    print(dump(result) if args.json else "\n".join(render(result)))
+    if not result.mandatory_violations:
+        print(
+            "tts-bench preview: next, with an AWS account and the Pulumi CLI: "
+            f"pulumi up --stack {args.stack} --policy-pack policies",
+            file=sys.stderr,
+        )
     return 1 if result.mandatory_violations else 0
