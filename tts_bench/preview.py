@@ -26,6 +26,7 @@ from tts_bench.preview_recorder import STACK_TYPE, RecordedResource, Recording
 
 PACK_START_TIMEOUT_S = 60
 PROGRAM_TIMEOUT_S = 300
+RPC_TIMEOUT_S = 120  # one analyzer call; a hung pack must not hang the preview
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 
 
@@ -106,6 +107,18 @@ def evaluate_pack(
 ) -> tuple[str, list[PolicyOutcome]]:
     """Serve the pack and run its analyzer over the recorded resources."""
     import grpc
+
+    try:
+        return _analyze(pack_dir, recording, policy_config or {})
+    except grpc.RpcError as exc:
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        raise PreviewError(f"the policy pack {pack_dir} failed: {details}") from None
+
+
+def _analyze(
+    pack_dir: Path, recording: Recording, policy_config: dict[str, Any]
+) -> tuple[str, list[PolicyOutcome]]:
+    import grpc
     from google.protobuf import empty_pb2, json_format, struct_pb2
     from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
@@ -120,18 +133,22 @@ def evaluate_pack(
     custom = [r for r in recording.resources if r.custom]
     with _served_pack(pack_dir) as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = analyzer_pb2_grpc.AnalyzerStub(channel)
-        info = stub.GetAnalyzerInfo(empty_pb2.Empty())
+        info = stub.GetAnalyzerInfo(empty_pb2.Empty(), timeout=RPC_TIMEOUT_S)
         outcomes = {
             p.name: PolicyOutcome(
                 name=p.name, level=LEVELS[p.enforcementLevel], description=p.description
             )
             for p in info.policies
         }
-        stub.Configure(_configure_request(analyzer_pb2, outcomes, policy_config or {}, struct))
+        stub.Configure(
+            _configure_request(analyzer_pb2, outcomes, policy_config, struct),
+            timeout=RPC_TIMEOUT_S,
+        )
         stub.ConfigureStack(
             analyzer_pb2.AnalyzerStackConfigureRequest(
                 stack=recording.stack, project=recording.project, dry_run=recording.preview
-            )
+            ),
+            timeout=RPC_TIMEOUT_S,
         )
         responses = [
             stub.Analyze(
@@ -141,7 +158,8 @@ def evaluate_pack(
                     urn=r.urn,
                     name=r.name,
                     options=options(r),
-                )
+                ),
+                timeout=RPC_TIMEOUT_S,
             )
             for r in custom
         ]
@@ -162,7 +180,9 @@ def evaluate_pack(
             for r in recording.resources
         ]
         responses.append(
-            stub.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=stack_resources))
+            stub.AnalyzeStack(
+                analyzer_pb2.AnalyzeStackRequest(resources=stack_resources), timeout=RPC_TIMEOUT_S
+            )
         )
     for response in responses:
         for d in response.diagnostics:

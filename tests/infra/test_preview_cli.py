@@ -95,3 +95,12 @@ def test_advisory_level_reports_without_blocking(
     out, _ = capsys.readouterr()
     assert code == 0
     assert "[WARN] sagemaker-scaling-requires-measured-plan (advisory)" in out
+
+
+def test_a_pack_that_cannot_start_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "PulumiPolicy.yaml").write_text("runtime: python\n")
+    (tmp_path / "__main__.py").write_text("raise ImportError('no module named tts_policies')\n")
+    assert main(["preview", "--policy-pack", str(tmp_path)]) == 2
+    assert "did not start" in capsys.readouterr().err
