@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts import PlanArtifact, load_artifact
     from tts_bench.aws import AwsSession
     from tts_bench.validate import (
+        format_value,
         read_and_compare,
         render_table,
         require_feasible,
@@ -51,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
         f"validate: all {len(rows)} settings match plan {plan.plan_id}"
         if not bad
         else f"validate: {len(bad)} of {len(rows)} settings differ from plan {plan.plan_id}: "
-        + ", ".join(r.setting.value for r in bad)
+        + "; ".join(
+            f"{r.setting.value} deployed {format_value(r.deployed)}, plan {format_value(r.planned)}"
+            for r in bad
+        )
     )
     print(summary, file=sys.stderr if args.json else sys.stdout)
     return 0 if not bad else 1
