@@ -183,9 +183,16 @@ class AwsSession:
 
         # botocore reads AWS_DEFAULT_REGION and the profile; the other SDKs' AWS_REGION comes first.
         chosen = region or os.environ.get("AWS_REGION") or None
-        with aws_errors(service="sts", operation="(session)", resource="the AWS profile"):
+        from botocore.exceptions import ProfileNotFound
+
+        try:
             core = botocore.session.Session()
             boto = boto3.session.Session(botocore_session=core, region_name=chosen)
+        except ProfileNotFound as exc:
+            raise AwsError(
+                f"AWS profile {exc.kwargs.get('profile')!r} not found in the AWS config files; "
+                "fix AWS_PROFILE or add the profile (`aws configure --profile NAME`)"
+            ) from None
         if not boto.region_name:
             raise AwsError(
                 "no AWS region configured; set AWS_REGION (or AWS_DEFAULT_REGION) or pass --region"
