@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
 
-from tts_bench.aws import AwsSession
+from tts_bench.aws import AwsSession, EndpointNotFoundError
 from tts_bench.deployed import SuspendedState, describe_endpoint
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
@@ -130,7 +130,12 @@ class FreezeRecords:
             return FreezeRecord.model_validate_json(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, ValidationError) as exc:
+        except OSError as exc:
+            raise FreezeError(
+                f"cannot read the freeze record {path} ({exc.strerror}); set {STATE_DIR_ENV} "
+                "to a writable directory"
+            ) from None
+        except (ValueError, ValidationError) as exc:
             raise FreezeError(
                 f"{path}: unreadable freeze record ({type(exc).__name__}); fix or move it aside, "
                 "then run `tts-bench thaw` again (without a record it un-suspends scaling)"
@@ -138,8 +143,14 @@ class FreezeRecords:
 
     def save(self, record: FreezeRecord) -> Path:
         path = self.path(record.region, record.endpoint, record.variant)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        except OSError as exc:
+            raise FreezeError(
+                f"cannot write the freeze record {path} ({exc.strerror}); set {STATE_DIR_ENV} "
+                "to a writable directory"
+            ) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(record.model_dump_json(indent=2) + "\n")
@@ -384,9 +395,9 @@ def frozen_scaling(
                 f"run `tts-bench thaw --endpoint {endpoint}` first"
             )
         record = read_prior_state(session, endpoint, variant)
-        path = records.save(record)  # before any change, so every later failure can be undone
-        log(f"freezing scaling of {record.resource_id} (was: {record.describe()}; record: {path})")
         try:
+            path = records.save(record)  # before any change, so every later failure is undone
+            log(f"freezing scaling of {record.resource_id} (was: {record.describe()}; {path})")
             apply_freeze(session, record, log)
             yield record
         except BaseException:
@@ -426,7 +437,15 @@ def thaw(
     record = records.load(session.region, endpoint, variant)
     if record is not None:
         log(f"restoring {rid} from the freeze of {record.frozen_at:%Y-%m-%d %H:%M:%S} UTC")
-        restore(session, record, records, log)
+        try:
+            restore(session, record, records, log)
+        except EndpointNotFoundError:
+            path = records.path(record.region, endpoint, variant)
+            records.remove(record)
+            raise FreezeError(
+                f"endpoint {endpoint} no longer exists in {session.region}, so there is nothing "
+                f"to restore; removed its freeze record {path}"
+            ) from None
     else:
         describe_endpoint(session, endpoint)  # a missing endpoint is an error, not "nothing to do"
         target = _describe_target(session, rid)

@@ -18,6 +18,7 @@ from tts_bench.aws import AwsSession
 from tts_bench.cli import main
 from tts_bench.errors import RefusalError
 from tts_bench.freeze import (
+    FreezeError,
     FreezeRecords,
     apply_freeze,
     frozen_scaling,
@@ -171,3 +172,29 @@ def test_thaw_of_a_variant_without_scaling_has_nothing_to_do(aws: EmulatedAws, c
     aws.endpoint()
     assert main(["thaw", "--endpoint", ENDPOINT]) == 0
     assert "has no scalable target; nothing is suspended" in capsys.readouterr().out
+
+
+def test_thaw_drops_the_record_of_an_endpoint_that_is_gone(scaled: EmulatedAws, capsys) -> None:
+    session = AwsSession.from_environment()
+    records = FreezeRecords.default()
+    records.save(read_prior_state(session, ENDPOINT, "AllTraffic"))
+    scaled.client("sagemaker").delete_endpoint(EndpointName=ENDPOINT)
+    assert main(["thaw", "--endpoint", ENDPOINT]) == 2
+    assert (
+        "no longer exists in us-east-1, so there is nothing to restore" in capsys.readouterr().err
+    )
+    assert list(records.directory.iterdir()) == []
+
+
+def test_an_unwritable_record_changes_nothing(
+    scaled: EmulatedAws, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TTS_BENCH_STATE_DIR", str(blocker))
+    with (
+        pytest.raises(FreezeError, match=r"freeze record .* set TTS_BENCH_STATE_DIR to a writable"),
+        frozen_scaling(AwsSession.from_environment(), ENDPOINT, log=quiet),
+    ):
+        pass
+    assert scaled.scaling() == PRIOR
