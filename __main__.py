@@ -20,10 +20,10 @@ from components import (
     SpeechEndpointArgs,
     gate_scaling,
 )
-from tts_bench.deployment import TAG_IMAGE_DIGEST, TAG_PLAN_ID
+from tts_bench.deployment import TAG_IMAGE_DIGEST, TAG_MODEL, TAG_PLAN_ID
 from tts_bench.errors import TtsBenchError
 from tts_bench.iam_documents import AccountScope
-from tts_bench.plan_gate import TAG_MODEL, GateQuery
+from tts_bench.plan_gate import GateQuery
 from tts_bench.stack_config import StackConfig
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 

@@ -13,26 +13,26 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from tts_bench.alarm_names import (
-    FIRST_CHUNK_P95_STATISTIC,
-    SAGEMAKER_4XX,
-    SAGEMAKER_5XX,
-    SAGEMAKER_CPU,
-    SAGEMAKER_INSTANCE_NAMESPACE,
-    SAGEMAKER_INVOCATIONS,
+from tts_bench.artifacts import PlanArtifact
+from tts_bench.deployment import (
     dashboard_name,
     first_chunk_alarm_name,
     queue_saturation_alarm_name,
     server_errors_alarm_name,
 )
-from tts_bench.artifacts import PlanArtifact
 from tts_bench.telemetry import (
     CONCURRENT_REQUESTS_PER_MODEL,
     DIMENSIONS,
     FIRST_CHUNK_LATENCY,
+    FIRST_CHUNK_P95_STATISTIC,
     IN_FLIGHT,
     NAMESPACE,
     QUEUE_SATURATED,
+    SAGEMAKER_4XX,
+    SAGEMAKER_5XX,
+    SAGEMAKER_CPU,
+    SAGEMAKER_INSTANCE_NAMESPACE,
+    SAGEMAKER_INVOCATIONS,
     SAGEMAKER_NAMESPACE,
 )
 

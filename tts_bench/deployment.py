@@ -27,6 +27,8 @@ SCALE_IN_ADJUSTMENT: Final = -1
 # Tags the program sets so that policies can check literals at preview.
 TAG_PLAN_ID: Final = "tts-bench:plan-id"
 TAG_IMAGE_DIGEST: Final = "tts-bench:image-digest"
+# The model id the plan was measured for, on the SageMaker Model, so a policy can match plans.
+TAG_MODEL: Final = "tts-bench:model"
 TAG_MIN_BOUND: Final = "tts-bench:operator-min-instances"
 TAG_MAX_BOUND: Final = "tts-bench:operator-max-instances"
 
@@ -51,6 +53,22 @@ def scale_in_policy_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
 
 def scale_in_alarm_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
     return f"{endpoint}-{variant}-low-concurrency"
+
+
+def first_chunk_alarm_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
+    return f"{endpoint}-{variant}-FirstChunkLatencyP95"
+
+
+def queue_saturation_alarm_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
+    return f"{endpoint}-{variant}-queue-saturated"
+
+
+def server_errors_alarm_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
+    return f"{endpoint}-{variant}-5xx"
+
+
+def dashboard_name(endpoint: str) -> str:
+    return f"{endpoint}-speech"
 
 
 class OperatorBounds(BaseModel):

@@ -22,10 +22,6 @@ from tts_bench.errors import ArtifactError
 from tts_bench.fingerprint import DIGEST_PATTERN
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
-# Tag on the SageMaker Model naming the model id the plan was measured for, so that a policy
-# can run this same rule from literals at preview. (Beside deployment.TAG_*; not there yet.)
-TAG_MODEL: Final = "tts-bench:model"
-
 PLAN_GLOB: Final = "plan-*.json"
 
 

@@ -27,6 +27,14 @@ METRIC_UNITS: Final = {
 # SageMaker's own per-variant metric the scaling policy tracks (namespace AWS/SageMaker).
 SAGEMAKER_NAMESPACE: Final = "AWS/SageMaker"
 CONCURRENT_REQUESTS_PER_MODEL: Final = "ConcurrentRequestsPerModel"
+SAGEMAKER_INVOCATIONS: Final = "Invocations"
+SAGEMAKER_5XX: Final = "Invocation5XXErrors"
+SAGEMAKER_4XX: Final = "Invocation4XXErrors"
+# Instance-level metrics live in another namespace; CPUUtilization's sample count per minute
+# is one per instance, the closest thing to an instance-count metric SageMaker emits.
+SAGEMAKER_INSTANCE_NAMESPACE: Final = "/aws/sagemaker/Endpoints"
+SAGEMAKER_CPU: Final = "CPUUtilization"
+FIRST_CHUNK_P95_STATISTIC: Final = "p95"
 
 # Start-up stage markers, in the order a container passes them. Each is logged once with a
 # wall-clock timestamp; T_total's container stages are the gaps between consecutive markers.

@@ -22,7 +22,6 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from tts_bench.alarm_names import first_chunk_alarm_name
 from tts_bench.artifacts import PlanArtifact
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
@@ -30,13 +29,15 @@ from tts_bench.deployment import (
     TAG_IMAGE_DIGEST,
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
+    TAG_MODEL,
     TAG_PLAN_ID,
     TARGET_TRACKING_METRIC,
     OperatorBounds,
+    first_chunk_alarm_name,
     parse_resource_id,
     scale_in_alarm_name,
 )
-from tts_bench.plan_gate import TAG_MODEL, GateQuery, evaluate, performance_env_of
+from tts_bench.plan_gate import GateQuery, evaluate, performance_env_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 from tts_policies.preview_values import read, unknowns_reported
 from tts_policies.resource_types import (

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO, copy_program
-from tts_bench.alarm_names import first_chunk_alarm_name
 from tts_bench.artifacts import PlanArtifact
 from tts_bench.deployment import (
     SCALE_IN_COMPARISON,
@@ -21,11 +20,12 @@ from tts_bench.deployment import (
     TAG_IMAGE_DIGEST,
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
+    TAG_MODEL,
     TAG_PLAN_ID,
     TARGET_TRACKING_METRIC,
+    first_chunk_alarm_name,
     scale_in_alarm_name,
 )
-from tts_bench.plan_gate import TAG_MODEL
 from tts_bench.preview import PreviewError, record
 from tts_bench.preview_recorder import Recording
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
