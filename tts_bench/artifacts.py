@@ -79,7 +79,9 @@ class Provenance(_Strict):
 
     @classmethod
     def now(cls, kind: Literal["measured", "reference", "simulated"], source: str, **kw: Any):
-        return cls(kind=kind, created_at=datetime.now(UTC).replace(microsecond=0), source=source, **kw)
+        return cls(
+            kind=kind, created_at=datetime.now(UTC).replace(microsecond=0), source=source, **kw
+        )
 
 
 # --------------------------------------------------------------------------- qmax
@@ -369,10 +371,14 @@ def load_artifact(path: str | os.PathLike[str], model: type[A]) -> A:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise ArtifactError(
+            f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
     kind = model.model_fields["artifact"].default
     if isinstance(data, dict) and data.get("artifact") not in (None, kind):
-        raise ArtifactError(f"{path}: artifact: this is a {data['artifact']!r} artifact, expected {kind!r}")
+        raise ArtifactError(
+            f"{path}: artifact: this is a {data['artifact']!r} artifact, expected {kind!r}"
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:

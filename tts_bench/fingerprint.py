@@ -55,7 +55,9 @@ class Fingerprint(BaseModel):
     def _no_admission_bound(cls, env: dict[str, str]) -> dict[str, str]:
         # Q_max is measured unbounded and deployed bounded: the bound is not part of identity.
         if ENV_MAX_QUEUE_DEPTH in env:
-            raise ValueError(f"{ENV_MAX_QUEUE_DEPTH} is deployment config, not a performance setting")
+            raise ValueError(
+                f"{ENV_MAX_QUEUE_DEPTH} is deployment config, not a performance setting"
+            )
         return dict(sorted(env.items()))
 
     @property

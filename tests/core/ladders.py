@@ -1,0 +1,113 @@
+"""Small builders for ladders and scale-outs, so tests state only the figures they care about."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tts_bench.artifacts import (
+    Provenance,
+    QmaxArtifact,
+    Rung,
+    SourceArtifact,
+    Stage,
+    Trigger,
+    TtotalArtifact,
+    UncontendedService,
+    ladder_outcome,
+)
+from tts_bench.fingerprint import Fingerprint, Transport
+
+DIGEST = "sha256:" + "ab" * 32
+FINGERPRINT = Fingerprint(
+    model="kokoro-82m",
+    instance_type="ml.g5.xlarge",
+    image_digest=DIGEST,
+    transport=Transport.LOCAL_HTTP,
+)
+SOURCES = {
+    "qmax": SourceArtifact(path="q.json", sha256="0" * 64, provenance="simulated"),
+    "ttotal": SourceArtifact(path="t.json", sha256="1" * 64, provenance="simulated"),
+}
+
+
+def rung(
+    concurrency: int,
+    rps: float,
+    ttfab_p95_ms: float,
+    *,
+    slo_ms: float = 3000,
+    latency_p95_ms: float | None = None,
+    cw: float | None = None,
+    usable: bool = True,
+) -> Rung:
+    latency_p95 = latency_p95_ms if latency_p95_ms is not None else ttfab_p95_ms * 1.02
+    return Rung(
+        concurrency=concurrency,
+        achieved_rps=rps,
+        ttfab_p50_ms=ttfab_p95_ms * 0.95,
+        ttfab_p95_ms=ttfab_p95_ms,
+        ttfab_p99_ms=ttfab_p95_ms * 1.01,
+        latency_mean_ms=latency_p95 * 0.97,
+        latency_p95_ms=latency_p95,
+        completed=100,
+        ok=100,
+        rejected=0,
+        errors=0,
+        client_mean_in_flight=float(concurrency),
+        cloudwatch_ratio=cw,
+        meets_slo=ttfab_p95_ms <= slo_ms,
+        usable=usable,
+        unusable_reason=None if usable else "client-bound: mean in-flight below 95 % of N",
+    )
+
+
+def qmax_artifact(
+    rungs: Sequence[Rung], *, slo_ms: float = 3000, fingerprint: Fingerprint | None = FINGERPRINT
+) -> QmaxArtifact:
+    q_max, bracketed = ladder_outcome(list(rungs))
+    c1 = next((r for r in rungs if r.concurrency == 1), None)
+    return QmaxArtifact(
+        fingerprint=fingerprint,
+        slo_ms=slo_ms,
+        q_max=q_max,
+        bracketed=bracketed,
+        uncontended_service_s=(
+            UncontendedService(mean=c1.latency_mean_ms / 1000, p95=c1.latency_p95_ms / 1000)
+            if c1 and c1.latency_mean_ms and c1.latency_p95_ms
+            else None
+        ),
+        rungs=list(rungs),
+        provenance=Provenance.now("simulated", source="tests"),
+    )
+
+
+def ttotal_artifact(
+    measured_total_s: float = 120.0,
+    lag_s: float = 60.0,
+    *,
+    fingerprint: Fingerprint | None = FINGERPRINT,
+) -> TtotalArtifact:
+    return TtotalArtifact(
+        fingerprint=fingerprint,
+        trigger=Trigger.LOCAL_PROCESS,
+        stages=[
+            Stage(name="load_applied -> desired_set", seconds=5.0, measured=True, counted=False),
+            Stage(
+                name="desired_set -> ready", seconds=measured_total_s, measured=True, counted=True
+            ),
+        ],
+        measured_total_s=measured_total_s,
+        policy_lag_bound_s=lag_s,
+        planned_total_s=measured_total_s + lag_s,
+        provenance=Provenance.now("simulated", source="tests"),
+    )
+
+
+def serial_ladder(
+    levels: Sequence[int] = (1, 5, 10, 20, 30, 40),
+    service_ms: float = 100.0,
+    slo_ms: float = 3000,
+    cw: float | None = None,
+) -> list[Rung]:
+    """A one-at-a-time server: flat throughput, latency growing linearly with N."""
+    return [rung(n, 1000 / service_ms, service_ms * n, slo_ms=slo_ms, cw=cw) for n in levels]

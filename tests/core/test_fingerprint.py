@@ -1,0 +1,81 @@
+"""Fingerprints: slugs and file names that keep configurations apart."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from tts_bench.fingerprint import (
+    Fingerprint,
+    Transport,
+    condense_instance_type,
+    plan_filename,
+    qmax_filename,
+    ttotal_filename,
+)
+
+REFERENCE = Fingerprint(
+    model="kokoro-82m",
+    instance_type="ml.g5.xlarge",
+    image_digest="sha256:8b1b96bc4dc0b30ddd84d8fe37af7c490937333c44a9f8f7d77b918c3d7eaced",
+    transport=Transport.RESPONSE_STREAM,
+)
+
+
+def test_reference_file_names() -> None:
+    assert REFERENCE.slug == "g5xlarge-8b1b96bc"
+    assert qmax_filename(REFERENCE) == "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
+    assert (
+        ttotal_filename(REFERENCE, "force-desired")
+        == "ttotal-kokoro-82m-force-desired-g5xlarge-8b1b96bc.json"
+    )
+    assert plan_filename(REFERENCE) == "plan-kokoro-82m-g5xlarge-8b1b96bc.json"
+
+
+def test_transport_names_are_the_spec_list() -> None:
+    assert [t.value for t in Transport] == [
+        "local-http",
+        "local-ws",
+        "response-stream",
+        "bidi-stream",
+    ]
+
+
+def test_performance_env_adds_a_hash_so_configurations_do_not_collide() -> None:
+    batched = REFERENCE.model_copy(update={"performance_env": {"ENGINE_MODE": "batched"}})
+    serial = REFERENCE.model_copy(update={"performance_env": {"ENGINE_MODE": "serial"}})
+    assert batched.slug.startswith("g5xlarge-8b1b96bc-")
+    assert len({REFERENCE.slug, batched.slug, serial.slug}) == 3
+
+
+def test_admission_bound_is_not_part_of_identity() -> None:
+    with pytest.raises(ValidationError, match="MAX_QUEUE_DEPTH is deployment config"):
+        Fingerprint(**{**REFERENCE.model_dump(), "performance_env": {"MAX_QUEUE_DEPTH": "50"}})
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "condensed"),
+    [
+        ("ml.g5.xlarge", "g5xlarge"),
+        ("ml.g6e.12xlarge", "g6e12xlarge"),
+        ("local-AMD EPYC 7B13", "localamdepyc7b13"),
+    ],
+)
+def test_condensed_instance_types(instance_type: str, condensed: str) -> None:
+    assert condense_instance_type(instance_type) == condensed
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["ENGINE_MODE", "BATCH", "DTYPE"]), st.text(max_size=5), max_size=3
+    )
+)
+def test_env_hash_ignores_key_order(env: dict[str, str]) -> None:
+    a = REFERENCE.model_copy(update={"performance_env": env})
+    b = Fingerprint(
+        **{**REFERENCE.model_dump(), "performance_env": dict(reversed(list(env.items())))}
+    )
+    assert a.slug == b.slug
+    assert (a.env_hash is None) == (not env)

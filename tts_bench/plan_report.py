@@ -1,0 +1,56 @@
+"""The plan as a person reads it: inputs with provenance, derived numbers, findings, next step."""
+
+from __future__ import annotations
+
+from tts_bench.artifacts import PlanArtifact, QmaxArtifact, TtotalArtifact, Verdict
+
+_MARK = {Verdict.OK: "ok  ", Verdict.WARN: "WARN", Verdict.STOP: "STOP"}
+
+
+def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) -> str:
+    fp = plan.fingerprint
+    inp = plan.inputs
+    who = (
+        f"{fp.model} on {fp.instance_type} ({fp.image_digest[:15]}…), transport {fp.transport}"
+        if fp
+        else "(no fingerprint)"
+    )
+    engine = ", ".join(f"{k}={v}" for k, v in fp.performance_env.items()) if fp else ""
+    lines = [f"Plan {plan.plan_id} for {who}" + (f"\n  engine {engine}" if engine else ""), ""]
+
+    lines.append("Inputs")
+    for name, artifact in (("qmax", qmax), ("ttotal", ttotal)):
+        src = plan.sources[name]
+        prov = artifact.provenance
+        lines.append(
+            f"  {name:<7} {src.path}\n"
+            f"          {prov.kind}, {prov.created_at:%Y-%m-%d %H:%M}Z, {prov.source} (sha256 {src.sha256[:12]})"
+        )
+    lines += [
+        f"  Q_max {inp.q_max} at SLO {inp.slo_ms:g} ms ({'bracketed' if qmax.bracketed else 'NOT bracketed'})"
+        f";  S {inp.service_mean_s * 1000:.1f} ms mean, {inp.service_p95_s * 1000:.1f} ms p95",
+        f"  T_total {ttotal.measured_total_s:.1f} s measured + {ttotal.policy_lag_bound_s:.1f} s policy lag"
+        f" = {inp.planned_total_s:.1f} s planned",
+        f"  surge ratio {inp.surge_ratio:g};  peak {inp.peak_rps:g} rps;  trough {inp.trough_rps:g} rps;"
+        f"  floor {inp.min_floor}",
+        "",
+        "Derived",
+        f"  scale out at        C_scale_max {plan.c_scale_max:g} → target value {plan.scaling_target_value:.3f}",
+        f"  scale in at         C_scale_min {plan.c_scale_min:g} → threshold {plan.scale_in_threshold:.3f}",
+        f"  W_max               {plan.w_max_s:.3f} s",
+        f"  cooldowns           scale-out {plan.scale_out_cooldown_s} s, scale-in {plan.scale_in_cooldown_s} s",
+        f"  queue_max_depth     {plan.queue_max_depth}",
+        f"  first-chunk alarm   {plan.first_chunk_alarm_ms} ms ({plan.alarm_rule})",
+        f"  instances           min {plan.min_instances}, max {plan.max_instances}",
+        "",
+        "Findings (worst first)",
+    ]
+    lines += [f"  {_MARK[f.verdict]} {f.name:<16} {f.message}" for f in plan.findings]
+    lines += ["", f"Feasible: {'yes' if plan.feasible else 'NO (a finding is stop)'}"]
+    return "\n".join(lines)
+
+
+def next_step(plan: PlanArtifact, path: str) -> str:
+    if not plan.feasible:
+        return "next: fix the stop findings above and re-measure; Pulumi deploys no autoscaling for an infeasible plan"
+    return f"next: tts-bench preview --stack dev (the Pulumi gate deploys {path} when its digest matches the image)"
