@@ -1,4 +1,4 @@
-"""The admission gate: bounds in-flight work (queued + executing) and refuses past the bound at once.
+"""The admission gate: bounds in-flight work (queued + executing), refuses past the bound at once.
 
 A request holds a `Ticket` from arrival to the last byte sent (or until its client goes away);
 `AdmissionGate.admit` never waits. Unbounded when `max_depth` is None, which is how Q_max is
@@ -66,8 +66,10 @@ class RecentServiceTime:
     mean_s: float | None = None
 
     def observe(self, seconds: float) -> None:
-        self.mean_s = seconds if self.mean_s is None else (
-            (1 - self.weight) * self.mean_s + self.weight * seconds
+        self.mean_s = (
+            seconds
+            if self.mean_s is None
+            else ((1 - self.weight) * self.mean_s + self.weight * seconds)
         )
 
 

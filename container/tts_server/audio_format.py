@@ -1,4 +1,4 @@
-"""Audio as the caller asked for it: the engine's 24 kHz float32 resampled, encoded and cut into chunks.
+"""Audio as the caller asked for it: the engine's 24 kHz float32 resampled, encoded, chunked.
 
 Pure numpy, no I/O; CPU-bound, so the server calls it off the event loop. Each chunk holds at
 most 20 ms of audio (SPEC §3). Encodings: 16-bit and 32-bit float little-endian PCM, and the
@@ -66,7 +66,9 @@ def encode(audio: np.ndarray, encoding: str) -> bytes:
     raise ValueError(f"unknown encoding {encoding!r}; use one of {', '.join(BYTES_PER_SAMPLE)}")
 
 
-def encoded_chunks(audio_24k: np.ndarray, src_rate: int, sample_rate: int, encoding: str) -> list[bytes]:
+def encoded_chunks(
+    audio_24k: np.ndarray, src_rate: int, sample_rate: int, encoding: str
+) -> list[bytes]:
     """Resample, encode and cut into chunks of at most 20 ms each."""
     audio = resample(audio_24k, src_rate, sample_rate)
     data = encode(audio, encoding)

@@ -1,4 +1,4 @@
-"""What this server is, for the fingerprint `/ping` reports (contracts: model, instance type, digest).
+"""What this server is, for the fingerprint `/ping` reports: model, instance type, image digest.
 
 On SageMaker the deploy sets `INSTANCE_TYPE` and `IMAGE_DIGEST`; locally the instance type is
 `local-<cpu or gpu model>` and the digest is sha256 over the container's source, its pinned

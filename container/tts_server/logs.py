@@ -1,8 +1,8 @@
-"""Structured logs: one JSON object per line on stdout (CloudWatch takes stdout), EMF lines included.
+"""Structured logs: one JSON object per line on stdout (CloudWatch takes stdout), EMF included.
 
-`ServerLog` writes the server's own lines (events, start-up markers, metrics); `install_json_logging`
-routes the standard `logging` records of aiohttp and the engine through the same format, so
-no line on stdout is anything but JSON.
+`ServerLog` writes the server's own lines (events, start-up markers, metrics);
+`install_json_logging` routes the standard `logging` records of aiohttp and the engine
+through the same format, so no line on stdout is anything but JSON.
 """
 
 from __future__ import annotations
@@ -43,12 +43,20 @@ class ServerLog:
 
     def marker(self, name: str, ts: float | None = None, **fields: Any) -> None:
         """Log start-up marker `name`; markers must come in STARTUP_MARKERS order, each once."""
-        expected = STARTUP_MARKERS[self._next_marker] if self._next_marker < len(STARTUP_MARKERS) else None
+        expected = (
+            STARTUP_MARKERS[self._next_marker] if self._next_marker < len(STARTUP_MARKERS) else None
+        )
         if name != expected:
             raise RuntimeError(f"start-up marker {name!r} out of order; expected {expected!r}")
         self._next_marker += 1
         self.write(
-            {"level": "info", "msg": "startup_marker", "marker": name, "ts": ts or time.time(), **fields}
+            {
+                "level": "info",
+                "msg": "startup_marker",
+                "marker": name,
+                "ts": ts or time.time(),
+                **fields,
+            }
         )
 
 

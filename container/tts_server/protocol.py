@@ -66,15 +66,17 @@ class OutputFormat(_Strict):
 
 
 class GenerationConfig(_Strict):
-    speed: float = Field(default=1.0, ge=0.5, le=2.0)
-    volume: float = Field(default=1.0, ge=0.0, le=2.0)
+    """Speed and gain for the whole utterance; the engine checks their ranges."""
+
+    speed: float = 1.0
+    volume: float = 1.0
 
 
 class TtsRequest(_Strict):
     """One synthesis request, after the Sonic-3 style (SPEC §3)."""
 
     context_id: str = Field(pattern=_CONTEXT_ID_PATTERN)
-    transcript: str = Field(min_length=1)
+    transcript: str
     language: str = Field(min_length=1, max_length=16)
     voice: VoiceSpec = Field(validation_alias=AliasChoices("voice", "voice_id"))
     output_format: OutputFormat
@@ -87,8 +89,6 @@ class TtsRequest(_Strict):
     @classmethod
     def _bounded(cls, text: str, info: ValidationInfo) -> str:
         limit = (info.context or {}).get("max_transcript_chars")
-        if not text.strip():
-            raise ValueError("must not be blank")
         if limit is not None and len(text) > limit:
             raise ValueError(f"is {len(text)} characters; at most {limit} are accepted")
         return text
@@ -131,39 +131,71 @@ def parse_request(
         )
     except ValidationError as exc:
         problems = [FieldProblem(_loc(e["loc"]), e["msg"]) for e in exc.errors()]
-    problems.extend(_engine_problems(data, engine, {p.field.split(".")[0] for p in problems}))
+    reported = {p.field.replace("voice_id", "voice", 1) for p in problems}
+    problems.extend(_engine_problems(data, engine, reported))
     return (request if not problems else None), problems
 
 
+# The engine names fields in its own terms; these are the request's.
+_ENGINE_FIELD = {
+    "text": "transcript",
+    "transcript": "transcript",
+    "language": "language",
+    "voice": "voice.id",
+    "speed": "generation_config.speed",
+    "volume": "generation_config.volume",
+}
+
+
 def _engine_problems(
-    data: Mapping[str, Any], engine: Engine, already: set[str]
+    data: Mapping[str, Any], engine: Engine, reported: set[str]
 ) -> list[FieldProblem]:
-    """Language, voice, text and tag problems the engine knows of, for fields still in doubt."""
+    """Language, voice, text, tag, speed and volume problems the engine finds, for fields
+    the schema did not already report (a field of the wrong type is not asked about)."""
     voice_key = "voice_id" if "voice_id" in data and "voice" not in data else "voice"
     voice = data.get(voice_key)
     voice_id = voice.get("id") if isinstance(voice, Mapping) else None
-    language = data.get("language")
-    text = data.get("transcript")
+    config = data.get("generation_config")
+    config = config if isinstance(config, Mapping) else {}
+    speed, volume = config.get("speed", 1.0), config.get("volume", 1.0)
+    values = {
+        "transcript": data.get("transcript"),
+        "language": data.get("language"),
+        "voice.id": voice_id,
+    }
+    unusable = {name for name, value in values.items() if not isinstance(value, str)}
+    unusable |= {
+        name
+        for name, value in (
+            ("generation_config.speed", speed),
+            ("generation_config.volume", volume),
+        )
+        if isinstance(value, bool) or not isinstance(value, int | float)
+    }
+    candidate = SynthesisRequest(
+        text=values["transcript"] if "transcript" not in unusable else "",
+        language=values["language"] if "language" not in unusable else "",
+        voice=values["voice.id"] if "voice.id" not in unusable else "",
+        speed=float(speed) if "generation_config.speed" not in unusable else 1.0,
+        volume=float(volume) if "generation_config.volume" not in unusable else 1.0,
+    )
     found: list[FieldProblem] = []
-    if isinstance(language, str) and language not in engine.languages and "language" not in already:
-        supported = ", ".join(sorted(engine.languages))
-        found.append(FieldProblem("language", f"'{language}' is not supported; use one of {supported}"))
-    if isinstance(voice_id, str) and voice_id not in engine.voices and voice_key not in already:
-        loaded = ", ".join(sorted(engine.voices))
-        found.append(FieldProblem(f"{voice_key}.id", f"'{voice_id}' is not loaded; use one of {loaded}"))
-    if isinstance(text, str) and text.strip() and "transcript" not in already:
-        candidate = SynthesisRequest(
-            text=text,
-            language=language if isinstance(language, str) else "",
-            voice=voice_id if isinstance(voice_id, str) else "",
-        )
-        named = {p.field.split(".")[0] for p in found} | already | {"language", "voice"}
-        found.extend(
-            FieldProblem(p.field, p.message)
-            for p in engine.check(candidate)
-            if p.field.split(".")[0] not in named
-        )
+    for problem in engine.check(candidate):
+        name = _ENGINE_FIELD.get(problem.field, problem.field)
+        if name in unusable or _overlaps(name, reported):
+            continue
+        if name == "voice.id":
+            name = f"{voice_key}.id"
+        found.append(FieldProblem(name, problem.message))
     return found
+
+
+def _overlaps(name: str, reported: set[str]) -> bool:
+    """True when the schema already reported `name`, a field inside it, or a field around it."""
+    return any(
+        name == other or name.startswith(other + ".") or other.startswith(name + ".")
+        for other in reported
+    )
 
 
 # Events (SPEC §3). Every event carries the request's context_id.
@@ -201,7 +233,11 @@ def phoneme_timestamps_event(
         "context_id": context_id,
         "status_code": 206,
         "done": False,
-        "phoneme_timestamps": {"phonemes": list(phonemes), "start": list(starts), "end": list(ends)},
+        "phoneme_timestamps": {
+            "phonemes": list(phonemes),
+            "start": list(starts),
+            "end": list(ends),
+        },
     }
 
 
