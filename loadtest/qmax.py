@@ -1,6 +1,6 @@
 """The closed-loop Q_max ladder (SPEC §4), as a Locust file.
 
-    locust -f loadtest/qmax.py --headless --host http://127.0.0.1:8080 --stop-timeout 60 \\
+    locust -f loadtest/qmax.py --headless --host http://127.0.0.1:8080 \\
         --rungs 1,5,10,20,30,40,50,60 --hold-s 240 --measure-s 60 --idle-s 30 --slo-ms 3000
 
 N users per rung, each one request at a time with no think time, so N are outstanding by
@@ -13,8 +13,11 @@ samples beside it (`….samples.csv.gz`) when Locust quits.
 
 Distributed: `--master` / `--worker` (or `--processes N`) with this same file. The shape and
 the judging run on the master; it tells workers the rung being held; workers ship their raw
-samples with their stats reports. Pass `--stop-timeout` so requests in flight at the end of a
-rung finish instead of being cancelled. Ladder flags are read at start-up (not from the web UI).
+samples with their stats reports. Leave `--stop-timeout` at 0: requests still in flight when a
+rung ends are cancelled, so each rung starts on an idle server; they are kept as `cancelled`
+samples (their time in flight still counts toward the rung's load) and, having ended after the
+window, no statistic needs them. (Graceful stops also race in Locust when a ramp-down is still
+waiting for a slow request as the next rung starts.) Ladder flags are read at start-up only.
 """
 
 from __future__ import annotations
@@ -173,7 +176,7 @@ class Recorder:
             "samples": [s.to_wire() for s in samples],
             "cpu": [[r.ts, r.cpu_s] for r in cpu],
             "at": time.time(),
-            "oldest_open": min(self.open_starts.values(), default=None),
+            "open": sorted(self.open_starts.values()),
         }
 
     def on_rung_message(self, msg: Any, **_kw: Any) -> None:
@@ -197,21 +200,24 @@ class Store:
 
     samples: list[Sample] = field(default_factory=list)
     cpu: list[CpuReading] = field(default_factory=list)
-    # worker → (time of its last report, start of its oldest request still open then)
-    open_state: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+    # worker → (time of its last report, starts of the requests it had open then)
+    open_state: dict[str, tuple[float, list[float]]] = field(default_factory=dict)
 
     def merge(self, report: dict[str, Any]) -> None:
         worker = report["worker"]
         self.samples.extend(Sample.from_wire(row) for row in report["samples"])
         self.cpu.extend(CpuReading(worker, ts, cpu_s) for ts, cpu_s in report["cpu"])
-        self.open_state[worker] = (report["at"], report["oldest_open"])
+        self.open_state[worker] = (report["at"], list(report["open"]))
 
     def settled(self, at: float) -> bool:
         """Every process reported after `at`, and nothing open then had started before `at`."""
         return bool(self.open_state) and all(
-            seen >= at and (oldest is None or oldest >= at)
-            for seen, oldest in self.open_state.values()
+            seen >= at and min(starts, default=at) >= at
+            for seen, starts in self.open_state.values()
         )
+
+    def open_starts(self) -> list[float]:
+        return [start for _, starts in self.open_state.values() for start in starts]
 
 
 # --------------------------------------------------------------------------- timing
@@ -507,7 +513,8 @@ class Conductor:
     ) -> None:
         self.collect()
         now = time.time()
-        live = live_figures(self.store.samples, users, max(rung_start, now - 10.0), now)
+        since = max(rung_start, now - 10.0)
+        live = live_figures(self.store.samples, self.store.open_starts(), users, since, now)
         p95 = "-" if live.ttfab_p95_ms is None else f"{live.ttfab_p95_ms:.0f} ms"
         where = f"window opens in {w0 - now:.0f} s" if now < w0 else "measuring"
         logger.info(
@@ -556,7 +563,18 @@ class Conductor:
             logger.info("the ladder stops after its first failing rung (c=%d)", users)
             if self.greenlet is not None:
                 self.greenlet.kill(block=False)
-            gevent.spawn(self.runner.quit)
+            gevent.spawn(self.quit_when_steady)
+
+    def quit_when_steady(self) -> None:
+        """Quit once the shape's last change has taken effect (two overlapping stops of the
+        same users make Locust raise), or after a few seconds regardless."""
+        deadline = time.time() + 10.0
+        while time.time() < deadline:
+            phase = self.shape.schedule().phase_at(self.shape.get_run_time())
+            if phase is None or self.runner.user_count == phase.users:
+                break
+            gevent.sleep(0.2)
+        self.runner.quit()
 
     def finish(self) -> None:
         """Compute every closed rung from all samples and write the artifact and its samples."""

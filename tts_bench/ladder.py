@@ -341,12 +341,21 @@ class LiveFigures:
 
 
 def live_figures(
-    samples: Sequence[Sample], concurrency: int, since: float, now: float
+    samples: Sequence[Sample],
+    open_starts: Sequence[float],
+    concurrency: int,
+    since: float,
+    now: float,
 ) -> LiveFigures:
+    """The held rung over [since, now): requests still open count as in flight until `now`."""
     recent = [s for s in samples if s.rung == concurrency and since <= s.end < now]
     ttfab = [s.ttfab_ms for s in recent if s.outcome is Outcome.OK and s.ttfab_ms is not None]
+    in_flight = 0.0
+    if now > since:
+        busy = sum(max(0.0, now - max(start, since)) for start in open_starts)
+        in_flight = mean_in_flight(samples, since, now) + busy / (now - since)
     return LiveFigures(
         finished=len(recent),
         ttfab_p95_ms=percentile(ttfab, 95) if ttfab else None,
-        in_flight=mean_in_flight(samples, since, now) if now > since else 0.0,
+        in_flight=in_flight,
     )

@@ -23,7 +23,8 @@ from tts_bench.ladder import LadderSchedule
 
 REPO_ROOT = Path(tts_bench.__file__).resolve().parents[1]
 LOCUSTFILE = REPO_ROOT / "loadtest" / "qmax.py"
-STOP_TIMEOUT_S = 60  # let requests in flight at a rung's end finish (SageMaker's 60 s ceiling)
+# Requests in flight when a rung ends are cancelled (see loadtest/qmax.py): no --stop-timeout.
+SHUTDOWN_WAIT_S = 30  # how long Locust gets to write its artifact after a Ctrl-C
 _PROGRESS_TAG = "/qmax: "
 
 
@@ -46,7 +47,7 @@ class LadderRequest:
         s = self.schedule
         command = [
             sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
-            "--host", self.host, "--stop-timeout", str(STOP_TIMEOUT_S),
+            "--host", self.host,
             "--rungs", ",".join(map(str, s.rungs)), "--hold-s", f"{s.hold_s:g}",
             "--measure-s", f"{s.measure_s:g}", "--idle-s", f"{s.idle_s:g}",
             "--slo-ms", f"{self.slo_ms:g}", "--transport", self.transport,
@@ -97,7 +98,7 @@ def run_ladder(
             code = child.wait()
         except BaseException:
             child.terminate()
-            child.wait(timeout=STOP_TIMEOUT_S + 10)
+            child.wait(timeout=SHUTDOWN_WAIT_S)
             raise
     written = target.exists() and target.stat().st_mtime_ns != before
     if code != 0 or not written:
