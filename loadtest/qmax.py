@@ -75,6 +75,7 @@ HEADERS_ENTRY = "/invocations (headers only)"  # Locust's own entry: timed at th
 TTFAB_ENTRY = "TTFAB"
 LATENCY_ENTRY = "total latency"
 RUNG_MESSAGE = "qmax_rung"
+LADDER_START_NOTE = "ladder_start_epoch="
 PROGRESS_EVERY_S = 5.0
 # How long the judge waits for the requests in flight at a window's end to finish (the server
 # ends every invocation within SageMaker's 60 s ceiling).
@@ -597,7 +598,10 @@ class Conductor:
             self.environment.process_exit_code = 2
             return
         provenance = Provenance.now(
-            "measured", self.source, command=" ".join(["locust", *sys.argv[1:]])
+            "measured",
+            self.source,
+            command=" ".join(["locust", *sys.argv[1:]]),
+            notes=window_note(self.shape.start_epoch),
         )
         artifact = build_qmax_artifact(rungs, self.fingerprint, schedule, self.slo_ms, provenance)
         try:
@@ -616,6 +620,14 @@ class Conductor:
             self.slo_ms,
             "bracketed" if artifact.bracketed else "not bracketed",
         )
+
+
+def window_note(start_epoch: float) -> str:
+    """Where the windows lie in the samples' clock (the schema has no field for it)."""
+    return (
+        f"{LADDER_START_NOTE}{start_epoch:.6f}; rung i holds from start + i*(hold_s + idle_s) "
+        "for hold_s and is measured over the trailing measure_s"
+    )
 
 
 def conductor_of(environment: Environment) -> Conductor | None:

@@ -106,9 +106,13 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
             color=QMAX_COLOUR,
             label=f"Q_max = {q.concurrency}",
         )
+        # Keep the label inside the axes: below a high point, above a low one, left of the last rung.
+        low = q.ttfab_p95_ms < 0.5 * top
+        last = q.concurrency == levels[-1]
         ax.annotate(
             f"Q_max = {q.concurrency}\np95 {q.ttfab_p95_ms:.0f} ms",
-            (q.concurrency, q.ttfab_p95_ms), xytext=(12, -40), textcoords="offset points",
+            (q.concurrency, q.ttfab_p95_ms), xytext=(-12 if last else 12, 22 if low else -40),
+            textcoords="offset points", ha="right" if last else "left",
             color=QMAX_COLOUR, fontsize=10, fontweight="bold",
         )  # fmt: skip
 

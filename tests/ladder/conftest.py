@@ -47,3 +47,39 @@ def unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+CORPORA = Path(__file__).resolve().parent / "corpora"
+
+
+@pytest.fixture(scope="session")
+def live_server(child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
+    """One real `python -m tts_server` (real offline weights) on a free loopback port."""
+    from tts_bench.local_server import LocalServer
+
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with LocalServer(env=child_env, log_path=log) as server:
+        server.wait_ready(timeout_s=600)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def http_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real ladder through `tts-bench qmax`: local-http, two-sentence texts, rungs 1 and 2.
+
+    Holds are tiny but long enough for a contended 2-core machine to finish requests in each
+    window; the SLO is huge, so both rungs pass and Q_max is the top rung, unbracketed.
+    """
+    from tts_bench.cli import main
+
+    out = tmp_path_factory.mktemp("http-ladder")
+    code = main(
+        [
+            "qmax", "--host", live_server.url, "--rungs", "1,2", "--hold-s", "24",
+            "--measure-s", "16", "--idle-s", "0", "--slo-ms", "600000",
+            "--corpus", str(CORPORA / "two_sentences.txt"), "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    (artifact,) = out.glob("qmax-*.json")
+    return artifact
