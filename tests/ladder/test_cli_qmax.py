@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 
 import pytest
 
 from tts_bench.cli import main
+from tts_bench.errors import RefusalError
+from tts_bench.fingerprint import Transport
+from tts_bench.server_ping import PingError, parse_ping
 
 
 @pytest.fixture
@@ -65,3 +69,39 @@ def test_unreachable_server_is_a_one_line_error(capsys, unused_port):
     assert main(["qmax", "--host", f"http://127.0.0.1:{unused_port}"]) == 2
     err = capsys.readouterr().err
     assert "cannot reach the server" in err and len(err.strip().splitlines()) == 1
+
+
+def ping_body(queue_max_depth: int | None, ready: bool = True) -> str:
+    return json.dumps(
+        {
+            "status": "ready" if ready else "loading",
+            "ready": ready,
+            "queue_max_depth": queue_max_depth,
+            "in_flight": 0,
+            "fingerprint": {
+                "model": "kokoro-82m",
+                "instance_type": "local-test",
+                "image_digest": "sha256:" + "a" * 64,
+                "performance_env": {"ENGINE_MODE": "concurrent"},
+            },
+        }
+    )
+
+
+def test_a_bounded_server_is_refused():
+    with pytest.raises(
+        RefusalError, match=r"bounded \(queue_max_depth=4\).*without MAX_QUEUE_DEPTH"
+    ):
+        parse_ping(ping_body(4)).refuse_bounded()
+    parse_ping(ping_body(None)).refuse_bounded()  # unbounded: measured
+
+
+def test_the_fingerprint_comes_from_ping_plus_the_transport():
+    fp = parse_ping(ping_body(None)).fingerprint(Transport.LOCAL_WS)
+    assert fp.transport is Transport.LOCAL_WS and fp.instance_type == "local-test"
+
+
+@pytest.mark.parametrize("body", ["not json", "{}", '{"status": "ready"}'])
+def test_a_ping_body_off_contract_is_a_clear_error(body):
+    with pytest.raises(PingError, match="not the contract's JSON"):
+        parse_ping(body)
