@@ -1,0 +1,158 @@
+"""The Pulumi program: read the stack config into one typed object, gate on the measured plan,
+compose the components. Nothing else happens here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+
+from components import (
+    EndpointAutoscaling,
+    EndpointAutoscalingArgs,
+    EndpointObservability,
+    EndpointObservabilityArgs,
+    Foundation,
+    FoundationArgs,
+    ModelCache,
+    ModelCacheArgs,
+    SpeechEndpoint,
+    SpeechEndpointArgs,
+    gate_scaling,
+)
+from tts_bench.deployment import TAG_IMAGE_DIGEST, TAG_PLAN_ID
+from tts_bench.errors import TtsBenchError
+from tts_bench.iam_documents import AccountScope
+from tts_bench.plan_gate import TAG_MODEL, GateQuery
+from tts_bench.stack_config import StackConfig
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+
+MODELS_PREFIX = "models/"
+
+
+def read_config() -> StackConfig:
+    config = pulumi.Config()
+    raw: dict[str, object] = {}
+    for key in StackConfig.config_keys():
+        value = config.get_object(key) if key == "performanceEnv" else config.get(key)
+        if value is not None:
+            raw[key] = value
+    region = pulumi.Config("aws").get("region")
+    if region is not None:
+        raw["region"] = region
+    try:
+        return StackConfig.parse(raw)
+    except TtsBenchError as exc:
+        raise pulumi.RunError(f"{exc} (set it with `pulumi config set <key> <value>`)") from None
+
+
+def main() -> None:
+    cfg = read_config()
+    repository = cfg.repository
+    endpoint = cfg.endpoint_name
+    tags = {"tts-bench:endpoint": endpoint}
+    bucket = f"{endpoint}-weights-{repository.account}-{cfg.region}"
+    build_project = f"{endpoint}-model-cache"
+
+    foundation = Foundation(
+        endpoint,
+        FoundationArgs(
+            scope=AccountScope(account=repository.account, region=cfg.region),
+            endpoint_name=endpoint,
+            bucket_name=bucket,
+            models_prefix=MODELS_PREFIX,
+            repository_name=repository.repository,
+            repository_arn=repository.repository_arn,
+            build_project_name=build_project,
+            tags=tags,
+        ),
+    )
+    cache = ModelCache(
+        endpoint,
+        ModelCacheArgs(
+            project_name=build_project,
+            bucket_name=bucket,
+            models_prefix=MODELS_PREFIX,
+            model=cfg.model,
+            hf_repo=cfg.model_repo,
+            revision=cfg.model_revision,
+            build_role_arn=foundation.build_role_arn,
+            tags=tags,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[foundation]),
+    )
+    pulumi.export("repository_url", foundation.repository_url)
+    pulumi.export("model_cache_project", cache.project_name)
+    if not cfg.deploy_endpoint:
+        pulumi.log.warn(
+            "deployEndpoint is false: only the foundation and the model cache are deployed; push "
+            "the image, run the model cache build, then set deployEndpoint to true"
+        )
+        return
+    image = cfg.pinned_image
+    gate = gate_scaling(
+        Path(__file__).resolve().parent / cfg.measurements_dir,
+        GateQuery(
+            model=cfg.model,
+            instance_type=cfg.instance_type,
+            image_digest=image.digest,
+            performance_env=cfg.performance_env,
+            bounds=cfg.bounds,
+            slo_ms=cfg.slo_ms,
+            surge_ratio=cfg.surge_ratio,
+        ),
+    )
+    plan = gate.plan if gate.enabled else None
+    environment = dict(cfg.performance_env)
+    model_tags = {TAG_MODEL: cfg.model, TAG_IMAGE_DIGEST: image.digest}
+    if plan is not None:
+        environment[ENV_MAX_QUEUE_DEPTH] = str(plan.queue_max_depth)
+        model_tags[TAG_PLAN_ID] = plan.plan_id
+    speech = SpeechEndpoint(
+        endpoint,
+        SpeechEndpointArgs(
+            endpoint_name=endpoint,
+            variant_name=cfg.variant_name,
+            image=image.reference,
+            model_data_uri=cache.model_data_uri,
+            execution_role_arn=foundation.execution_role_arn,
+            instance_type=cfg.instance_type,
+            initial_instance_count=gate.deployed_min if gate.deployed_min else cfg.min_instances,
+            environment=environment,
+            model_tags=model_tags,
+            tags=tags,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[cache]),
+    )
+    pulumi.export("endpoint_name", speech.endpoint_name)
+    pulumi.export("plan_gate", {"condition": gate.condition.value, "reason": gate.reason})
+    if plan is None:
+        return
+    scaling = EndpointAutoscaling(
+        endpoint,
+        EndpointAutoscalingArgs(
+            endpoint_name=endpoint,
+            variant_name=cfg.variant_name,
+            plan=plan,
+            bounds=cfg.bounds,
+            image_digest=image.digest,
+            tags=tags,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[speech]),
+    )
+    EndpointObservability(
+        endpoint,
+        EndpointObservabilityArgs(
+            endpoint_name=endpoint,
+            variant_name=cfg.variant_name,
+            region=cfg.region,
+            plan=plan,
+            tags=tags,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[speech]),
+    )
+    pulumi.export("plan_id", plan.plan_id)
+    pulumi.export("scaling", {"min": scaling.min_capacity, "max": scaling.max_capacity})
+
+
+main()

@@ -1,0 +1,253 @@
+"""Build a deployment in the emulator the way the stack does, and bend it into drift cases.
+
+moto cannot evaluate alarms and creates none for target tracking, so the target-tracking
+policy's alarms are put explicitly (named as AWS names them) and states are set with
+`set_alarm_state`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from tts_bench.artifacts import PlanArtifact
+from tts_bench.deployment import (
+    DEFAULT_VARIANT,
+    SCALABLE_DIMENSION,
+    SCALE_IN_ADJUSTMENT,
+    SCALE_IN_COMPARISON,
+    SCALE_IN_EVALUATION_PERIODS,
+    SCALE_IN_PERIOD_S,
+    SCALE_IN_STATISTIC,
+    SERVICE_NAMESPACE,
+    TARGET_TRACKING_METRIC,
+    resource_id,
+    scale_in_alarm_name,
+    scale_in_policy_name,
+    target_tracking_policy_name,
+)
+from tts_bench.telemetry import (
+    CONCURRENT_REQUESTS_PER_MODEL,
+    ENV_MAX_QUEUE_DEPTH,
+    SAGEMAKER_NAMESPACE,
+)
+
+REGION = "us-east-1"
+ENDPOINT = "speech-kokoro-82m"
+ROLE = "arn:aws:iam::123456789012:role/speech-sagemaker-execution"
+IMAGE = (
+    "123456789012.dkr.ecr.us-east-1.amazonaws.com/speech-kokoro"
+    "@sha256:8b1b96bc4dc0b30ddd84d8fe37af7c490937333c44a9f8f7d77b918c3d7eaced"
+)
+
+
+@dataclass
+class EmulatedAws:
+    """boto3 clients on the emulator, for building and inspecting what the tests deploy."""
+
+    url: str
+    state_dir: Path
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = boto3.client(
+                service, region_name=REGION, endpoint_url=self.url
+            )
+        return self._clients[service]
+
+    # ------------------------------------------------------------------ building
+
+    def endpoint(
+        self,
+        name: str = ENDPOINT,
+        *,
+        instances: int = 2,
+        env: dict[str, str] | None = None,
+        variants: tuple[str, ...] = (DEFAULT_VARIANT,),
+    ) -> None:
+        sm = self.client("sagemaker")
+        sm.create_model(
+            ModelName=f"{name}-model",
+            ExecutionRoleArn=ROLE,
+            PrimaryContainer={"Image": IMAGE, "Environment": env or {}},
+        )
+        sm.create_endpoint_config(
+            EndpointConfigName=f"{name}-config",
+            ProductionVariants=[
+                {
+                    "VariantName": variant,
+                    "ModelName": f"{name}-model",
+                    "InstanceType": "ml.g5.xlarge",
+                    "InitialInstanceCount": instances,
+                    "InitialVariantWeight": 1.0,
+                }
+                for variant in variants
+            ],
+        )
+        sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
+
+    def target(
+        self,
+        endpoint: str = ENDPOINT,
+        variant: str = DEFAULT_VARIANT,
+        *,
+        min_capacity: int | None = None,
+        max_capacity: int | None = None,
+        suspended: dict[str, bool] | None = None,
+    ) -> None:
+        settings: dict[str, Any] = {}
+        if min_capacity is not None:
+            settings["MinCapacity"] = min_capacity
+        if max_capacity is not None:
+            settings["MaxCapacity"] = max_capacity
+        if suspended is not None:
+            settings["SuspendedState"] = suspended
+        self.client("application-autoscaling").register_scalable_target(
+            ServiceNamespace=SERVICE_NAMESPACE,
+            ResourceId=resource_id(endpoint, variant),
+            ScalableDimension=SCALABLE_DIMENSION,
+            **settings,
+        )
+
+    def tracking_policy(
+        self,
+        endpoint: str = ENDPOINT,
+        *,
+        target_value: float,
+        scale_out_cooldown_s: int,
+        name: str | None = None,
+    ) -> str:
+        arn = self.client("application-autoscaling").put_scaling_policy(
+            PolicyName=name or target_tracking_policy_name(endpoint),
+            ServiceNamespace=SERVICE_NAMESPACE,
+            ResourceId=resource_id(endpoint),
+            ScalableDimension=SCALABLE_DIMENSION,
+            PolicyType="TargetTrackingScaling",
+            TargetTrackingScalingPolicyConfiguration={
+                "TargetValue": target_value,
+                "PredefinedMetricSpecification": {"PredefinedMetricType": TARGET_TRACKING_METRIC},
+                "ScaleOutCooldown": scale_out_cooldown_s,
+                "DisableScaleIn": True,
+            },
+        )["PolicyARN"]
+        # What AWS would create for the policy and moto does not.
+        self.alarm(
+            f"TargetTracking-{resource_id(endpoint)}-AlarmHigh-0a1b",
+            threshold=target_value,
+            policy_arn=arn,
+            endpoint=endpoint,
+            period_s=10,
+            evaluation_periods=3,
+            statistic="Maximum",
+            comparison="GreaterThanThreshold",
+        )
+        return str(arn)
+
+    def step_policy(self, endpoint: str = ENDPOINT, *, cooldown_s: int) -> str:
+        return str(
+            self.client("application-autoscaling").put_scaling_policy(
+                PolicyName=scale_in_policy_name(endpoint),
+                ServiceNamespace=SERVICE_NAMESPACE,
+                ResourceId=resource_id(endpoint),
+                ScalableDimension=SCALABLE_DIMENSION,
+                PolicyType="StepScaling",
+                StepScalingPolicyConfiguration={
+                    "AdjustmentType": "ChangeInCapacity",
+                    "StepAdjustments": [
+                        {"MetricIntervalUpperBound": 0.0, "ScalingAdjustment": SCALE_IN_ADJUSTMENT}
+                    ],
+                    "Cooldown": cooldown_s,
+                    "MetricAggregationType": SCALE_IN_STATISTIC,
+                },
+            )["PolicyARN"]
+        )
+
+    def alarm(
+        self,
+        name: str,
+        *,
+        threshold: float,
+        policy_arn: str,
+        endpoint: str = ENDPOINT,
+        period_s: int = SCALE_IN_PERIOD_S,
+        evaluation_periods: int = SCALE_IN_EVALUATION_PERIODS,
+        statistic: str = SCALE_IN_STATISTIC,
+        comparison: str = SCALE_IN_COMPARISON,
+        state: str = "OK",
+    ) -> None:
+        cw = self.client("cloudwatch")
+        cw.put_metric_alarm(
+            AlarmName=name,
+            Namespace=SAGEMAKER_NAMESPACE,
+            MetricName=CONCURRENT_REQUESTS_PER_MODEL,
+            Dimensions=[
+                {"Name": "EndpointName", "Value": endpoint},
+                {"Name": "VariantName", "Value": DEFAULT_VARIANT},
+            ],
+            Statistic=statistic,
+            Period=period_s,
+            EvaluationPeriods=evaluation_periods,
+            Threshold=threshold,
+            ComparisonOperator=comparison,
+            AlarmActions=[policy_arn],
+        )
+        self.alarm_state(name, state)
+
+    def alarm_state(self, name: str, state: str) -> None:
+        self.client("cloudwatch").set_alarm_state(
+            AlarmName=name, StateValue=state, StateReason="set by the test"
+        )
+
+    def deploy(
+        self,
+        plan: PlanArtifact,
+        *,
+        endpoint: str = ENDPOINT,
+        instances: int = 2,
+        min_capacity: int | None = None,
+        max_capacity: int | None = None,
+    ) -> None:
+        """The stack's shape for `plan`: endpoint, target, both policies, the scale-in alarm."""
+        self.endpoint(
+            endpoint, instances=instances, env={ENV_MAX_QUEUE_DEPTH: str(plan.queue_max_depth)}
+        )
+        self.target(
+            endpoint,
+            min_capacity=plan.min_instances if min_capacity is None else min_capacity,
+            max_capacity=plan.max_instances if max_capacity is None else max_capacity,
+        )
+        self.tracking_policy(
+            endpoint,
+            target_value=plan.scaling_target_value,
+            scale_out_cooldown_s=plan.scale_out_cooldown_s,
+        )
+        step = self.step_policy(endpoint, cooldown_s=plan.scale_in_cooldown_s)
+        self.alarm(
+            scale_in_alarm_name(endpoint),
+            threshold=plan.scale_in_threshold,
+            policy_arn=step,
+            endpoint=endpoint,
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def scaling(self, endpoint: str = ENDPOINT) -> dict[str, Any]:
+        """min, max, suspended flags and desired count, as a test compares them."""
+        targets = self.client("application-autoscaling").describe_scalable_targets(
+            ServiceNamespace=SERVICE_NAMESPACE, ResourceIds=[resource_id(endpoint)]
+        )["ScalableTargets"]
+        variant = self.client("sagemaker").describe_endpoint(EndpointName=endpoint)[
+            "ProductionVariants"
+        ][0]
+        target = targets[0] if targets else {}
+        suspended = target.get("SuspendedState") or {}
+        return {
+            "min": target.get("MinCapacity"),
+            "max": target.get("MaxCapacity"),
+            "suspended": sorted(k for k, v in suspended.items() if v),
+            "desired": variant["DesiredInstanceCount"],
+        }

@@ -1,0 +1,181 @@
+"""`tts-bench drift` against the emulator: clean preflight, and each drift case with its severity."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.aws.emulated import ENDPOINT, EmulatedAws
+from tts_bench.artifacts import PlanArtifact, load_artifact
+from tts_bench.cli import main
+from tts_bench.deployment import resource_id, scale_in_alarm_name, scale_in_policy_name
+
+
+@pytest.fixture
+def plan(reference_plan_path: Path) -> PlanArtifact:
+    return load_artifact(reference_plan_path, PlanArtifact)
+
+
+@pytest.fixture
+def deployed(aws: EmulatedAws, plan: PlanArtifact) -> EmulatedAws:
+    aws.deploy(plan)
+    return aws
+
+
+def drift(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["drift", "--endpoint", ENDPOINT, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("with_plan", [False, True])
+def test_a_clean_deployment_passes_preflight(
+    deployed: EmulatedAws, reference_plan_path: Path, capsys, with_plan: bool
+) -> None:
+    args = ["--plan", str(reference_plan_path)] if with_plan else []
+    code, out, err = drift(capsys, *args)
+    assert (code, out.splitlines()[-1].split()[0]) == (0, "preflight-ok")
+    assert "next:" in err
+
+
+def test_drift_makes_no_change(deployed: EmulatedAws, capsys) -> None:
+    deployed.target(suspended={"DynamicScalingInSuspended": True})
+    before = deployed.scaling()
+    assert drift(capsys)[0] == 1
+    assert deployed.scaling() == before
+
+
+def _orphan_target_of_a_deleted_endpoint(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.target("speech-old-stack", min_capacity=1, max_capacity=3)
+
+
+def _orphan_target_on_another_variant(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.endpoint("speech-two-variants", variants=("AllTraffic", "Canary"))
+    aws.target("speech-two-variants", "Canary", min_capacity=1, max_capacity=2)
+    # The other endpoint's variants exist: not an orphan. This one's endpoint has no Canary.
+    aws.target(ENDPOINT, "Canary", min_capacity=1, max_capacity=2)
+
+
+def _orphan_policy_by_hand(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.tracking_policy(target_value=10.0, scale_out_cooldown_s=60, name="hand-made-policy")
+
+
+def _suspended(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.target(suspended={"DynamicScalingInSuspended": True, "ScheduledScalingSuspended": True})
+
+
+def _alarm_stuck(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.alarm_state(scale_in_alarm_name(ENDPOINT), "INSUFFICIENT_DATA")
+
+
+def _target_value(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.tracking_policy(target_value=45.0, scale_out_cooldown_s=plan.scale_out_cooldown_s)
+
+
+def _scale_in_threshold(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    arn = aws.step_policy(cooldown_s=plan.scale_in_cooldown_s)
+    aws.alarm(scale_in_alarm_name(ENDPOINT), threshold=20.0, policy_arn=arn)
+
+
+def _scale_out_cooldown(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.tracking_policy(target_value=plan.scaling_target_value, scale_out_cooldown_s=300)
+
+
+def _scale_in_cooldown(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    arn = aws.step_policy(cooldown_s=300)
+    aws.alarm(scale_in_alarm_name(ENDPOINT), threshold=plan.scale_in_threshold, policy_arn=arn)
+
+
+def _max_instances(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.target(max_capacity=4)
+
+
+def _desired_outside(aws: EmulatedAws, plan: PlanArtifact) -> None:
+    aws.target(min_capacity=3)  # desired stays 2
+
+
+CASES = [
+    # (case, needs --plan, rule, severity, words the message must hold)
+    (_orphan_target_of_a_deleted_endpoint, False, "orphan-target", "error", "does not exist"),
+    (_orphan_target_on_another_variant, False, "orphan-target", "error", "'Canary'"),
+    (_orphan_policy_by_hand, False, "orphan-policy", "error", "hand-made-policy"),
+    (_suspended, False, "scaling-suspended", "error", f"tts-bench thaw --endpoint {ENDPOINT}"),
+    (_alarm_stuck, False, "alarm-insufficient-data", "error", "nothing publishes"),
+    (_target_value, True, "plan-mismatch", "error", "target value: deployed 45"),
+    (_scale_in_threshold, True, "plan-mismatch", "error", "scale-in threshold: deployed 20"),
+    (_scale_out_cooldown, True, "plan-mismatch", "error", "scale-out cooldown (s): deployed 300"),
+    (_scale_in_cooldown, True, "plan-mismatch", "error", "scale-in cooldown (s): deployed 300"),
+    (_max_instances, True, "plan-mismatch", "error", "max instances: deployed 4"),
+    (_desired_outside, False, "capacity-outside-bounds", "warning", "desired capacity 2"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "with_plan", "rule", "severity", "words"),
+    CASES,
+    ids=[case[0].__name__.strip("_") for case in CASES],
+)
+def test_each_drift_case_is_found_with_its_severity(
+    deployed: EmulatedAws,
+    plan: PlanArtifact,
+    reference_plan_path: Path,
+    capsys,
+    case: Callable[[EmulatedAws, PlanArtifact], None],
+    with_plan: bool,
+    rule: str,
+    severity: str,
+    words: str,
+) -> None:
+    case(deployed, plan)
+    args = ["--json", "--insufficient-data-grace", "0"]
+    code, out, err = drift(
+        capsys, *args, *(["--plan", str(reference_plan_path)] if with_plan else [])
+    )
+    findings = json.loads(out)["findings"]
+    assert [(f["rule"], f["severity"]) for f in findings] == [(rule, severity)]
+    assert words in findings[0]["message"]
+    assert code == (1 if severity == "error" else 0)
+    assert ("preflight-ok" in err) == (severity == "warning")
+
+
+def test_a_fresh_insufficient_data_alarm_is_only_a_warning(deployed: EmulatedAws, capsys) -> None:
+    _alarm_stuck(deployed, None)  # type: ignore[arg-type]
+    code, out, _ = drift(capsys)
+    assert code == 0
+    assert out.startswith("warning  alarm-insufficient-data")
+    assert out.splitlines()[-1].startswith("preflight-ok")
+
+
+def test_plan_min_max_are_compared_after_clamping_into_the_bounds(
+    aws: EmulatedAws, plan: PlanArtifact, reference_plan_path: Path, capsys
+) -> None:
+    aws.deploy(plan, min_capacity=2, max_capacity=20)  # the plan's 1..280 inside bounds 2:20
+    plan_args = ("--plan", str(reference_plan_path))
+    assert drift(capsys, *plan_args, "--bounds", "2:20")[0] == 0
+    code, out, _ = drift(capsys, *plan_args)
+    assert code == 1
+    assert "min instances: deployed 2" in out and "max instances: deployed 20" in out
+
+
+def test_without_scaling_resources_a_plan_reports_each_missing_setting(
+    aws: EmulatedAws, reference_plan_path: Path, capsys
+) -> None:
+    aws.endpoint()
+    code, out, _ = drift(capsys, "--plan", str(reference_plan_path))
+    assert code == 1
+    assert out.count("plan-mismatch") == 6 and "deployed (none)" in out
+
+
+def test_a_policy_without_its_target_is_an_orphan(deployed: EmulatedAws, capsys) -> None:
+    deployed.client("application-autoscaling").deregister_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=resource_id(ENDPOINT),
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+    )
+    code, out, _ = drift(capsys)
+    assert code == 1
+    orphans = [line for line in out.splitlines() if line.startswith("error    orphan-policy")]
+    assert len(orphans) == 2 and any(scale_in_policy_name(ENDPOINT) in o for o in orphans)

@@ -1,0 +1,235 @@
+"""`tts-bench validate` against the emulator, and the pure comparison it is built on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.aws.emulated import ENDPOINT, EmulatedAws
+from tests.conftest import REFERENCE_PLAN
+from tts_bench.artifacts import PlanArtifact, load_artifact
+from tts_bench.cli import main
+from tts_bench.deployed import (
+    Alarm,
+    DeployedSnapshot,
+    ScalableTarget,
+    ScalingPolicy,
+    SuspendedState,
+    Variant,
+)
+from tts_bench.deployment import (
+    DEFAULT_VARIANT,
+    OperatorBounds,
+    resource_id,
+    scale_in_alarm_name,
+    scale_in_policy_name,
+    target_tracking_policy_name,
+)
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+from tts_bench.validate import Outcome, Setting, compare_to_plan, planned_values
+
+REFERENCE = load_artifact(REFERENCE_PLAN, PlanArtifact)
+
+
+@pytest.fixture
+def plan(reference_plan_path: Path) -> PlanArtifact:
+    return load_artifact(reference_plan_path, PlanArtifact)
+
+
+def validate(capsys: pytest.CaptureFixture[str], plan_path: Path, *args: str):
+    code = main(["validate", "--plan", str(plan_path), "--endpoint", ENDPOINT, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_matching_deployment_validates(
+    aws: EmulatedAws, plan: PlanArtifact, reference_plan_path: Path, capsys
+) -> None:
+    aws.deploy(plan)
+    code, out, _ = validate(capsys, reference_plan_path)
+    assert code == 0
+    rows = out.splitlines()[1:-1]
+    assert len(rows) == len(Setting) and all(row.endswith("match") for row in rows)
+    assert out.splitlines()[-1].startswith("validate: all 7 settings match plan d0b4a6baef69")
+
+
+MISMATCHES: list[tuple[str, dict[str, float], Setting, str, str]] = [
+    # (case, deploy overrides, setting, deployed, planned)
+    ("target-value", {"target_value": 40.0}, Setting.TARGET_VALUE, "40", "37.5"),
+    ("threshold", {"threshold": 20.0}, Setting.SCALE_IN_THRESHOLD, "20", "25"),
+    ("scale-out-cooldown", {"scale_out": 60}, Setting.SCALE_OUT_COOLDOWN, "60", "30"),
+    ("scale-in-cooldown", {"scale_in": 300}, Setting.SCALE_IN_COOLDOWN, "300", "960"),
+    ("min", {"min": 2}, Setting.MIN_INSTANCES, "2", "1"),
+    ("max", {"max": 20}, Setting.MAX_INSTANCES, "20", "280"),
+    ("queue-depth", {"queue": 64}, Setting.QUEUE_MAX_DEPTH, "64", "50"),
+]
+
+
+def _deploy_with(aws: EmulatedAws, plan: PlanArtifact, overrides: dict[str, float]) -> None:
+    """The stack's shape for `plan`, with some values replaced."""
+    values = {
+        "queue": plan.queue_max_depth,
+        "min": plan.min_instances,
+        "max": plan.max_instances,
+        "target_value": plan.scaling_target_value,
+        "scale_out": plan.scale_out_cooldown_s,
+        "scale_in": plan.scale_in_cooldown_s,
+        "threshold": plan.scale_in_threshold,
+    } | overrides
+    aws.endpoint(env={ENV_MAX_QUEUE_DEPTH: str(int(values["queue"]))})
+    aws.target(min_capacity=int(values["min"]), max_capacity=int(values["max"]))
+    aws.tracking_policy(
+        target_value=values["target_value"], scale_out_cooldown_s=int(values["scale_out"])
+    )
+    arn = aws.step_policy(cooldown_s=int(values["scale_in"]))
+    aws.alarm(scale_in_alarm_name(ENDPOINT), threshold=values["threshold"], policy_arn=arn)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "setting", "deployed", "planned"),
+    [case[1:] for case in MISMATCHES],
+    ids=[case[0] for case in MISMATCHES],
+)
+def test_each_mismatching_value_is_named(
+    aws: EmulatedAws,
+    plan: PlanArtifact,
+    reference_plan_path: Path,
+    capsys,
+    overrides: dict[str, object],
+    setting: Setting,
+    deployed: str,
+    planned: str,
+) -> None:
+    _deploy_with(aws, plan, overrides)
+    code, out, _ = validate(capsys, reference_plan_path)
+    assert code == 1
+    verdicts = {line[:23].strip(): line.split()[-1] for line in out.splitlines()[1:-1]}
+    assert [name for name, verdict in verdicts.items() if verdict != "match"] == [setting.value]
+    assert f"{setting.value} deployed {deployed}, plan {planned}" in out.splitlines()[-1]
+
+
+def test_bounds_clamp_the_plan_before_comparing(
+    aws: EmulatedAws, plan: PlanArtifact, reference_plan_path: Path, capsys
+) -> None:
+    _deploy_with(aws, plan, {"max": 20})
+    assert validate(capsys, reference_plan_path, "--bounds", "1:20")[0] == 0
+    code, out, _ = validate(capsys, reference_plan_path, "--bounds", "1:30", "--json")
+    rows = {row["setting"]: row for row in json.loads(out)}
+    assert code == 1
+    assert rows["max instances"] == {
+        "setting": "max instances",
+        "deployed": 20,
+        "planned": 30,
+        "outcome": "mismatch",
+        "where": f"scalable target {resource_id(ENDPOINT)}",
+    }
+
+
+def test_nothing_deployed_is_missing_not_matching(
+    aws: EmulatedAws, reference_plan_path: Path, capsys
+) -> None:
+    aws.endpoint()
+    code, out, _ = validate(capsys, reference_plan_path)
+    assert code == 1
+    assert [line.split()[-1] for line in out.splitlines()[1:-1]] == ["missing"] * 7
+
+
+def test_bounds_that_disable_scaling_are_refused(
+    aws: EmulatedAws, reference_plan_path: Path, capsys
+) -> None:
+    code, out, err = validate(capsys, reference_plan_path, "--bounds", "3:3")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "disable scaling" in err
+
+
+def test_malformed_bounds_are_a_usage_error(reference_plan_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        validate(capsys, reference_plan_path, "--bounds", "5:2")
+    assert exit_.value.code == 2
+    assert "max_instances (2) is below min_instances (5)" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- pure
+
+
+def snapshot_for(values: dict[Setting, int | float], endpoint: str = "e") -> DeployedSnapshot:
+    """A snapshot carrying exactly `values`, shaped as the stack deploys them."""
+    rid = resource_id(endpoint)
+    tracking = ScalingPolicy(
+        name=target_tracking_policy_name(endpoint),
+        arn="arn:tracking",
+        resource_id=rid,
+        policy_type="TargetTrackingScaling",
+        target_value=values[Setting.TARGET_VALUE],
+        scale_out_cooldown_s=int(values[Setting.SCALE_OUT_COOLDOWN]),
+        scale_in_disabled=True,
+    )
+    step = ScalingPolicy(
+        name=scale_in_policy_name(endpoint),
+        arn="arn:step",
+        resource_id=rid,
+        policy_type="StepScaling",
+        step_cooldown_s=int(values[Setting.SCALE_IN_COOLDOWN]),
+    )
+    alarm = Alarm(
+        name=scale_in_alarm_name(endpoint),
+        state="OK",
+        state_updated_at=None,
+        threshold=values[Setting.SCALE_IN_THRESHOLD],
+        metric_name=None,
+        period_s=60,
+        evaluation_periods=3,
+        actions=("arn:step",),
+    )
+    return DeployedSnapshot(
+        region="r",
+        endpoint=endpoint,
+        endpoint_status="InService",
+        variants=(
+            Variant(
+                name=DEFAULT_VARIANT,
+                desired_instance_count=1,
+                current_instance_count=1,
+                weight=1.0,
+                instance_type="ml.g5.xlarge",
+                model_name="m",
+                environment={ENV_MAX_QUEUE_DEPTH: str(values[Setting.QUEUE_MAX_DEPTH])},
+            ),
+        ),
+        targets=(
+            ScalableTarget(
+                resource_id=rid,
+                min_capacity=int(values[Setting.MIN_INSTANCES]),
+                max_capacity=int(values[Setting.MAX_INSTANCES]),
+                suspended=SuspendedState(),
+            ),
+        ),
+        policies=(tracking, step),
+        alarms=(alarm,),
+        other_endpoints={},
+        read_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
+    )
+
+
+@given(
+    low=st.integers(1, 50),
+    span=st.integers(0, 300),
+    bound_low=st.integers(1, 50),
+    bound_span=st.integers(1, 300),
+    target=st.floats(0.5, 500, allow_nan=False),
+)
+def test_a_deployment_of_the_clamped_plan_always_matches(
+    low: int, span: int, bound_low: int, bound_span: int, target: float
+) -> None:
+    varied = REFERENCE.model_copy(
+        update={"min_instances": low, "max_instances": low + span, "scaling_target_value": target}
+    )
+    bounds = OperatorBounds(min_instances=bound_low, max_instances=bound_low + bound_span)
+    rows = compare_to_plan(snapshot_for(planned_values(varied, bounds)), varied, bounds)
+    assert [r.outcome for r in rows] == [Outcome.MATCH] * len(Setting)
+    deployed_min, deployed_max = rows[4].deployed, rows[5].deployed
+    assert bound_low <= deployed_min <= deployed_max <= bound_low + bound_span  # type: ignore[operator]

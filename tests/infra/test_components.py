@@ -1,0 +1,110 @@
+"""Components built in this process under Pulumi's mocks (preview=False), checked the Pulumi
+way: assertions inside `Output.all(...).apply`, and a count proving that they ran."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+
+from tts_bench.artifacts import PlanArtifact
+from tts_bench.deployment import OperatorBounds
+
+CHECKS_RUN: list[str] = []
+
+
+class Echo(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        name = args.inputs.get("name", args.name)
+        return f"{name}-id", {"arn": f"arn:aws:mock:::{name}", **args.inputs}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+@pytest.fixture(autouse=True)
+def mocks() -> None:
+    pulumi.runtime.set_mocks(Echo(), project="tts-bench", stack="test", preview=False)
+    CHECKS_RUN.clear()
+
+
+@pytest.mark.parametrize(("bounds", "expected"), [((1, 300), (1, 280)), ((3, 20), (3, 20))])
+def test_autoscaling_carries_the_plan(
+    reference_plan: PlanArtifact, bounds: tuple[int, int], expected: tuple[int, int]
+) -> None:
+    from components import EndpointAutoscaling, EndpointAutoscalingArgs
+
+    plan = reference_plan
+
+    @pulumi.runtime.test
+    def build() -> pulumi.Output[Any]:
+        scaling = EndpointAutoscaling(
+            "speech",
+            EndpointAutoscalingArgs(
+                endpoint_name="speech",
+                variant_name="AllTraffic",
+                plan=plan,
+                bounds=OperatorBounds(min_instances=bounds[0], max_instances=bounds[1]),
+                image_digest=plan.fingerprint.image_digest,
+                tags={},
+            ),
+        )
+
+        def check(values: list[Any]) -> None:
+            low, high, tracking, step, threshold = values
+            assert (low, high) == expected
+            assert tracking["target_value"] == plan.scaling_target_value
+            assert tracking["scale_out_cooldown"] == plan.scale_out_cooldown_s
+            assert tracking["disable_scale_in"] is True
+            assert step["cooldown"] == plan.scale_in_cooldown_s
+            assert threshold == plan.scale_in_threshold
+            CHECKS_RUN.append("autoscaling")
+
+        return pulumi.Output.all(
+            scaling.target.min_capacity,
+            scaling.target.max_capacity,
+            scaling.target_tracking.target_tracking_scaling_policy_configuration,
+            scaling.scale_in.step_scaling_policy_configuration,
+            scaling.scale_in_alarm.threshold,
+        ).apply(check)
+
+    build()
+    assert CHECKS_RUN == ["autoscaling"]
+
+
+def test_observability_alarms_use_the_plan_and_the_container_metric_names(
+    reference_plan: PlanArtifact,
+) -> None:
+    from components import EndpointObservability, EndpointObservabilityArgs
+    from tts_bench.telemetry import FIRST_CHUNK_LATENCY, NAMESPACE, QUEUE_SATURATED
+
+    @pulumi.runtime.test
+    def build() -> pulumi.Output[Any]:
+        observability = EndpointObservability(
+            "speech",
+            EndpointObservabilityArgs(
+                endpoint_name="speech",
+                variant_name="AllTraffic",
+                region="us-east-1",
+                plan=reference_plan,
+                tags={},
+            ),
+        )
+
+        def check(values: list[Any]) -> None:
+            namespace, metric, threshold, queue_metric = values
+            assert (namespace, metric) == (NAMESPACE, FIRST_CHUNK_LATENCY)
+            assert threshold == reference_plan.first_chunk_alarm_ms
+            assert queue_metric == QUEUE_SATURATED
+            CHECKS_RUN.append("observability")
+
+        return pulumi.Output.all(
+            observability.first_chunk_alarm.namespace,
+            observability.first_chunk_alarm.metric_name,
+            observability.first_chunk_alarm.threshold,
+            observability.queue_alarm.metric_name,
+        ).apply(check)
+
+    build()
+    assert CHECKS_RUN == ["observability"]

@@ -1,0 +1,138 @@
+"""The gate rule shared by the program and the pack, image references and the stack file."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
+from tts_bench.artifacts import PlanArtifact
+from tts_bench.deployment import OperatorBounds
+from tts_bench.image_ref import ImageReferenceError, parse_pinned, parse_repository
+from tts_bench.plan_gate import GateCondition, GateQuery, evaluate, performance_env_of
+from tts_bench.stack_config import StackConfigError, set_stack_value, stack_values
+
+
+def query(**changes: Any) -> GateQuery:
+    base: dict[str, Any] = {
+        "model": "kokoro-82m",
+        "instance_type": "ml.g5.xlarge",
+        "image_digest": REFERENCE_DIGEST,
+        "bounds": OperatorBounds(min_instances=1, max_instances=20),
+    }
+    return GateQuery(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "condition", "reason"),
+    [
+        ({}, GateCondition.ENABLED, "deploying min 1 / max 20 instances"),
+        (
+            {"bounds": OperatorBounds(min_instances=2, max_instances=2)},
+            GateCondition.SCALING_DISABLED,
+            "equals minInstances (2)",
+        ),
+        ({"model": "kokoro-1b"}, GateCondition.NO_PLAN, "is for model kokoro-1b on ml.g5.xlarge"),
+        ({"instance_type": "ml.g6.xlarge"}, GateCondition.NO_PLAN, "on ml.g6.xlarge"),
+        (
+            {"image_digest": OTHER_DIGEST},
+            GateCondition.DIGEST_MISMATCH,
+            "measured on image(s) 8b1b96bc",
+        ),
+        (
+            {"performance_env": {"ENGINE_MODE": "batch"}},
+            GateCondition.ENV_MISMATCH,
+            "another performance env",
+        ),
+        (
+            {"surge_ratio": 1.2},
+            GateCondition.INPUTS_MISMATCH,
+            "surge ratio of 1.25, the stack asks 1.2",
+        ),
+        ({"slo_ms": 3000.0, "surge_ratio": 1.25}, GateCondition.ENABLED, "matches and is feasible"),
+    ],
+)
+def test_gate_conditions(
+    reference_plan_path: Path, changes: dict[str, Any], condition: GateCondition, reason: str
+) -> None:
+    result = evaluate(reference_plan_path.parent, query(**changes))
+    assert result.condition is condition
+    assert reason in result.reason
+    assert result.enabled == (condition is GateCondition.ENABLED)
+
+
+def test_the_bound_is_no_performance_setting() -> None:
+    assert performance_env_of({"MAX_QUEUE_DEPTH": "50", "ENGINE_MODE": "serial"}) == {
+        "ENGINE_MODE": "serial"
+    }
+
+
+def test_infeasible_and_unreadable_plans(
+    infeasible_plan: PlanArtifact, plans_dir: Callable[..., Path]
+) -> None:
+    folder = plans_dir(infeasible_plan)
+    (folder / "plan-broken.json").write_text("{")
+    result = evaluate(folder, query())
+    assert result.condition is GateCondition.INFEASIBLE
+    assert "stop: slo_ceiling" in result.reason
+    assert len(result.unreadable) == 1 and "plan-broken.json" in result.unreadable[0]
+
+
+def test_a_missing_folder_is_no_plan(tmp_path: Path) -> None:
+    result = evaluate(tmp_path / "absent", query())
+    assert result.condition is GateCondition.NO_PLAN and "does not exist" in result.reason
+
+
+@given(
+    account=st.from_regex(r"\d{12}", fullmatch=True),
+    repository=st.from_regex(r"[a-z0-9]{1,8}(/[a-z0-9]{1,8})?", fullmatch=True),
+    digest=st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
+)
+def test_pinned_references_round_trip(account: str, repository: str, digest: str) -> None:
+    reference = f"{account}.dkr.ecr.eu-west-1.amazonaws.com/{repository}@sha256:{digest}"
+    image = parse_pinned(reference)
+    assert (image.account, image.region, image.repository, image.reference) == (
+        account,
+        "eu-west-1",
+        repository,
+        reference,
+    )
+    assert parse_repository(reference).repository == repository
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected_error"),
+    [
+        (f"{REGISTRY_REPO}:v1", "pinned only by tag (v1)"),
+        (f"{REGISTRY_REPO}:v1@{REFERENCE_DIGEST}", "carries both a tag and a digest"),
+        (f"docker.io/library/nginx@{REFERENCE_DIGEST}", "not an ECR reference pinned by digest"),
+        (f"{REGISTRY_REPO}@sha256:abc", "not an ECR reference pinned by digest"),
+    ],
+)
+def test_unpinned_references_are_refused(reference: str, expected_error: str) -> None:
+    with pytest.raises(ImageReferenceError, match=re.escape(expected_error)):
+        parse_pinned(reference)
+
+
+def test_setting_a_stack_value_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: p\nruntime: python\n")
+    text = "# keep me\nconfig:\n  aws:region: us-east-1 # and me\n  p:image: old\n"
+    (tmp_path / "Pulumi.dev.yaml").write_text(text)
+    set_stack_value(tmp_path, "dev", "image", "a: b")
+    assert (tmp_path / "Pulumi.dev.yaml").read_text() == text.replace(
+        "p:image: old", 'p:image: "a: b"'
+    )
+    set_stack_value(tmp_path, "dev", "sloMs", "3000")
+    assert stack_values(tmp_path, "dev") == {
+        "aws:region": "us-east-1",
+        "p:image": "a: b",
+        "p:sloMs": "3000",
+    }
+    with pytest.raises(StackConfigError, match="no such file"):
+        stack_values(tmp_path, "prod")

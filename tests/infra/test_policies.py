@@ -1,0 +1,413 @@
+"""Each rule of the pack on hand-made args: a passing case, failing cases, and a value unknown
+at preview (which must be reported, never passed). Props go through pulumi-policy's own
+unknown-checking proxy, as the analyzer hands them to a rule."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi_policy import (
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    StackValidationArgs,
+)
+from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, unknown_checking_proxy
+from tts_policies import POLICIES, buckets, iam, images, scaling_plan
+
+from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
+from tts_bench.artifacts import PlanArtifact
+
+OPTS = PolicyResourceOptions(False, [], None, [], None, [], None)
+
+
+def resource_args(type_: str, props: dict[str, Any]) -> ResourceValidationArgs:
+    return ResourceValidationArgs(
+        type_, unknown_checking_proxy(props), f"urn:{type_}::r", "r", OPTS, None
+    )
+
+
+def validate(policy: Any, args: Any) -> list[str]:
+    violations: list[str] = []
+    policy.validate(args, lambda message, urn=None: violations.append(message))
+    return violations
+
+
+class Stack:
+    """Hand-made stack resources, linked by property dependencies as the engine links them."""
+
+    def __init__(self) -> None:
+        self.resources: list[PolicyResource] = []
+
+    def add(
+        self, type_: str, name: str, props: dict[str, Any], **deps: PolicyResource
+    ) -> PolicyResource:
+        resource = PolicyResource(
+            type_, unknown_checking_proxy(props), f"urn:{name}", name, OPTS, None, None, [], {}
+        )
+        resource.property_dependencies.update({k: [v] for k, v in deps.items()})
+        self.resources.append(resource)
+        return resource
+
+    def args(self, config: dict[str, Any] | None = None) -> StackValidationArgs:
+        return StackValidationArgs(self.resources, config)
+
+
+# --------------------------------------------------------------------------- measured plan
+
+RID = "endpoint/speech/variant/AllTraffic"
+DEPLOYMENT: dict[str, dict[str, Any]] = {
+    "model": {
+        "primaryContainer": {
+            "image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}",
+            "environment": {"MAX_QUEUE_DEPTH": "50"},
+        },
+        "tags": {"tts-bench:model": "kokoro-82m", "tts-bench:image-digest": REFERENCE_DIGEST},
+    },
+    "config": {
+        "productionVariants": [
+            {
+                "variantName": "AllTraffic",
+                "instanceType": "ml.g5.xlarge",
+                "modelName": UNKNOWN_STRING_VALUE,
+            }
+        ]
+    },
+    "endpoint": {"name": "speech", "endpointConfigName": UNKNOWN_STRING_VALUE},
+    "target": {
+        "serviceNamespace": "sagemaker",
+        "scalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        "resourceId": RID,
+        "minCapacity": 1.0,
+        "maxCapacity": 20.0,
+        "tags": {
+            "tts-bench:plan-id": "d0b4a6baef69",
+            "tts-bench:image-digest": REFERENCE_DIGEST,
+            "tts-bench:operator-min-instances": "1",
+            "tts-bench:operator-max-instances": "20",
+        },
+    },
+    "tracking": {
+        "serviceNamespace": "sagemaker",
+        "resourceId": RID,
+        "policyType": "TargetTrackingScaling",
+        "targetTrackingScalingPolicyConfiguration": {
+            "targetValue": 37.5,
+            "scaleOutCooldown": 30.0,
+            "disableScaleIn": True,
+            "predefinedMetricSpecification": {
+                "predefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+            },
+        },
+    },
+    "step": {
+        "serviceNamespace": "sagemaker",
+        "resourceId": RID,
+        "policyType": "StepScaling",
+        "stepScalingPolicyConfiguration": {"cooldown": 960.0},
+    },
+    "alarm": {"name": "speech-AllTraffic-low-concurrency", "threshold": 25.0},
+}
+
+
+def deployment(changes: Callable[[dict[str, dict[str, Any]]], None] | None = None) -> Stack:
+    props = copy.deepcopy(DEPLOYMENT)
+    if changes:
+        changes(props)
+    stack = Stack()
+    model = stack.add("aws:sagemaker/model:Model", "model", props["model"])
+    config = stack.add(
+        "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
+        "config",
+        props["config"],
+        productionVariants=model,
+    )
+    stack.add(
+        "aws:sagemaker/endpoint:Endpoint", "endpoint", props["endpoint"], endpointConfigName=config
+    )
+    stack.add("aws:appautoscaling/target:Target", "target", props["target"])
+    stack.add("aws:appautoscaling/policy:Policy", "tracking", props["tracking"])
+    stack.add("aws:appautoscaling/policy:Policy", "step", props["step"])
+    stack.add("aws:cloudwatch/metricAlarm:MetricAlarm", "alarm", props["alarm"])
+    return stack
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, dict[str, Any]]], None]:
+    def change(props: dict[str, dict[str, Any]]) -> None:
+        *head, last = path.split(".")
+        node: Any = props
+        for key in head:
+            node = node[int(key)] if key.isdigit() else node[key]
+        node[last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (None, None),
+        (
+            _set("tracking.targetTrackingScalingPolicyConfiguration.targetValue", 50.0),
+            "target value 50.0 != the plan's 37.5",
+        ),
+        (
+            _set("tracking.targetTrackingScalingPolicyConfiguration.scaleOutCooldown", 60.0),
+            "scale-out cooldown 60.0",
+        ),
+        (
+            _set("step.stepScalingPolicyConfiguration.cooldown", 300.0),
+            "scale-in cooldown 300.0 != the plan's 960",
+        ),
+        (_set("alarm.threshold", 30.0), "scale-in alarm threshold 30.0 != the plan's 25.0"),
+        (
+            _set("model.primaryContainer.environment", {}),
+            "MAX_QUEUE_DEPTH None != the plan's queue bound 50",
+        ),
+        (
+            _set("target.maxCapacity", 280.0),
+            "maxCapacity 280.0 != the plan's, clamped into the operator bounds (20)",
+        ),
+        (
+            _set("target.tags.tts-bench:plan-id", "000000000000"),
+            "the matching plan is d0b4a6baef69",
+        ),
+        (
+            _set("model.primaryContainer.image", f"{REGISTRY_REPO}@{OTHER_DIGEST}"),
+            "missing plan: no plan for this image",
+        ),
+        (
+            _set("config.productionVariants.0.instanceType", "ml.g6.xlarge"),
+            "missing plan: no plan in",
+        ),
+        (
+            _set("model.primaryContainer.image", f"{REGISTRY_REPO}:latest"),
+            "missing plan: its Model needs",
+        ),
+        (_set("endpoint.name", "another"), "missing plan: no SageMaker endpoint named speech"),
+        (
+            _set(
+                "tracking.targetTrackingScalingPolicyConfiguration.targetValue",
+                UNKNOWN_NUMBER_VALUE,
+            ),
+            "targetValue is unknown at preview",
+        ),
+        (_set("target.resourceId", UNKNOWN_STRING_VALUE), ".resourceId is unknown at preview"),
+    ],
+)
+def test_scaling_needs_the_measured_plan(change: Any, expected: str | None) -> None:
+    violations = validate(scaling_plan.POLICY, deployment(change).args())
+    if expected is None:
+        assert violations == []
+    else:
+        assert any(expected in v for v in violations), violations
+
+
+def test_an_infeasible_plan_is_refused(
+    infeasible_plan: PlanArtifact, plans_dir: Callable[..., Path]
+) -> None:
+    config = {"plansDir": str(plans_dir(infeasible_plan))}
+    violations = validate(scaling_plan.POLICY, deployment().args(config))
+    assert any("missing plan" in v and "is infeasible" in v for v in violations), violations
+
+
+def test_plans_folder_comes_from_config_relative_to_the_pack(tmp_path: Path) -> None:
+    assert scaling_plan.plans_dir(None) == (Path(scaling_plan.__file__).parents[2] / "measurements")
+    assert scaling_plan.plans_dir({"plansDir": str(tmp_path)}) == tmp_path
+    violations = validate(scaling_plan.POLICY, deployment().args({"plansDir": str(tmp_path)}))
+    assert any("missing plan: no plan in" in v for v in violations), violations
+
+
+def test_a_scaling_policy_without_a_planned_target_is_refused() -> None:
+    stack = Stack()
+    stack.add("aws:appautoscaling/policy:Policy", "guess", DEPLOYMENT["tracking"])
+    violations = validate(scaling_plan.POLICY, stack.args())
+    assert violations and "missing plan" in violations[0]
+
+
+def test_a_target_without_endpoint_or_model_is_refused() -> None:
+    stack = Stack()
+    stack.add("aws:appautoscaling/target:Target", "target", DEPLOYMENT["target"])
+    violations = validate(scaling_plan.POLICY, stack.args())
+    assert violations and "missing plan: no SageMaker endpoint named speech" in violations[0]
+
+
+# --------------------------------------------------------------------------- images
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        ({"primaryContainer": {"image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}"}}, None),
+        ({"containers": [{"image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}"}]}, None),
+        ({"primaryContainer": {"image": f"{REGISTRY_REPO}:latest"}}, "is not pinned by digest"),
+        ({"containers": [{"image": f"{REGISTRY_REPO}"}]}, "containers.0.image"),
+        ({"primaryContainer": {"image": UNKNOWN_STRING_VALUE}}, "image is unknown at preview"),
+    ],
+)
+def test_images_are_pinned_by_digest(props: dict[str, Any], expected: str | None) -> None:
+    violations = validate(images.POLICY, resource_args("aws:sagemaker/model:Model", props))
+    assert (violations == []) if expected is None else any(expected in v for v in violations), (
+        violations
+    )
+
+
+def test_image_rule_ignores_other_resources() -> None:
+    assert (
+        validate(images.POLICY, resource_args("aws:s3/bucket:Bucket", {"image": "x:latest"})) == []
+    )
+
+
+# --------------------------------------------------------------------------- buckets
+
+BLOCK_ALL = dict.fromkeys(buckets.PUBLIC_ACCESS_FLAGS, True)
+KMS = {"rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]}
+
+
+def bucket_stack(
+    encryption: dict[str, Any] | None, block: dict[str, Any] | None, by_name: bool = False
+) -> Stack:
+    stack = Stack()
+    bucket = stack.add("aws:s3/bucket:Bucket", "weights", {"bucket": "weights"})
+    link = {} if by_name else {"bucket": bucket}
+    if encryption is not None:
+        props = {**encryption, "bucket": "weights" if by_name else UNKNOWN_STRING_VALUE}
+        stack.add(buckets.S3_ENCRYPTION, "enc", props, **link)
+    if block is not None:
+        props = {**block, "bucket": "weights" if by_name else UNKNOWN_STRING_VALUE}
+        stack.add(buckets.S3_PUBLIC_ACCESS_BLOCK, "pab", props, **link)
+    return stack
+
+
+@pytest.mark.parametrize(
+    ("stack", "policy", "expected"),
+    [
+        (bucket_stack(KMS, BLOCK_ALL), buckets.ENCRYPTION_POLICY, None),
+        (bucket_stack(KMS, BLOCK_ALL, by_name=True), buckets.PUBLIC_ACCESS_POLICY, None),
+        (
+            bucket_stack(None, BLOCK_ALL),
+            buckets.ENCRYPTION_POLICY,
+            "has no BucketServerSideEncryptionConfiguration",
+        ),
+        (
+            bucket_stack({"rules": []}, BLOCK_ALL),
+            buckets.ENCRYPTION_POLICY,
+            "sets no default algorithm",
+        ),
+        (bucket_stack(KMS, None), buckets.PUBLIC_ACCESS_POLICY, "has no BucketPublicAccessBlock"),
+        (
+            bucket_stack(KMS, {**BLOCK_ALL, "ignorePublicAcls": False}),
+            buckets.PUBLIC_ACCESS_POLICY,
+            "leaves ignorePublicAcls off",
+        ),
+        (
+            bucket_stack(KMS, {**BLOCK_ALL, "blockPublicPolicy": UNKNOWN_STRING_VALUE}),
+            buckets.PUBLIC_ACCESS_POLICY,
+            "blockPublicPolicy is unknown at preview",
+        ),
+    ],
+)
+def test_buckets_are_encrypted_and_private(stack: Stack, policy: Any, expected: str | None) -> None:
+    violations = validate(policy, stack.args())
+    assert (violations == []) if expected is None else any(expected in v for v in violations), (
+        violations
+    )
+
+
+# --------------------------------------------------------------------------- IAM
+
+
+def doc(*statements: dict[str, Any]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+SCOPED = {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::weights/*"]}
+TOKEN = {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"}
+ASSUME = {
+    "Effect": "Allow",
+    "Principal": {"Service": "sagemaker.amazonaws.com"},
+    "Action": "sts:AssumeRole",
+}
+
+
+@pytest.mark.parametrize(
+    ("type_", "props", "policy", "expected"),
+    [
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc(SCOPED, TOKEN)},
+            iam.NO_WILDCARD_ACTIONS,
+            None,
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc(SCOPED, TOKEN)},
+            iam.RESOURCE_STAR_ONLY_UNSCOPABLE,
+            None,
+        ),
+        (
+            "aws:iam/role:Role",
+            {"assumeRolePolicy": doc(ASSUME)},
+            iam.RESOURCE_STAR_ONLY_UNSCOPABLE,
+            None,
+        ),
+        (
+            "aws:iam/policy:Policy",
+            {"policy": doc({**SCOPED, "Action": "s3:*"})},
+            iam.NO_WILDCARD_ACTIONS,
+            "action 's3:*' is a wildcard",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc({**SCOPED, "Action": "*"})},
+            iam.NO_WILDCARD_ACTIONS,
+            "action '*' is a wildcard",
+        ),
+        (
+            "aws:iam/role:Role",
+            {
+                "inlinePolicies": [
+                    {"policy": doc({"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"})}
+                ]
+            },
+            iam.NO_WILDCARD_ACTIONS,
+            "NotAction",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": doc({**SCOPED, "Resource": "*"})},
+            iam.RESOURCE_STAR_ONLY_UNSCOPABLE,
+            "can be scoped: s3:GetObject",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": "{not json"},
+            iam.NO_WILDCARD_ACTIONS,
+            "policy: not JSON",
+        ),
+        (
+            "aws:iam/rolePolicy:RolePolicy",
+            {"policy": UNKNOWN_STRING_VALUE},
+            iam.NO_WILDCARD_ACTIONS,
+            ".policy is unknown at preview",
+        ),
+    ],
+)
+def test_iam_least_privilege(
+    type_: str, props: dict[str, Any], policy: Any, expected: str | None
+) -> None:
+    violations = validate(policy, resource_args(type_, props))
+    assert (violations == []) if expected is None else any(expected in v for v in violations), (
+        violations
+    )
+
+
+def test_the_pack_lists_every_rule_once_with_a_kebab_case_name() -> None:
+    names = [p.name for p in POLICIES]
+    assert len(names) == len(set(names)) == 6
+    assert all(n == n.lower() and " " not in n for n in names)

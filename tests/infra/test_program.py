@@ -1,0 +1,253 @@
+"""The Pulumi program under mocks (a full run, preview=False), one process per program run."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO, copy_program
+from tts_bench.alarm_names import first_chunk_alarm_name
+from tts_bench.artifacts import PlanArtifact
+from tts_bench.deployment import (
+    SCALE_IN_COMPARISON,
+    SCALE_IN_EVALUATION_PERIODS,
+    SCALE_IN_PERIOD_S,
+    SCALE_IN_STATISTIC,
+    TAG_IMAGE_DIGEST,
+    TAG_MAX_BOUND,
+    TAG_MIN_BOUND,
+    TAG_PLAN_ID,
+    TARGET_TRACKING_METRIC,
+    scale_in_alarm_name,
+)
+from tts_bench.plan_gate import TAG_MODEL
+from tts_bench.preview import PreviewError, record
+from tts_bench.preview_recorder import Recording
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+
+SCALING_TYPES = {
+    "aws:appautoscaling/target:Target",
+    "aws:appautoscaling/policy:Policy",
+    "aws:cloudwatch/metricAlarm:MetricAlarm",
+    "aws:cloudwatch/dashboard:Dashboard",
+}
+ENDPOINT = "speech-kokoro-82m"
+
+pytestmark = pytest.mark.slow  # one Python process per program run
+
+
+def run(program: Path) -> Recording:
+    return record(program, "dev", preview=False)
+
+
+def one(recording: Recording, type_: str, name: str | None = None) -> dict[str, Any]:
+    found = [r for r in recording.resources if r.type == type_ and (name is None or r.name == name)]
+    assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
+    return found[0].properties
+
+
+def warnings(recording: Recording) -> str:
+    return "\n".join(log.message for log in recording.logs if log.level == "warning")
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    """The repo's program with bounds 1:300 and the committed reference plan."""
+    return run(copy_program(tmp_path_factory.mktemp("reference")))
+
+
+def test_every_scaling_and_alarm_value_is_the_plans(
+    reference_run: Recording, reference_plan: PlanArtifact
+) -> None:
+    plan = reference_plan
+    checked = 0
+    target = one(reference_run, "aws:appautoscaling/target:Target")
+    assert (target["minCapacity"], target["maxCapacity"]) == (
+        plan.min_instances,
+        plan.max_instances,
+    )
+    assert target["tags"][TAG_PLAN_ID] == plan.plan_id
+    assert target["tags"][TAG_IMAGE_DIGEST] == plan.fingerprint.image_digest
+    assert (target["tags"][TAG_MIN_BOUND], target["tags"][TAG_MAX_BOUND]) == ("1", "300")
+    checked += 1
+
+    tracking = one(reference_run, "aws:appautoscaling/policy:Policy", f"{ENDPOINT}-target-tracking")
+    cfg = tracking["targetTrackingScalingPolicyConfiguration"]
+    assert cfg["targetValue"] == plan.scaling_target_value == 37.5
+    assert cfg["scaleOutCooldown"] == plan.scale_out_cooldown_s == 30
+    assert cfg["disableScaleIn"] is True
+    assert cfg["predefinedMetricSpecification"]["predefinedMetricType"] == TARGET_TRACKING_METRIC
+    checked += 1
+
+    step = one(reference_run, "aws:appautoscaling/policy:Policy", f"{ENDPOINT}-scale-in")
+    step_cfg = step["stepScalingPolicyConfiguration"]
+    assert step_cfg["cooldown"] == plan.scale_in_cooldown_s == 960
+    assert step_cfg["stepAdjustments"][0]["scalingAdjustment"] == -1
+    checked += 1
+
+    alarm = one(
+        reference_run, "aws:cloudwatch/metricAlarm:MetricAlarm", f"{ENDPOINT}-scale-in-alarm"
+    )
+    assert alarm["name"] == scale_in_alarm_name(ENDPOINT)
+    assert alarm["threshold"] == plan.scale_in_threshold == 25.0
+    assert (alarm["statistic"], alarm["period"], alarm["evaluationPeriods"]) == (
+        SCALE_IN_STATISTIC,
+        SCALE_IN_PERIOD_S,
+        SCALE_IN_EVALUATION_PERIODS,
+    )
+    assert alarm["comparisonOperator"] == SCALE_IN_COMPARISON
+    checked += 1
+
+    latency = one(
+        reference_run, "aws:cloudwatch/metricAlarm:MetricAlarm", f"{ENDPOINT}-first-chunk-p95"
+    )
+    assert latency["name"] == first_chunk_alarm_name(ENDPOINT)
+    assert latency["threshold"] == plan.first_chunk_alarm_ms == 65
+    assert latency["extendedStatistic"] == "p95"
+    checked += 1
+
+    model = one(reference_run, "aws:sagemaker/model:Model")
+    assert (
+        model["primaryContainer"]["environment"][ENV_MAX_QUEUE_DEPTH]
+        == str(plan.queue_max_depth)
+        == "50"
+    )
+    assert model["tags"][TAG_PLAN_ID] == plan.plan_id
+    checked += 1
+
+    dashboard = json.loads(
+        one(reference_run, "aws:cloudwatch/dashboard:Dashboard")["dashboardBody"]
+    )
+    lines = [
+        a["value"]
+        for w in dashboard["widgets"]
+        for a in w["properties"].get("annotations", {}).get("horizontal", [])
+    ]
+    assert {plan.scaling_target_value, plan.scale_in_threshold, plan.first_chunk_alarm_ms} <= set(
+        lines
+    )
+    checked += 1
+    assert checked == 7
+
+
+def test_the_image_is_pinned_by_digest_and_routing_is_least_outstanding(
+    reference_run: Recording,
+) -> None:
+    model = one(reference_run, "aws:sagemaker/model:Model")
+    assert model["primaryContainer"]["image"] == f"{REGISTRY_REPO}@{REFERENCE_DIGEST}"
+    assert re.fullmatch(r"[^@]+@sha256:[0-9a-f]{64}", model["primaryContainer"]["image"])
+    assert model["tags"][TAG_MODEL] == "kokoro-82m"
+    variants = one(reference_run, "aws:sagemaker/endpointConfiguration:EndpointConfiguration")[
+        "productionVariants"
+    ]
+    assert [v["routingConfigs"][0]["routingStrategy"] for v in variants] == [
+        "LEAST_OUTSTANDING_REQUESTS"
+    ]
+    assert variants[0]["instanceType"] == "ml.g5.xlarge"
+    assert one(reference_run, "aws:sagemaker/endpoint:Endpoint")["name"] == ENDPOINT
+
+
+def test_components_parent_their_children(reference_run: Recording) -> None:
+    components = {r.urn: r for r in reference_run.resources if not r.custom}
+    assert {r.type for r in components.values()} == {
+        "speech:aws:Foundation",
+        "speech:aws:ModelCache",
+        "speech:aws:SpeechEndpoint",
+        "speech:aws:EndpointAutoscaling",
+        "speech:aws:EndpointObservability",
+    }
+    for resource in reference_run.resources:
+        if resource.custom:
+            parent = components[resource.parent or ""]
+            assert resource.name.startswith(f"{parent.name}-")
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("no-plan", "no plan"),
+        ("digest-mismatch", "not sha256:abab"),
+        ("infeasible", "is infeasible (stop: slo_ceiling)"),
+        ("min-equals-max", "maxInstances (4) equals minInstances (4)"),
+        ("slo-mismatch", "derived for an SLO of 3000 ms, the stack asks 2500 ms"),
+    ],
+)
+def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_why(
+    case: str,
+    reason: str,
+    program_copy: Callable[..., Path],
+    infeasible_plan: PlanArtifact,
+) -> None:
+    program = {
+        "no-plan": lambda: program_copy(plans=[]),
+        "digest-mismatch": lambda: program_copy(image=f"{REGISTRY_REPO}@{OTHER_DIGEST}"),
+        "infeasible": lambda: program_copy(plans=[infeasible_plan]),
+        "min-equals-max": lambda: program_copy(minInstances=4, maxInstances=4),
+        "slo-mismatch": lambda: program_copy(sloMs=2500),
+    }[case]()
+    recording = run(program)
+    assert recording.resources, "the program registered nothing"
+    assert not [r.name for r in recording.resources if r.type in SCALING_TYPES]
+    assert reason in warnings(recording)
+    assert "autoscaling and its alarms are NOT created" in warnings(recording)
+    model = one(recording, "aws:sagemaker/model:Model")
+    assert ENV_MAX_QUEUE_DEPTH not in model["primaryContainer"].get("environment", {})
+    assert TAG_PLAN_ID not in model["tags"]
+
+
+def test_a_disabled_stack_is_the_same_whatever_the_reason(
+    program_copy: Callable[..., Path], tmp_path: Path
+) -> None:
+    no_plan = run(program_copy(plans=[]))
+    (tmp_path / "program").rename(tmp_path / "first")
+    pinned = run(program_copy(minInstances=1, maxInstances=1))
+
+    def shape(recording: Recording) -> list[tuple[str, str, str]]:
+        return sorted(
+            (r.type, r.name, json.dumps(r.properties, sort_keys=True)) for r in recording.resources
+        )
+
+    assert shape(no_plan) == shape(pinned)
+
+
+def test_the_planned_peak_beyond_the_operator_bound_is_clamped_and_warned(
+    program_copy: Callable[..., Path],
+) -> None:
+    recording = run(program_copy(maxInstances=20))
+    target = one(recording, "aws:appautoscaling/target:Target")
+    assert (target["minCapacity"], target["maxCapacity"]) == (1, 20)
+    assert "needs up to 280 instances at peak but maxInstances is 20" in warnings(recording)
+
+
+def test_a_first_deploy_can_leave_the_endpoint_out(program_copy: Callable[..., Path]) -> None:
+    recording = run(program_copy(deployEndpoint=False, image=REGISTRY_REPO))
+    types = {r.type for r in recording.resources}
+    assert "aws:ecr/repository:Repository" in types and "aws:codebuild/project:Project" in types
+    assert not {t for t in types if t.startswith("aws:sagemaker/")} | (types & SCALING_TYPES)
+    assert "deployEndpoint is false" in warnings(recording)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected_error"),
+    [
+        ({"image": f"{REGISTRY_REPO}:latest"}, "pinned only by tag (latest)"),
+        ({"image": "nginx@" + REFERENCE_DIGEST}, "not an ECR reference"),
+        (
+            {"image": REGISTRY_REPO},
+            "image: image '123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-bench-kokoro' is not an ECR reference pinned by digest",
+        ),
+        ({"minInstances": 5, "maxInstances": 2}, "maxInstances (2) is below minInstances (5)"),
+        ({"instanceType": None}, "instanceType: Field required"),
+        ({"surgeRatio": 1.6}, "surgeRatio: Input should be less than 1.5"),
+    ],
+)
+def test_bad_config_fails_with_a_clear_error(
+    config: dict[str, Any], expected_error: str, program_copy: Callable[..., Path]
+) -> None:
+    with pytest.raises(PreviewError, match=re.escape(expected_error)):
+        run(program_copy(**config))

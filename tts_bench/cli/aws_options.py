@@ -1,0 +1,45 @@
+"""Options shared by the subcommands that read or change a deployed endpoint (not a subcommand)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pydantic import ValidationError
+
+from tts_bench.deployment import DEFAULT_VARIANT, OperatorBounds
+
+
+def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--endpoint", required=True, metavar="NAME", help="SageMaker endpoint name")
+    parser.add_argument(
+        "--variant",
+        default=DEFAULT_VARIANT,
+        metavar="NAME",
+        help=f"production variant (default {DEFAULT_VARIANT})",
+    )
+    parser.add_argument(
+        "--region",
+        metavar="REGION",
+        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's)",
+    )
+
+
+def bounds(text: str) -> OperatorBounds:
+    """`--bounds MIN:MAX`, the stack's operator bounds."""
+    try:
+        return OperatorBounds.parse(text)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise argparse.ArgumentTypeError(message) from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_bounds_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bounds",
+        type=bounds,
+        metavar="MIN:MAX",
+        help="the stack's operator bounds (minInstances:maxInstances); the plan's min/max are "
+        "compared after clamping into them, as the stack deploys them",
+    )

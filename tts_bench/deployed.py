@@ -1,0 +1,313 @@
+"""What is deployed, as a typed snapshot, and the thin reader that builds it with boto3.
+
+`drift`, `validate` and `freeze` reason over `DeployedSnapshot` (pure rules, testable with
+literal data); `read_snapshot` is the only place that turns SageMaker, Application Auto
+Scaling and CloudWatch answers into it. The reader makes no change.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tts_bench.aws import AwsSession, EndpointNotFoundError
+from tts_bench.deployment import (
+    DEFAULT_VARIANT,
+    SCALABLE_DIMENSION,
+    SERVICE_NAMESPACE,
+    parse_resource_id,
+    resource_id,
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SuspendedState(_Frozen):
+    """Application Auto Scaling's SuspendedState of a scalable target."""
+
+    dynamic_in: bool = False
+    dynamic_out: bool = False
+    scheduled: bool = False
+
+    @classmethod
+    def all(cls, value: bool) -> SuspendedState:
+        return cls(dynamic_in=value, dynamic_out=value, scheduled=value)
+
+    @classmethod
+    def from_api(cls, raw: dict[str, Any] | None) -> SuspendedState:
+        raw = raw or {}
+        return cls(
+            dynamic_in=bool(raw.get("DynamicScalingInSuspended", False)),
+            dynamic_out=bool(raw.get("DynamicScalingOutSuspended", False)),
+            scheduled=bool(raw.get("ScheduledScalingSuspended", False)),
+        )
+
+    def to_api(self) -> dict[str, bool]:
+        return {
+            "DynamicScalingInSuspended": self.dynamic_in,
+            "DynamicScalingOutSuspended": self.dynamic_out,
+            "ScheduledScalingSuspended": self.scheduled,
+        }
+
+    @property
+    def any(self) -> bool:
+        return self.dynamic_in or self.dynamic_out or self.scheduled
+
+    def describe(self) -> str:
+        names = [
+            name
+            for name, on in (
+                ("dynamic scale-in", self.dynamic_in),
+                ("dynamic scale-out", self.dynamic_out),
+                ("scheduled scaling", self.scheduled),
+            )
+            if on
+        ]
+        return ", ".join(names) if names else "nothing"
+
+
+class ScalableTarget(_Frozen):
+    resource_id: str
+    min_capacity: int
+    max_capacity: int
+    suspended: SuspendedState
+
+
+class ScalingPolicy(_Frozen):
+    """A scaling policy, reduced to the settings the plan decides."""
+
+    name: str
+    arn: str
+    resource_id: str
+    policy_type: str
+    # Target tracking
+    target_value: float | None = None
+    predefined_metric: str | None = None
+    scale_out_cooldown_s: int | None = None
+    scale_in_disabled: bool | None = None
+    # Step scaling
+    step_cooldown_s: int | None = None
+    alarm_names: tuple[str, ...] = ()
+
+
+class Alarm(_Frozen):
+    name: str
+    state: str
+    state_updated_at: datetime | None
+    threshold: float | None
+    metric_name: str | None
+    period_s: int | None
+    evaluation_periods: int | None
+    actions: tuple[str, ...]
+
+
+class Variant(_Frozen):
+    name: str
+    desired_instance_count: int | None
+    current_instance_count: int | None
+    weight: float
+    instance_type: str | None
+    model_name: str | None
+    environment: dict[str, str]
+
+
+class DeployedSnapshot(_Frozen):
+    """One read of an endpoint and every SageMaker scaling resource in its region."""
+
+    region: str
+    endpoint: str
+    endpoint_status: str
+    variants: tuple[Variant, ...]
+    targets: tuple[ScalableTarget, ...]
+    policies: tuple[ScalingPolicy, ...]
+    alarms: tuple[Alarm, ...]
+    # Variants of the other endpoints that targets or policies point at; None: no such endpoint.
+    other_endpoints: dict[str, tuple[str, ...] | None]
+    read_at: datetime
+
+    def variant(self, name: str) -> Variant | None:
+        return next((v for v in self.variants if v.name == name), None)
+
+    def target(self, variant: str = DEFAULT_VARIANT) -> ScalableTarget | None:
+        rid = resource_id(self.endpoint, variant)
+        return next((t for t in self.targets if t.resource_id == rid), None)
+
+    def policies_on(self, variant: str = DEFAULT_VARIANT) -> tuple[ScalingPolicy, ...]:
+        rid = resource_id(self.endpoint, variant)
+        return tuple(p for p in self.policies if p.resource_id == rid)
+
+    def policy(self, name: str, variant: str = DEFAULT_VARIANT) -> ScalingPolicy | None:
+        return next((p for p in self.policies_on(variant) if p.name == name), None)
+
+    def alarms_of(self, policy: ScalingPolicy) -> tuple[Alarm, ...]:
+        """Alarms that drive `policy`: listed on it, or naming its ARN among their actions."""
+        return tuple(
+            a for a in self.alarms if a.name in policy.alarm_names or policy.arn in a.actions
+        )
+
+
+# --------------------------------------------------------------------------- the reader
+
+
+def _policy(raw: dict[str, Any]) -> ScalingPolicy:
+    tracking = raw.get("TargetTrackingScalingPolicyConfiguration") or {}
+    step = raw.get("StepScalingPolicyConfiguration") or {}
+    metric = tracking.get("PredefinedMetricSpecification") or {}
+    return ScalingPolicy(
+        name=raw["PolicyName"],
+        arn=raw["PolicyARN"],
+        resource_id=raw["ResourceId"],
+        policy_type=raw["PolicyType"],
+        target_value=tracking.get("TargetValue"),
+        predefined_metric=metric.get("PredefinedMetricType"),
+        scale_out_cooldown_s=tracking.get("ScaleOutCooldown"),
+        scale_in_disabled=tracking.get("DisableScaleIn") if tracking else None,
+        step_cooldown_s=step.get("Cooldown"),
+        alarm_names=tuple(a["AlarmName"] for a in raw.get("Alarms") or []),
+    )
+
+
+def _alarm(raw: dict[str, Any]) -> Alarm:
+    updated = raw.get("StateUpdatedTimestamp")
+    return Alarm(
+        name=raw["AlarmName"],
+        state=raw.get("StateValue", "INSUFFICIENT_DATA"),
+        state_updated_at=updated.astimezone(UTC) if isinstance(updated, datetime) else None,
+        threshold=raw.get("Threshold"),
+        metric_name=raw.get("MetricName"),
+        period_s=raw.get("Period"),
+        evaluation_periods=raw.get("EvaluationPeriods"),
+        actions=tuple(
+            raw.get("AlarmActions", [])
+            + raw.get("OKActions", [])
+            + raw.get("InsufficientDataActions", [])
+        ),
+    )
+
+
+def _container_env(model: dict[str, Any]) -> dict[str, str]:
+    container = model.get("PrimaryContainer") or next(iter(model.get("Containers") or []), {})
+    return {str(k): str(v) for k, v in (container.get("Environment") or {}).items()}
+
+
+def describe_endpoint(session: AwsSession, endpoint: str) -> dict[str, Any]:
+    """DescribeEndpoint; `EndpointNotFoundError` when there is no such endpoint."""
+    return session.call(
+        "sagemaker", "describe_endpoint", resource=f"endpoint {endpoint}", EndpointName=endpoint
+    )
+
+
+def _variants(described: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["VariantName"]: v for v in described.get("ProductionVariants", [])}
+
+
+def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
+    """Read the endpoint, its model's env, and all SageMaker scaling resources of the region."""
+    endpoint_info = describe_endpoint(session, endpoint)
+    status = str(endpoint_info.get("EndpointStatus", "Unknown"))
+    described = _variants(endpoint_info)
+    config_name = endpoint_info.get("EndpointConfigName")
+    config_variants: dict[str, dict[str, Any]] = {}
+    if config_name:
+        config = session.call(
+            "sagemaker",
+            "describe_endpoint_config",
+            resource=f"endpoint config {config_name}",
+            EndpointConfigName=config_name,
+        )
+        config_variants = {v["VariantName"]: v for v in config.get("ProductionVariants", [])}
+
+    variants = []
+    for name, live in described.items():
+        configured = config_variants.get(name, {})
+        model_name = configured.get("ModelName")
+        env: dict[str, str] = {}
+        if model_name:
+            model = session.call(
+                "sagemaker", "describe_model", resource=f"model {model_name}", ModelName=model_name
+            )
+            env = _container_env(model)
+        weight = live.get("CurrentWeight", live.get("DesiredWeight"))
+        variants.append(
+            Variant(
+                name=name,
+                desired_instance_count=live.get("DesiredInstanceCount"),
+                current_instance_count=live.get("CurrentInstanceCount"),
+                weight=float(
+                    weight if weight is not None else configured.get("InitialVariantWeight", 1.0)
+                ),
+                instance_type=configured.get("InstanceType"),
+                model_name=model_name,
+                environment=env,
+            )
+        )
+
+    region_scope = f"SageMaker scaling in {session.region}"
+    targets = tuple(
+        ScalableTarget(
+            resource_id=t["ResourceId"],
+            min_capacity=t["MinCapacity"],
+            max_capacity=t["MaxCapacity"],
+            suspended=SuspendedState.from_api(t.get("SuspendedState")),
+        )
+        for t in session.paginate(
+            "application-autoscaling",
+            "describe_scalable_targets",
+            "ScalableTargets",
+            resource=region_scope,
+            ServiceNamespace=SERVICE_NAMESPACE,
+        )
+        if t.get("ScalableDimension") == SCALABLE_DIMENSION
+    )
+    policies = tuple(
+        _policy(p)
+        for p in session.paginate(
+            "application-autoscaling",
+            "describe_scaling_policies",
+            "ScalingPolicies",
+            resource=region_scope,
+            ServiceNamespace=SERVICE_NAMESPACE,
+        )
+        if p.get("ScalableDimension") == SCALABLE_DIMENSION
+    )
+    arns = {p.arn for p in policies}
+    listed = {name for p in policies for name in p.alarm_names}
+    alarms = tuple(
+        alarm
+        for alarm in map(
+            _alarm,
+            session.paginate(
+                "cloudwatch",
+                "describe_alarms",
+                "MetricAlarms",
+                resource=f"CloudWatch alarms in {session.region}",
+            ),
+        )
+        if alarm.name in listed or arns.intersection(alarm.actions)
+    )
+
+    others: dict[str, tuple[str, ...] | None] = {}
+    for rid in {t.resource_id for t in targets} | {p.resource_id for p in policies}:
+        parsed = parse_resource_id(rid)
+        if parsed is None or parsed[0] == endpoint or parsed[0] in others:
+            continue
+        try:
+            others[parsed[0]] = tuple(_variants(describe_endpoint(session, parsed[0])))
+        except EndpointNotFoundError:
+            others[parsed[0]] = None
+
+    return DeployedSnapshot(
+        region=session.region,
+        endpoint=endpoint,
+        endpoint_status=status,
+        variants=tuple(variants),
+        targets=targets,
+        policies=policies,
+        alarms=alarms,
+        other_endpoints=others,
+        read_at=datetime.now(UTC),
+    )
