@@ -55,6 +55,7 @@ from tts_server.protocol import (
 from tts_server.settings import ServerSettings
 
 EngineFactory = Callable[[ServerSettings], Engine]
+ENGINE_CLOSE_TIMEOUT_S = 3.0
 
 
 class Phase(StrEnum):
@@ -152,7 +153,13 @@ async def _engine_lifecycle(app: web.Application) -> AsyncIterator[None]:
     with contextlib.suppress(asyncio.CancelledError):
         await bring_up
     if state.engine is not None:
-        await state.engine.close()
+        try:
+            # A forward pass already running for a cancelled request cannot be interrupted;
+            # do not let it hold the exit (the process leaves right after this anyway).
+            async with asyncio.timeout(ENGINE_CLOSE_TIMEOUT_S):
+                await state.engine.close()
+        except TimeoutError:
+            app[LOG].event("engine_close_timeout", level="warning")
 
 
 async def _bring_up(app: web.Application) -> None:

@@ -42,11 +42,9 @@ def decode_audio(chunks: list[dict[str, Any]], encoding: str) -> np.ndarray:
     return np.frombuffer(data, np.uint8).astype(np.float32)  # companded: length only
 
 
-# A long text: dozens of sentences, far more audio than any drain deadline or ceiling in the tests.
-LONG_TEXT = " ".join(
-    f"Sentence number {i} keeps the engine busy for a good while, with many words to speak."
-    for i in range(1, 40)
-)
+# Many short sentences: each segment is quick to make (a first chunk comes early), while the
+# whole text takes far longer than any drain deadline or ceiling in the tests.
+LONG_TEXT = " ".join(f"This is sentence {i}." for i in range(1, 60))
 
 
 @dataclass
@@ -63,7 +61,11 @@ class StreamResult:
 
 
 async def post_stream(
-    session: aiohttp.ClientSession, base: str, body: Any, *, raw: bytes | None = None,
+    session: aiohttp.ClientSession,
+    base: str,
+    body: Any,
+    *,
+    raw: bytes | None = None,
     headers: dict[str, str] | None = None,
 ) -> StreamResult:
     """POST a request and read the whole response: JSON lines when 200, a JSON body otherwise."""
