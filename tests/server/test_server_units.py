@@ -74,7 +74,7 @@ def test_only_the_common_sample_rates_are_accepted(engine, rate):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.integers(min_value=-32768, max_value=32767), min_size=1, max_size=300))
+@given(st.lists(st.integers(min_value=-32767, max_value=32767), min_size=1, max_size=300))
 def test_g711_encoders_match_the_reference_codec(samples):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
