@@ -17,7 +17,7 @@ from tts_bench import __version__
 from tts_bench.errors import TtsBenchError
 
 # Modules under tts_bench.cli, in the order `--help` lists them (the order of the tool chain).
-COMMANDS = ("plan", "serve")
+COMMANDS = ("plan", "synth", "weights", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
