@@ -9,7 +9,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from server_client import LONG_TEXT, StreamResult, post_stream, speech_request
+
+from tests.server.server_client import LONG_TEXT, StreamResult, post_stream, speech_request
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 import pytest
-from server_client import (
+
+from tests.server.server_client import (
     BYTES_PER_SAMPLE,
     ENGLISH,
     StreamResult,
@@ -19,7 +20,6 @@ from server_client import (
     post_stream,
     speech_request,
 )
-
 from tts_bench.telemetry import DIMENSIONS, METRIC_UNITS, NAMESPACE
 
 pytestmark = pytest.mark.slow

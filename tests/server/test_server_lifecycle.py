@@ -12,8 +12,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from server_client import LONG_TEXT, post_stream, speech_request
 
+from tests.server.server_client import LONG_TEXT, post_stream, speech_request
 from tts_bench.telemetry import STARTUP_MARKERS
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from server_client import speech_request
 from tts_server.admission import AdmissionGate, Refusal, retry_after_ms
 from tts_server.audio_format import (
     BYTES_PER_SAMPLE,
@@ -26,6 +25,7 @@ from tts_server.logs import ServerLog
 from tts_server.protocol import SAMPLE_RATES, parse_request
 from tts_server.settings import ServerSettings, SettingsError, parse_serve_argv, settings_from_args
 
+from tests.server.server_client import speech_request
 from tts_bench.telemetry import DIMENSIONS, NAMESPACE, STARTUP_MARKERS
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from server_client import ENGLISH, LONG_TEXT, speech_request
+
+from tests.server.server_client import ENGLISH, LONG_TEXT, speech_request
 
 pytestmark = pytest.mark.slow
 
