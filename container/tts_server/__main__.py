@@ -75,7 +75,11 @@ async def serve(settings: ServerSettings, log: ServerLog) -> int:
 def run(settings: ServerSettings, log: ServerLog) -> int:
     """Serve in the foreground, then leave at once: worker threads still finishing a forward
     pass must not hold the process past SageMaker's SIGKILL, and the engine is closed by then."""
-    code = asyncio.run(serve(settings, log))
+    # Not asyncio.run: its shutdown waits for every executor thread, which a forward pass for
+    # a cancelled request may hold for many seconds.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    code = loop.run_until_complete(serve(settings, log))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

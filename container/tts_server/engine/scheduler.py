@@ -29,6 +29,7 @@ class InferenceScheduler:
         self._queue: deque[tuple[InferenceItem, Future[InferenceOutput]]] = deque()
         self._ready = threading.Condition()
         self._closed = False
+        self.completed = 0  # segments synthesised so far (all requests)
         self._workers = [
             threading.Thread(target=self._work, name=f"kokoro-infer-{i}", daemon=True)
             for i in range(max(1, backend.slots))
@@ -69,6 +70,8 @@ class InferenceScheduler:
                 for _, future in batch:
                     future.set_exception(EngineError(f"synthesis failed: {exc}"))
                 continue
+            with self._ready:
+                self.completed += len(batch)
             for (_, future), output in zip(batch, outputs, strict=True):
                 future.set_result(output)
 
