@@ -18,7 +18,7 @@ from tts_bench.errors import TtsBenchError
 
 # Modules under tts_bench.cli, in the order `--help` lists them (the order of the tool chain).
 COMMANDS = (
-    "drift", "thaw", "import_reference", "weights", "synth", "serve", "qmax", "ttotal", "plan",
+    "drift", "thaw", "import_reference", "synth", "serve", "qmax", "ttotal", "plan",
     "preview", "image", "validate", "report", "local_run",
 )  # fmt: skip
 
