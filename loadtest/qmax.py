@@ -13,7 +13,8 @@ samples beside it (`….samples.csv.gz`) when Locust quits.
 
 Distributed: `--master` / `--worker` (or `--processes N`) with this same file. The shape and
 the judging run on the master; it tells workers the rung being held; workers ship their raw
-samples with their stats reports. Leave `--stop-timeout` at 0: requests still in flight when a
+samples with their stats reports (each worker reads `--corpus` itself: the path must exist
+there too). Leave `--stop-timeout` at 0: requests still in flight when a
 rung ends are cancelled, so each rung starts on an idle server; they are kept as `cancelled`
 samples (their time in flight still counts toward the rung's load) and, having ended after the
 window, no statistic needs them. (Graceful stops also race in Locust when a ramp-down is still
