@@ -17,7 +17,10 @@ from tts_bench import __version__
 from tts_bench.errors import TtsBenchError
 
 # Modules under tts_bench.cli, in the order `--help` lists them (the order of the tool chain).
-COMMANDS = ("drift", "thaw", "import_reference", "plan", "preview", "image", "validate")
+COMMANDS = (
+    "drift", "thaw", "import_reference", "synth", "serve", "qmax", "ttotal", "plan",
+    "preview", "image", "validate", "report", "local_run",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

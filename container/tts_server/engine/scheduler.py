@@ -1,0 +1,87 @@
+"""Who runs the model when: segments from all requests share the one loaded backend.
+
+`InferenceScheduler` owns `backend.slots` worker threads. Each takes the oldest waiting
+segment plus, when the backend batches, more waiting segments up to `max_batch`, and runs
+them in one `infer` call. A request keeps at most one segment waiting (it submits the next
+when the previous is back), so requests take turns segment by segment and a new request's
+first segment never waits behind another request's whole utterance.
+
+`serial` mode (the published design) is the same scheduler behind a gate that admits one
+request at a time for its whole utterance; it lives in the engine (`SerialGate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from concurrent.futures import Future
+
+from tts_server.engine.backend import Backend, InferenceItem, InferenceOutput
+from tts_server.engine.base import EngineError
+
+
+class InferenceScheduler:
+    """Queue segments and run them on the backend's worker threads, batched when possible."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._queue: deque[tuple[InferenceItem, Future[InferenceOutput]]] = deque()
+        self._ready = threading.Condition()
+        self._closed = False
+        self.completed = 0  # segments synthesised so far (all requests)
+        self._workers = [
+            threading.Thread(target=self._work, name=f"kokoro-infer-{i}", daemon=True)
+            for i in range(max(1, backend.slots))
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    async def run(self, item: InferenceItem) -> InferenceOutput:
+        """Queue one segment; cancelling the await drops it if it has not started."""
+        future: Future[InferenceOutput] = Future()
+        with self._ready:
+            if self._closed:
+                raise EngineError("the engine is closed")
+            self._queue.append((item, future))
+            self._ready.notify()
+        return await asyncio.wrap_future(future)
+
+    def _take(self) -> list[tuple[InferenceItem, Future[InferenceOutput]]] | None:
+        with self._ready:
+            while not self._queue and not self._closed:
+                self._ready.wait()
+            if self._closed:
+                return None
+            batch = []
+            while self._queue and len(batch) < self._backend.max_batch:
+                item, future = self._queue.popleft()
+                if future.set_running_or_notify_cancel():  # False: its request went away
+                    batch.append((item, future))
+            return batch
+
+    def _work(self) -> None:
+        while (batch := self._take()) is not None:
+            if not batch:
+                continue
+            try:
+                outputs = self._backend.infer([item for item, _ in batch])
+            except Exception as exc:  # hand any model failure to the waiting requests
+                for _, future in batch:
+                    future.set_exception(EngineError(f"synthesis failed: {exc}"))
+                continue
+            with self._ready:
+                self.completed += len(batch)
+            for (_, future), output in zip(batch, outputs, strict=True):
+                future.set_result(output)
+
+    def close(self) -> None:
+        with self._ready:
+            self._closed = True
+            pending = list(self._queue)
+            self._queue.clear()
+            self._ready.notify_all()
+        for _, future in pending:
+            future.cancel()
+        for worker in self._workers:
+            worker.join(timeout=30)

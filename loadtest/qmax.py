@@ -1,0 +1,724 @@
+"""The closed-loop Q_max ladder (SPEC §4), as a Locust file.
+
+    locust -f loadtest/qmax.py --headless --host http://127.0.0.1:8080 \\
+        --rungs 1,5,10,20,30,40,50,60 --hold-s 240 --measure-s 60 --idle-s 30 --slo-ms 3000
+
+N users per rung, each one request at a time with no think time, so N are outstanding by
+construction. Every request's time to first audio byte (TTFAB) and total latency are fired as
+Locust request metrics (so the UI, CSV and distributed mode work as usual) and kept as raw
+samples; each rung's statistics come from the samples that ended in the trailing measure
+window of its hold (`tts_bench.ladder`). The ladder stops after the first rung that fails the
+SLO or is client-bound, and writes `<out>/qmax-<model>-<transport>-<slug>.json` with the raw
+samples beside it (`….samples.csv.gz`) when Locust quits.
+
+Distributed: `--master` / `--worker` (or `--processes N`) with this same file. The shape and
+the judging run on the master; it tells workers the rung being held; workers ship their raw
+samples with their stats reports (each worker reads `--corpus` itself: the path must exist
+there too). Leave `--stop-timeout` at 0: requests still in flight when a
+rung ends are cancelled, so each rung starts on an idle server; they are kept as `cancelled`
+samples (their time in flight still counts toward the rung's load) and, having ended after the
+window, no statistic needs them. (Graceful stops also race in Locust when a ramp-down is still
+waiting for a slow request as the next rung starts.) Ladder flags are read at start-up only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import random
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gevent
+import psutil
+import websocket
+from gevent import GreenletExit
+from locust import FastHttpUser, LoadTestShape, User, events, task
+from locust.env import Environment
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerRunner
+
+from tts_bench.artifacts import Provenance, write_artifact
+from tts_bench.corpus import Utterance, load_corpus
+from tts_bench.errors import RefusalError, TtsBenchError
+from tts_bench.fingerprint import Fingerprint, Transport, qmax_filename
+from tts_bench.ladder import (
+    DEFAULT_HOLD_S,
+    DEFAULT_IDLE_S,
+    DEFAULT_MEASURE_S,
+    DEFAULT_RUNGS,
+    DEFAULT_SLO_MS,
+    FINAL_DRAIN_S,
+    CpuReading,
+    LadderSchedule,
+    build_qmax_artifact,
+    format_duration,
+    ladder_rungs,
+    live_figures,
+    parse_rungs,
+    rung_statistics,
+)
+from tts_bench.samples import Outcome, Sample, samples_path, write_samples
+from tts_bench.server_ping import fetch_ping
+
+logger = logging.getLogger("qmax")
+
+DEFAULT_CORPUS = Path(__file__).resolve().parent / "corpus" / "en.txt"
+HEADERS_ENTRY = "/invocations (headers only)"  # Locust's own entry: timed at the headers
+TTFAB_ENTRY = "TTFAB"
+LATENCY_ENTRY = "total latency"
+RUNG_MESSAGE = "qmax_rung"
+LADDER_START_NOTE = "ladder_start_epoch="
+PROGRESS_EVERY_S = 5.0
+# How long the judge waits for the requests in flight at a window's end to finish (the server
+# ends every invocation within SageMaker's 60 s ceiling).
+SETTLE_LIMIT_S = 70.0
+
+
+def refuse_transport(transport: Transport) -> None:
+    if not transport.is_local:
+        raise RefusalError(
+            f"--transport {transport.value}: the SageMaker transports come in a later issue; "
+            "use local-http or local-ws against `tts-bench serve`"
+        )
+
+
+# --------------------------------------------------------------------------- flags
+
+
+@events.init_command_line_parser.add_listener
+def add_ladder_arguments(parser: Any, **_kw: Any) -> None:
+    # On the parser itself: only it knows `include_in_web_ui` (ladder flags are start-up only).
+    group = parser
+    flags: list[tuple[str, Any, str]] = [
+        (
+            "--rungs",
+            ",".join(map(str, DEFAULT_RUNGS)),
+            "concurrency levels, comma-separated, ascending",
+        ),
+        ("--hold-s", DEFAULT_HOLD_S, "seconds each rung is held"),
+        ("--measure-s", DEFAULT_MEASURE_S, "trailing seconds of each hold that are measured"),
+        ("--idle-s", DEFAULT_IDLE_S, "seconds with no load between rungs"),
+        ("--slo-ms", DEFAULT_SLO_MS, "p95 TTFAB SLO in milliseconds"),
+    ]
+    for name, default, text in flags:
+        kind = str if isinstance(default, str) else float
+        group.add_argument(name, type=kind, default=default, help=text, include_in_web_ui=False)
+    group.add_argument(
+        "--transport",
+        default=Transport.LOCAL_HTTP.value,
+        choices=[t.value for t in Transport],
+        help="how requests reach the model",
+        include_in_web_ui=False,
+    )
+    group.add_argument(
+        "--corpus", default=str(DEFAULT_CORPUS), help="utterance file", include_in_web_ui=False
+    )
+    group.add_argument("--model", default="kokoro-82m", help="model id", include_in_web_ui=False)
+    group.add_argument(
+        "--endpoint", default=None, help="SageMaker endpoint (later issue)", include_in_web_ui=False
+    )
+    group.add_argument(
+        "--region", default=None, help="AWS region (later issue)", include_in_web_ui=False
+    )
+    group.add_argument(
+        "--out", default="measurements", help="artifact directory", include_in_web_ui=False
+    )
+
+
+def schedule_from_options(options: Any) -> LadderSchedule:
+    return LadderSchedule(
+        rungs=parse_rungs(options.rungs),
+        hold_s=options.hold_s,
+        measure_s=options.measure_s,
+        idle_s=options.idle_s,
+    )
+
+
+# --------------------------------------------------------------------------- per-process state
+
+
+@dataclass
+class Recorder:
+    """One load-generating process: the rung it is told, its unsent samples and CPU readings."""
+
+    worker: str
+    corpus: tuple[Utterance, ...] = ()
+    transport: Transport = Transport.LOCAL_HTTP
+    rung: int | None = None
+    pending: list[Sample] = field(default_factory=list)
+    cpu: list[CpuReading] = field(default_factory=list)
+    open_starts: dict[int, float] = field(default_factory=dict)
+    cpu_sampler: gevent.Greenlet | None = None
+    _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    def opened(self, start: float) -> int:
+        token = next(self._ids)
+        self.open_starts[token] = start
+        return token
+
+    def closed(self, token: int, sample: Sample) -> None:
+        self.open_starts.pop(token, None)
+        self.pending.append(sample)
+
+    def drain(self) -> dict[str, Any]:
+        """Everything new since the last drain, in plain types (it travels as msgpack)."""
+        samples, self.pending = self.pending, []
+        cpu, self.cpu = self.cpu, []
+        return {
+            "worker": self.worker,
+            "samples": [s.to_wire() for s in samples],
+            "cpu": [[r.ts, r.cpu_s] for r in cpu],
+            "at": time.time(),
+            "open": sorted(self.open_starts.values()),
+        }
+
+    def on_rung_message(self, msg: Any, **_kw: Any) -> None:
+        self.rung = msg.data["rung"]
+
+    def sample_cpu(self) -> None:
+        process = psutil.Process()
+        while True:
+            times = process.cpu_times()
+            self.cpu.append(CpuReading(self.worker, time.time(), times.user + times.system))
+            gevent.sleep(1.0)
+
+
+def recorder_of(environment: Environment) -> Recorder:
+    return environment.qmax_recorder  # type: ignore[attr-defined]
+
+
+@dataclass
+class Store:
+    """On the master (or the one local process): every process's samples, merged."""
+
+    samples: list[Sample] = field(default_factory=list)
+    cpu: list[CpuReading] = field(default_factory=list)
+    # worker → (time of its last report, starts of the requests it had open then)
+    open_state: dict[str, tuple[float, list[float]]] = field(default_factory=dict)
+
+    def merge(self, report: dict[str, Any]) -> None:
+        worker = report["worker"]
+        self.samples.extend(Sample.from_wire(row) for row in report["samples"])
+        self.cpu.extend(CpuReading(worker, ts, cpu_s) for ts, cpu_s in report["cpu"])
+        self.open_state[worker] = (report["at"], list(report["open"]))
+
+    def settled(self, at: float) -> bool:
+        """Every process reported after `at`, and nothing open then had started before `at`."""
+        return bool(self.open_state) and all(
+            seen >= at and min(starts, default=at) >= at
+            for seen, starts in self.open_state.values()
+        )
+
+    def open_starts(self) -> list[float]:
+        return [start for _, starts in self.open_state.values() for start in starts]
+
+
+# --------------------------------------------------------------------------- timing
+
+
+@dataclass
+class RequestTiming:
+    """What a transport reports while it reads one response stream."""
+
+    start: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.perf_counter)
+    ttfab_ms: float | None = None
+    outcome: Outcome | None = None
+    detail: str = ""
+
+    def first_audio(self) -> None:
+        if self.ttfab_ms is None:
+            self.ttfab_ms = (time.perf_counter() - self.started) * 1000
+
+    def done(self) -> None:
+        self.outcome = Outcome.OK
+
+    def fail(self, detail: str, outcome: Outcome = Outcome.ERROR) -> None:
+        self.outcome, self.detail = outcome, detail
+
+
+@contextmanager
+def timed_request(environment: Environment) -> Iterator[RequestTiming]:
+    """Time one request: record its raw sample and fire TTFAB and total latency as Locust metrics.
+
+    Exceptions are recorded as errors and re-raised; a greenlet killed at the end of a rung
+    leaves a `cancelled` sample (its time in flight still counts toward the rung's load).
+    """
+    recorder = recorder_of(environment)
+    rung = recorder.rung
+    timing = RequestTiming()
+    token = recorder.opened(timing.start)
+    try:
+        yield timing
+        if timing.outcome is None:
+            timing.fail("stream ended without a done event")
+    except GreenletExit:
+        timing.outcome = Outcome.CANCELLED
+        raise
+    except Exception as exc:
+        timing.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        latency_ms = (time.perf_counter() - timing.started) * 1000
+        outcome = timing.outcome or Outcome.ERROR
+        sample = Sample(
+            rung,
+            recorder.worker,
+            timing.start,
+            time.time(),
+            timing.ttfab_ms,
+            latency_ms,
+            outcome,
+            timing.detail,
+        )
+        recorder.closed(token, sample)
+        if outcome is not Outcome.CANCELLED:
+            fire_metrics(environment, recorder.transport, sample)
+
+
+def fire_metrics(environment: Environment, transport: Transport, sample: Sample) -> None:
+    failure = (
+        None if sample.outcome is Outcome.OK else Exception(f"{sample.outcome}: {sample.detail}")
+    )
+    context = {"rung": sample.rung}
+    request_type = transport.value
+    if sample.ttfab_ms is not None:
+        environment.events.request.fire(
+            request_type=request_type,
+            name=TTFAB_ENTRY,
+            response_time=sample.ttfab_ms,
+            response_length=0,
+            exception=None,
+            context=context,
+        )
+    environment.events.request.fire(
+        request_type=request_type,
+        name=LATENCY_ENTRY,
+        response_time=sample.latency_ms,
+        response_length=0,
+        exception=failure,
+        context=context,
+    )
+
+
+def read_event(raw: bytes | str, timing: RequestTiming, context_id: str) -> bool:
+    """Apply one stream event to `timing`; True when the stream is over."""
+    event = json.loads(raw)
+    if event.get("context_id") not in (None, context_id):
+        return False
+    kind = event.get("type")
+    if kind == "chunk":
+        timing.first_audio()
+    elif kind == "done":
+        timing.done()
+        return True
+    elif kind == "error":
+        timing.fail(f"{event.get('status_code')}: {event.get('error')}")
+        return True
+    return False
+
+
+def utterances(environment: Environment) -> Iterator[Utterance]:
+    """Each user walks the corpus from its own random starting point."""
+    corpus = recorder_of(environment).corpus
+    offset = random.randrange(len(corpus))
+    return itertools.islice(itertools.cycle(corpus), offset, None)
+
+
+# --------------------------------------------------------------------------- users
+
+
+class HttpLadderUser(FastHttpUser):
+    """local-http: POST /invocations, read the jsonlines stream event by event."""
+
+    network_timeout = 70.0
+    connection_timeout = 10.0
+
+    def on_start(self) -> None:
+        self.texts = utterances(self.environment)
+
+    @task
+    def speak(self) -> None:
+        context_id = uuid.uuid4().hex[:12]
+        body = next(self.texts).request(context_id)
+        with (
+            timed_request(self.environment) as timing,
+            self.client.post(
+                "/invocations",
+                json=body,
+                stream=True,
+                name=HEADERS_ENTRY,
+                catch_response=True,
+                headers={"Accept": "application/jsonlines"},
+            ) as response,
+        ):
+            if response.status_code != 200:
+                text = (response.text or "")[:200]
+                saturated = response.status_code == 503 and "queue_saturated" in text
+                timing.fail(
+                    f"HTTP {response.status_code}: {text}",
+                    Outcome.REJECTED if saturated else Outcome.ERROR,
+                )
+                response.failure(f"HTTP {response.status_code}")
+                return
+            response.success()
+            # readline with an explicit separator: the true arrival time of each event.
+            while line := response.stream.readline(b"\n"):
+                if line.strip() and read_event(line, timing, context_id):
+                    break
+
+
+class WsLadderUser(User):
+    """local-ws: one WebSocket per user, one request object per message, events back as text."""
+
+    def on_start(self) -> None:
+        self.texts = utterances(self.environment)
+        self.socket: websocket.WebSocket | None = None
+
+    def on_stop(self) -> None:
+        if self.socket is not None:
+            self.socket.close()
+
+    def _connect(self) -> websocket.WebSocket:
+        base = (self.host or self.environment.host or "").rstrip("/")
+        url = "ws" + base.removeprefix("http") + "/invocations-bidirectional-stream"
+        return websocket.create_connection(url, timeout=70)
+
+    @task
+    def speak(self) -> None:
+        if self.socket is None:
+            self.socket = self._connect()
+        context_id = uuid.uuid4().hex[:12]
+        body = next(self.texts).request(context_id)
+        try:
+            with timed_request(self.environment) as timing:
+                self.socket.send(json.dumps(body))
+                while not read_event(self.socket.recv(), timing, context_id):
+                    pass
+        except (websocket.WebSocketException, OSError):
+            self.socket = None  # reconnect on the next request
+            raise
+
+
+USER_CLASSES: dict[Transport, type[User]] = {
+    Transport.LOCAL_HTTP: HttpLadderUser,
+    Transport.LOCAL_WS: WsLadderUser,
+}
+
+
+# --------------------------------------------------------------------------- shape
+
+
+class QmaxLadderShape(LoadTestShape):
+    """Hold each rung's N users for `hold_s`, then `idle_s` with none; stop after the last.
+
+    Settings are class attributes (set from the ladder flags at start-up); `tick()` depends
+    only on the run time. Stopping early after a failing rung is the judge's job, not the shape's.
+    """
+
+    rungs: tuple[int, ...] = DEFAULT_RUNGS
+    """Concurrency levels (users), strictly ascending."""
+    hold_s: float = DEFAULT_HOLD_S
+    """Seconds each rung is held."""
+    measure_s: float = DEFAULT_MEASURE_S
+    """Trailing seconds of each hold whose samples make the rung's statistics."""
+    idle_s: float = DEFAULT_IDLE_S
+    """Seconds with no users between rungs (the last rung idles at least `final_drain_s`)."""
+    final_drain_s: float = FINAL_DRAIN_S
+    """Seconds after the last rung for the last requests and worker reports to arrive."""
+    user_class: type[User] | None = None
+    """The transport's user class; None lets Locust use every user class in the file."""
+
+    start_epoch: float = 0.0
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        self.start_epoch = time.time()
+
+    def schedule(self) -> LadderSchedule:
+        return LadderSchedule(
+            self.rungs, self.hold_s, self.measure_s, self.idle_s, self.final_drain_s
+        )
+
+    def tick(self) -> tuple[int, float] | tuple[int, float, list[type[User]]] | None:
+        phase = self.schedule().phase_at(self.get_run_time())
+        if phase is None:
+            return None
+        rate = float(max(self.rungs))  # a rung starts (and ends) at once
+        if self.user_class is None:
+            return phase.users, rate
+        return phase.users, rate, [self.user_class]
+
+
+# --------------------------------------------------------------------------- conductor
+
+
+@dataclass
+class Conductor:
+    """On the master (or the one local process): announce rungs, show progress, judge, write."""
+
+    environment: Environment
+    runner: Runner
+    shape: QmaxLadderShape
+    transport: Transport
+    slo_ms: float
+    out: Path
+    fingerprint: Fingerprint | None = None
+    source: str = ""
+    store: Store = field(default_factory=Store)
+    greenlet: gevent.Greenlet | None = None
+    written: Path | None = None
+
+    def collect(self) -> None:
+        """Pull the local process's samples (in distributed runs workers push theirs)."""
+        if not isinstance(self.runner, MasterRunner):
+            self.store.merge(recorder_of(self.environment).drain())
+
+    def start(self) -> None:
+        self.greenlet = gevent.spawn(self.run)
+
+    def run(self) -> None:
+        """Announce each rung to every process and show progress; a judge per rung decides."""
+        schedule = self.shape.schedule()
+        t0 = self.shape.start_epoch
+        total = len(schedule.rungs)
+        for index, users in enumerate(schedule.rungs):
+            rung_start = t0 + schedule.rung_start_s(index)
+            w0, w1 = (t0 + s for s in schedule.window_s(index))
+            gevent.sleep(max(0.0, rung_start - time.time()))
+            self.runner.send_message(RUNG_MESSAGE, {"rung": users})
+            while (now := time.time()) < w1:
+                gevent.sleep(min(PROGRESS_EVERY_S, max(0.05, w1 - now)))
+                if time.time() < w1 - 0.5:
+                    self.progress(index, total, users, rung_start, w0, w1, t0 + schedule.duration_s)
+            self.runner.send_message(RUNG_MESSAGE, {"rung": None})
+            gevent.spawn(self.judge, users, w0, w1)
+
+    def progress(
+        self,
+        index: int,
+        total: int,
+        users: int,
+        rung_start: float,
+        w0: float,
+        w1: float,
+        end: float,
+    ) -> None:
+        self.collect()
+        now = time.time()
+        since = max(rung_start, now - 10.0)
+        live = live_figures(self.store.samples, self.store.open_starts(), users, since, now)
+        p95 = "-" if live.ttfab_p95_ms is None else f"{live.ttfab_p95_ms:.0f} ms"
+        where = f"window opens in {w0 - now:.0f} s" if now < w0 else "measuring"
+        logger.info(
+            "rung %d/%d c=%d: %.0f s left in hold (%s); last 10 s: p95 TTFAB %s over %d requests, "
+            "%.2f in flight; at most %s left in the ladder",
+            index + 1,
+            total,
+            users,
+            w1 - now,
+            where,
+            p95,
+            live.finished,
+            live.in_flight,
+            format_duration(max(0.0, end - now)),
+        )
+
+    def judge(self, users: int, w0: float, w1: float) -> None:
+        """Wait until the window's requests are all reported, judge the rung, stop if it fails."""
+        deadline = w1 + SETTLE_LIMIT_S
+        delay = WORKER_REPORT_INTERVAL + 0.5 if isinstance(self.runner, MasterRunner) else 0.0
+        gevent.sleep(max(0.0, w1 + delay - time.time()))
+        while True:
+            self.collect()
+            if self.store.settled(w1) or time.time() > deadline:
+                break
+            gevent.sleep(0.25)
+        rung = rung_statistics(self.store.samples, self.store.cpu, users, (w0, w1), self.slo_ms)
+        p95 = "-" if rung.ttfab_p95_ms is None else f"{rung.ttfab_p95_ms:.0f} ms"
+        verdict = (
+            f"unusable ({rung.unusable_reason})"
+            if not rung.usable
+            else ("passes" if rung.meets_slo else "fails the SLO")
+        )
+        logger.info(
+            "rung c=%d %s: p95 TTFAB %s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight",
+            users,
+            verdict,
+            p95,
+            self.slo_ms,
+            rung.achieved_rps,
+            rung.ok,
+            rung.completed,
+            rung.client_mean_in_flight,
+        )
+        if not rung.passes:
+            logger.info("the ladder stops after its first failing rung (c=%d)", users)
+            if self.greenlet is not None:
+                self.greenlet.kill(block=False)
+            gevent.spawn(self.quit_when_steady)
+
+    def quit_when_steady(self) -> None:
+        """Quit once the shape's last change has taken effect (two overlapping stops of the
+        same users make Locust raise), or after a few seconds regardless."""
+        deadline = time.time() + 10.0
+        while time.time() < deadline:
+            phase = self.shape.schedule().phase_at(self.shape.get_run_time())
+            if phase is None or self.runner.user_count == phase.users:
+                break
+            gevent.sleep(0.2)
+        self.runner.quit()
+
+    def finish(self) -> None:
+        """Compute every closed rung from all samples and write the artifact and its samples."""
+        if self.greenlet is not None:
+            self.greenlet.kill(block=False)
+        self.collect()
+        if self.fingerprint is None:
+            return
+        schedule = self.shape.schedule()
+        rungs = ladder_rungs(
+            self.store.samples,
+            self.store.cpu,
+            schedule,
+            self.shape.start_epoch,
+            self.slo_ms,
+            time.time(),
+        )
+        if not rungs:
+            logger.error("no rung finished its measure window: nothing to write")
+            self.environment.process_exit_code = 2
+            return
+        provenance = Provenance.now(
+            "measured",
+            self.source,
+            command=" ".join(["locust", *sys.argv[1:]]),
+            notes=window_note(self.shape.start_epoch),
+        )
+        artifact = build_qmax_artifact(rungs, self.fingerprint, schedule, self.slo_ms, provenance)
+        try:
+            path = write_artifact(artifact, self.out, qmax_filename(self.fingerprint))
+        except TtsBenchError as exc:
+            logger.error("%s", exc)
+            self.environment.process_exit_code = 2
+            return
+        write_samples(samples_path(path), self.store.samples)
+        self.written = path
+        self.environment.process_exit_code = 0
+        logger.info(
+            "wrote %s (Q_max %s at %g ms, %s)",
+            path,
+            artifact.q_max,
+            self.slo_ms,
+            "bracketed" if artifact.bracketed else "not bracketed",
+        )
+
+
+def window_note(start_epoch: float) -> str:
+    """Where the windows lie in the samples' clock (the schema has no field for it)."""
+    return (
+        f"{LADDER_START_NOTE}{start_epoch:.6f}; rung i holds from start + i*(hold_s + idle_s) "
+        "for hold_s and is measured over the trailing measure_s"
+    )
+
+
+def conductor_of(environment: Environment) -> Conductor | None:
+    return getattr(environment, "qmax_conductor", None)
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def check_target(conductor: Conductor) -> None:
+    """Fingerprint the server from its /ping; refuse a bounded queue or a server not ready."""
+    host = conductor.environment.host
+    if not host:
+        raise RefusalError("no target: pass --host http://127.0.0.1:8080")
+    ping = fetch_ping(host)
+    ping.refuse_bounded()
+    if not ping.ready:
+        raise RefusalError(f"{host}/ping says {ping.status!r}: wait until the server is ready")
+    conductor.fingerprint = ping.fingerprint(conductor.transport)
+    conductor.source = host
+
+
+@events.init.add_listener
+def on_init(environment: Environment, runner: Runner, **_kw: Any) -> None:
+    recorder = Recorder(worker=f"{socket.gethostname()}:{os.getpid()}")
+    environment.qmax_recorder = recorder  # type: ignore[attr-defined]
+    runner.register_message(RUNG_MESSAGE, recorder.on_rung_message)
+    if isinstance(runner, WorkerRunner):
+        # Raw samples reach the master only with the stats reports.
+        environment.events.report_to_master.add_listener(
+            lambda data, **_: data.update(qmax=recorder.drain())
+        )
+        return
+    options = environment.parsed_options
+    shape = environment.shape_class
+    try:
+        transport = Transport(options.transport)
+        refuse_transport(transport)
+        schedule = schedule_from_options(options)
+        load_corpus(options.corpus)
+        if not isinstance(shape, QmaxLadderShape):
+            raise RefusalError(
+                "this file's QmaxLadderShape must drive the test (do not pass --class-picker)"
+            )
+        conductor = Conductor(
+            environment, runner, shape, transport, options.slo_ms, Path(options.out)
+        )
+        if environment.host:
+            check_target(conductor)
+    except TtsBenchError as exc:
+        logger.error("refused: %s", exc)
+        sys.exit(exc.exit_code)
+    shape.rungs, shape.hold_s = schedule.rungs, schedule.hold_s
+    shape.measure_s, shape.idle_s = schedule.measure_s, schedule.idle_s
+    shape.user_class = USER_CLASSES[transport]
+    environment.qmax_conductor = conductor  # type: ignore[attr-defined]
+    if isinstance(runner, MasterRunner):
+        environment.events.worker_report.add_listener(
+            lambda client_id, data, **_: (
+                conductor.store.merge(data["qmax"]) if "qmax" in data else None
+            )
+        )
+
+
+@events.test_start.add_listener
+def on_test_start(environment: Environment, **_kw: Any) -> None:
+    recorder = recorder_of(environment)
+    options = environment.parsed_options
+    recorder.transport = Transport(options.transport)
+    recorder.corpus = load_corpus(options.corpus)
+    if not isinstance(environment.runner, MasterRunner) and recorder.cpu_sampler is None:
+        recorder.cpu_sampler = gevent.spawn(recorder.sample_cpu)
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    conductor = conductor_of(environment)
+    if conductor is None:
+        return
+    if conductor.fingerprint is None:  # web UI: the host was chosen after start-up
+        try:
+            check_target(conductor)
+        except TtsBenchError as exc:
+            logger.error("refused: %s", exc)
+            environment.process_exit_code = exc.exit_code
+            gevent.spawn(environment.runner.quit)
+            return
+    conductor.start()
+
+
+@events.quitting.add_listener
+def on_quitting(environment: Environment, **_kw: Any) -> None:
+    conductor = conductor_of(environment)
+    if conductor is not None:
+        conductor.finish()

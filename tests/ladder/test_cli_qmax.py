@@ -1,0 +1,107 @@
+"""`tts-bench qmax`: the dry run (no network, no child process) and the refusals."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+
+import pytest
+
+from tts_bench.cli import main
+from tts_bench.errors import RefusalError
+from tts_bench.fingerprint import Transport
+from tts_bench.server_ping import PingError, parse_ping
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any socket connection, name lookup or child process fails the test."""
+
+    def refuse(*_a, **_kw):
+        raise AssertionError("the dry run touched the network or started a process")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "expected_error"),
+    [
+        ([], ["8 rungs, hold 240 s", "     8     60", "at most 36 min 00 s"], None),
+        (["--transport", "response-stream", "--endpoint", "speech-kokoro-82m"], ["36 min"], None),
+        (["--rungs", "1,2,4", "--hold-s", "10", "--measure-s", "5", "--idle-s", "2"], ["3 rungs", "at most 39 s"], None),
+        (["--rungs", "4,2"], None, "strictly ascending"),
+        (["--hold-s", "30", "--measure-s", "60"], None, "--measure-s 60 exceeds --hold-s 30"),
+        (["--corpus", "/nonexistent/corpus.txt"], None, "--corpus /nonexistent/corpus.txt: no such file"),
+    ],
+)  # fmt: skip
+def test_dry_run_prints_the_schedule_without_network(
+    no_network, capsys, args, expected, expected_error
+):
+    code = main(["qmax", "--dry-run", *args])
+    out, err = capsys.readouterr()
+    if expected_error:
+        assert code == 2 and expected_error in err and "Traceback" not in err
+    else:
+        assert code == 0
+        for text in expected:
+            assert text in out
+
+
+@pytest.mark.parametrize(
+    ("args", "expected_error"),
+    [
+        (["--transport", "response-stream"], "later issue"),
+        (["--transport", "bidi-stream"], "later issue"),
+        ([], "needs --host"),
+    ],
+)
+def test_live_runs_without_a_local_target_are_refused(no_network, capsys, args, expected_error):
+    assert main(["qmax", *args]) == 2
+    assert expected_error in capsys.readouterr().err
+
+
+def test_unreachable_server_is_a_one_line_error(capsys, unused_port):
+    assert main(["qmax", "--host", f"http://127.0.0.1:{unused_port}"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the server" in err and len(err.strip().splitlines()) == 1
+
+
+def ping_body(queue_max_depth: int | None, ready: bool = True) -> str:
+    return json.dumps(
+        {
+            "status": "ready" if ready else "loading",
+            "ready": ready,
+            "queue_max_depth": queue_max_depth,
+            "in_flight": 0,
+            "fingerprint": {
+                "model": "kokoro-82m",
+                "instance_type": "local-test",
+                "image_digest": "sha256:" + "a" * 64,
+                "performance_env": {"ENGINE_MODE": "concurrent"},
+            },
+        }
+    )
+
+
+def test_a_bounded_server_is_refused():
+    with pytest.raises(
+        RefusalError, match=r"bounded \(queue_max_depth=4\).*without MAX_QUEUE_DEPTH"
+    ):
+        parse_ping(ping_body(4)).refuse_bounded()
+    parse_ping(ping_body(None)).refuse_bounded()  # unbounded: measured
+
+
+def test_the_fingerprint_comes_from_ping_plus_the_transport():
+    fp = parse_ping(ping_body(None)).fingerprint(Transport.LOCAL_WS)
+    assert fp.transport is Transport.LOCAL_WS and fp.instance_type == "local-test"
+
+
+@pytest.mark.parametrize("body", ["not json", "{}", '{"status": "ready"}'])
+def test_a_ping_body_off_contract_is_a_clear_error(body):
+    with pytest.raises(PingError, match="not the contract's JSON"):
+        parse_ping(body)

@@ -1,0 +1,45 @@
+"""The main job end to end: `tts-bench local-run` with its own server (tiny ladder)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import matplotlib.image
+import pytest
+
+from tts_bench.artifacts import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.server_ping import PingError, fetch_ping
+
+from .conftest import CORPORA, REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_local_run_leaves_artifacts_and_plots_and_stops_its_server(child_env, tmp_path):
+    out = tmp_path / "measurements"
+    run = subprocess.run(
+        [
+            sys.executable, "-m", "tts_bench", "local-run", "--out", str(out), "--rungs", "1,2",
+            "--hold-s", "14", "--measure-s", "9", "--idle-s", "0",
+            "--corpus", str(CORPORA / "short.txt"),
+        ],
+        cwd=REPO, env=child_env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    (qmax_path,) = out.glob("qmax-kokoro-82m-local-http-*.json")
+    (ttotal_path,) = out.glob("ttotal-kokoro-82m-local-process-*.json")
+    qmax = load_artifact(qmax_path, QmaxArtifact)
+    ttotal = load_artifact(ttotal_path, TtotalArtifact)
+    assert ttotal.fingerprint == qmax.fingerprint
+    assert "local SLO" in run.stdout and f"{qmax.slo_ms:g} ms" in run.stdout
+    if qmax.q_max is not None:  # a plan needs a Q_max; with c=1 failing there is none to plan from
+        (plan_path,) = out.glob("plan-kokoro-82m-*.json")
+        assert load_artifact(plan_path, PlanArtifact).inputs.q_max == qmax.q_max
+    for png in (qmax_path.with_suffix(".png"), ttotal_path.with_suffix(".png")):
+        assert matplotlib.image.imread(png).shape[1] >= 1000
+    assert "qmax: rung 1/2 c=1" in run.stderr  # progress: rung, seconds left, live p95
+    assert "server stopped" in run.stderr
+    url = next(line for line in run.stderr.splitlines() if "server ready at" in line).split()[-1]
+    with pytest.raises(PingError, match="cannot reach"):
+        fetch_ping(url, timeout_s=2)  # the server it started is gone

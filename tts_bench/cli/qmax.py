@@ -1,0 +1,147 @@
+"""`tts-bench qmax`: the closed-loop Q_max ladder (Locust, headless) against a server.
+
+`--dry-run` prints the schedule and its wall-clock estimate and touches nothing else. A local
+run needs `--host` (a `tts-bench serve`); the SageMaker transports come in a later issue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tts_bench.fingerprint import Transport
+from tts_bench.ladder import (
+    DEFAULT_HOLD_S,
+    DEFAULT_IDLE_S,
+    DEFAULT_MEASURE_S,
+    DEFAULT_RUNGS,
+    DEFAULT_SLO_MS,
+    LadderSchedule,
+    describe_schedule,
+    parse_rungs,
+)
+
+
+def add_ladder_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ladder's flags, with the names and defaults of `loadtest/qmax.py`."""
+    parser.add_argument(
+        "--rungs",
+        default=",".join(map(str, DEFAULT_RUNGS)),
+        help="concurrency levels, ascending (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--hold-s",
+        type=float,
+        default=DEFAULT_HOLD_S,
+        help="seconds each rung is held (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--measure-s",
+        type=float,
+        default=DEFAULT_MEASURE_S,
+        help="trailing seconds of each hold that are measured (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--idle-s",
+        type=float,
+        default=DEFAULT_IDLE_S,
+        help="seconds without load between rungs (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--slo-ms",
+        type=float,
+        default=DEFAULT_SLO_MS,
+        help="p95 TTFAB SLO, ms (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--transport",
+        default=Transport.LOCAL_HTTP.value,
+        choices=[t.value for t in Transport],
+        help="how requests reach the model (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="utterance file (default: the shipped English corpus)",
+    )
+    parser.add_argument("--model", default="kokoro-82m", help="model id (default: %(default)s)")
+    parser.add_argument(
+        "--endpoint", default=None, help="SageMaker endpoint name (SageMaker runs: later issue)"
+    )
+    parser.add_argument("--region", default=None, help="AWS region (SageMaker runs: later issue)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("measurements"),
+        help="artifact directory (default: %(default)s)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "qmax",
+        help="measure Q_max with the closed-loop ladder",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the schedule and estimate only; no network"
+    )
+    parser.add_argument(
+        "--host", default=None, help="local server to measure, e.g. http://127.0.0.1:8080"
+    )
+    parser.add_argument(
+        "--processes", type=int, default=None, help="Locust worker processes (default: one process)"
+    )
+    add_ladder_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def schedule_of(args: argparse.Namespace) -> LadderSchedule:
+    return LadderSchedule(
+        rungs=parse_rungs(args.rungs),
+        hold_s=args.hold_s,
+        measure_s=args.measure_s,
+        idle_s=args.idle_s,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from tts_bench.corpus import load_corpus
+    from tts_bench.errors import RefusalError
+
+    schedule = schedule_of(args)
+    if args.corpus is not None:
+        load_corpus(args.corpus)
+    if args.dry_run:
+        print(describe_schedule(schedule, args.slo_ms))
+        return 0
+    transport = Transport(args.transport)
+    if not transport.is_local:
+        raise RefusalError(
+            f"--transport {transport.value}: live SageMaker ladders come in a later issue; "
+            "use --transport local-http or local-ws with --host"
+        )
+    if not args.host:
+        raise RefusalError("a local ladder needs --host, e.g. --host http://127.0.0.1:8080")
+
+    from tts_bench.ladder_locust import LadderRequest, run_ladder
+    from tts_bench.server_ping import fetch_ping
+
+    ping = fetch_ping(args.host)
+    ping.refuse_bounded()
+    if not ping.ready:
+        raise RefusalError(f"{args.host}/ping says {ping.status!r}: wait until the server is ready")
+    fingerprint = ping.fingerprint(transport)
+    request = LadderRequest(
+        host=args.host, schedule=schedule, slo_ms=args.slo_ms, transport=transport.value,
+        corpus=args.corpus, model=args.model, out=args.out, processes=args.processes,
+    )  # fmt: skip
+    print(describe_schedule(schedule, args.slo_ms), file=sys.stderr)
+    path = run_ladder(
+        request, fingerprint, lambda line: print(f"qmax: {line}", file=sys.stderr, flush=True)
+    )
+    print(path)
+    print(f"next: tts-bench ttotal --local --qmax {path} --host {args.host}", file=sys.stderr)
+    return 0

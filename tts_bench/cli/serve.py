@@ -1,0 +1,35 @@
+"""`tts-bench serve`: run the serving container's server in the foreground (SPEC §3).
+
+The same server and flags as `python -m tts_server`; `MAX_QUEUE_DEPTH` in the environment
+bounds admission (unset = unbounded, as Q_max is measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from tts_server.settings import add_serve_arguments  # light: pydantic only
+
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the Kokoro server locally (SageMaker contract on HTTP and WebSocket)",
+        description="Serve Kokoro-82M with the SageMaker contract: /ping, /invocations, "
+        "/invocations-bidirectional-stream. MAX_QUEUE_DEPTH bounds admission.",
+    )
+    add_serve_arguments(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from tts_server.__main__ import run
+    from tts_server.logs import ServerLog, install_json_logging
+    from tts_server.settings import settings_from_args
+
+    settings = settings_from_args(args, os.environ)  # SettingsError is a TtsBenchError
+    install_json_logging()
+    log = ServerLog()
+    log.marker("container_started", pid=os.getpid())
+    return run(settings, log)

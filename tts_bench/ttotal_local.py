@@ -1,0 +1,268 @@
+"""Local T_total: how long a fresh server process takes from spawn to its first served request.
+
+The local stand-in for SageMaker's scale-out (SPEC §4, §8). While a probe holds load on the
+running server (so the new process starts on a busy machine, as a new instance starts while
+the fleet is loaded), start a fresh `python -m tts_server` and time each stage from its own
+source: our spawn call, the server's start-up markers (its JSON log), and the first request it
+serves. The artifact (trigger `local-process`) carries the local qmax artifact's fingerprint,
+after checking that both the running and the fresh server report that same build.
+
+Stages: `load_applied -> process_spawned` (probe warm-up, recorded, not counted),
+`process_spawned -> <first marker>`, one per pair of consecutive markers, and
+`ready -> first_request_served`. The measured total runs from the spawn to the first served
+request; planned T_total adds the policy detection lag bound, which a local process does not
+have but the deployed policy will (60 s by default, SPEC §4).
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from tts_bench.artifacts import (
+    Provenance,
+    QmaxArtifact,
+    Stage,
+    Trigger,
+    TtotalArtifact,
+    load_artifact,
+    sha256_file,
+)
+from tts_bench.corpus import Utterance
+from tts_bench.errors import RefusalError, TtsBenchError
+from tts_bench.fingerprint import Fingerprint
+from tts_bench.local_server import LocalServer
+from tts_bench.server_ping import fetch_ping
+from tts_bench.telemetry import STARTUP_MARKERS
+
+# Metric period × evaluation periods + scale-out cooldown for the default policy (SPEC §4).
+DEFAULT_POLICY_LAG_BOUND_S = 60.0
+DEFAULT_PROBE_CONCURRENCY = 2
+REQUEST_TIMEOUT_S = 70.0  # past SageMaker's 60 s invocation ceiling
+SPAWNED = "process_spawned"
+SERVED = "first_request_served"
+
+
+class TtotalError(TtsBenchError):
+    """The fresh server did not come up or did not serve its first request."""
+
+
+# --------------------------------------------------------------------------- one request
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    start: float
+    end: float
+    ttfab_s: float | None
+    ok: bool
+    detail: str = ""
+
+
+def speak(base_url: str, utterance: Utterance, timeout_s: float = REQUEST_TIMEOUT_S) -> Served:
+    """One streamed `/invocations` request, read event by event (threads, not gevent)."""
+    parts = urlsplit(base_url)
+    start = time.time()
+    first: float | None = None
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
+    try:
+        body = json.dumps(utterance.request(uuid.uuid4().hex[:12]))
+        connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        if response.status != 200:
+            return Served(start, time.time(), None, False, f"HTTP {response.status}")
+        while line := response.readline():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") == "chunk" and first is None:
+                first = time.time() - start
+            elif event.get("type") == "done":
+                return Served(start, time.time(), first, True)
+            elif event.get("type") == "error":
+                return Served(start, time.time(), first, False, str(event.get("error")))
+        return Served(start, time.time(), first, False, "stream ended without a done event")
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        return Served(start, time.time(), first, False, f"{type(exc).__name__}: {exc}")
+    finally:
+        connection.close()
+
+
+@dataclass
+class Probe:
+    """`concurrency` closed-loop threads holding load on a server until stopped."""
+
+    base_url: str
+    utterances: Sequence[Utterance]
+    concurrency: int = DEFAULT_PROBE_CONCURRENCY
+    results: list[Served] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def _loop(self, offset: int) -> None:
+        i = offset
+        while not self._stop.is_set():
+            self.results.append(speak(self.base_url, self.utterances[i % len(self.utterances)]))
+            i += 1
+
+    def start(self) -> Probe:
+        for k in range(self.concurrency):
+            thread = threading.Thread(target=self._loop, args=(k,), name=f"probe-{k}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def wait_warm(self, timeout_s: float) -> None:
+        """Until every thread has finished one request (or `timeout_s`)."""
+        deadline = time.time() + timeout_s
+        while len(self.results) < self.concurrency and time.time() < deadline:
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=REQUEST_TIMEOUT_S)
+
+    def summary(self, since: float) -> str:
+        done = [r for r in self.results if r.end >= since]
+        ttfab = [r.ttfab_s * 1000 for r in done if r.ok and r.ttfab_s is not None]
+        p95 = f"{np.percentile(ttfab, 95):.0f} ms" if ttfab else "-"
+        failed = sum(1 for r in done if not r.ok)
+        return (
+            f"probe at {self.concurrency} on the running server during the start-up: "
+            f"{len(done)} requests, {failed} failed, p95 TTFAB {p95}"
+        )
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def startup_stages(
+    spawned: float, markers: dict[str, float], served: float, warmup_s: float
+) -> list[Stage]:
+    """Stages from the spawn through the markers the server logged to the first served request."""
+    points = [(SPAWNED, spawned)]
+    points += [(name, markers[name]) for name in STARTUP_MARKERS if name in markers]
+    points.append((SERVED, served))
+    stages = [
+        Stage(
+            name=f"load_applied -> {SPAWNED}",
+            seconds=round(warmup_s, 3),
+            measured=True,
+            counted=False,
+        )
+    ]
+    for (a, ta), (b, tb) in itertools.pairwise(points):
+        if tb < ta - 0.001:
+            raise TtotalError(f"stage {a} -> {b} runs backwards ({tb - ta:.3f} s): clocks disagree")
+        stages.append(
+            Stage(
+                name=f"{a} -> {b}", seconds=round(max(0.0, tb - ta), 3), measured=True, counted=True
+            )
+        )
+    return stages
+
+
+# --------------------------------------------------------------------------- the measurement
+
+
+@dataclass(frozen=True, slots=True)
+class LocalTtotalRequest:
+    qmax_path: Path
+    host: str  # the running server the probe loads
+    utterances: Sequence[Utterance]
+    server_args: Sequence[str] = ()  # flags for the fresh `python -m tts_server`
+    probe_concurrency: int = DEFAULT_PROBE_CONCURRENCY
+    policy_lag_bound_s: float = DEFAULT_POLICY_LAG_BOUND_S
+    ready_timeout_s: float = 600.0
+    server_env: dict[str, str] | None = None
+    log_path: Path | None = None
+
+
+def local_qmax(path: Path) -> tuple[QmaxArtifact, Fingerprint]:
+    """The ladder and its fingerprint, refused unless it was measured on a local transport."""
+    qmax = load_artifact(path, QmaxArtifact)
+    if qmax.fingerprint is None or not qmax.fingerprint.transport.is_local:
+        raise RefusalError(
+            f"{path}: local T_total needs a local ladder (transport local-http or local-ws); "
+            "SageMaker T_total comes in a later issue"
+        )
+    return qmax, qmax.fingerprint
+
+
+def measure_local_ttotal(
+    request: LocalTtotalRequest, progress: Callable[[str], None]
+) -> TtotalArtifact:
+    _, fingerprint = local_qmax(request.qmax_path)
+    running = fetch_ping(request.host)
+    if not running.ready:
+        raise RefusalError(f"{request.host}/ping says {running.status!r}: wait until it is ready")
+    differences = running.fingerprint(fingerprint.transport).differences(fingerprint)
+    if differences:
+        raise RefusalError(
+            f"the running server is not the build {request.qmax_path} measured "
+            f"({'; '.join(differences)}); measure its ladder first"
+        )
+
+    progress(f"probe: {request.probe_concurrency} closed-loop users on {request.host}")
+    probe = Probe(request.host, request.utterances, request.probe_concurrency)
+    load_applied = time.time()
+    probe.start()
+    fresh = LocalServer(request.server_args, env=request.server_env, log_path=request.log_path)
+    try:
+        probe.wait_warm(timeout_s=REQUEST_TIMEOUT_S)
+        progress("probe warm; spawning a fresh server process")
+        fresh.start()
+        spawned = fresh.spawned_at or time.time()
+        ping = fresh.wait_ready(request.ready_timeout_s, progress)
+        progress(
+            f"fresh server ready after {time.time() - spawned:.1f} s; sending its first request"
+        )
+        first = speak(fresh.url, request.utterances[0])
+        if not first.ok:
+            raise TtotalError(f"the fresh server's first request failed: {first.detail}")
+        markers = fresh.markers()
+    finally:
+        probe.stop()
+        fresh.stop()
+
+    fresh_fp = ping.fingerprint(fingerprint.transport)
+    if fresh_fp != fingerprint:
+        raise RefusalError(
+            "the fresh server reports another build than the ladder measured "
+            f"({'; '.join(fresh_fp.differences(fingerprint))}); start it with the same flags"
+        )
+    stages = startup_stages(spawned, markers, first.end, spawned - load_applied)
+    missing = [m for m in STARTUP_MARKERS if m not in markers]
+    measured_total = round(first.end - spawned, 3)
+    notes = [probe.summary(spawned)]
+    if missing:
+        notes.append(f"markers not logged: {', '.join(missing)}")
+    return TtotalArtifact(
+        fingerprint=fingerprint,
+        trigger=Trigger.LOCAL_PROCESS,
+        stages=stages,
+        measured_total_s=measured_total,
+        policy_lag_bound_s=request.policy_lag_bound_s,
+        planned_total_s=measured_total + request.policy_lag_bound_s,
+        recovery_rule="the fresh process serves its first request completely (a done event)",
+        qmax_sha256=sha256_file(request.qmax_path),
+        provenance=Provenance.now(
+            "measured",
+            " ".join(["fresh `python -m tts_server", *request.server_args])
+            + f"` beside {request.host}",
+            command=" ".join(["tts-bench", *sys.argv[1:]]) if sys.argv else None,
+            notes="; ".join(notes),
+        ),
+    )
