@@ -76,7 +76,6 @@ HEADERS_ENTRY = "/invocations (headers only)"  # Locust's own entry: timed at th
 TTFAB_ENTRY = "TTFAB"
 LATENCY_ENTRY = "total latency"
 RUNG_MESSAGE = "qmax_rung"
-LADDER_START_NOTE = "ladder_start_epoch="
 PROGRESS_EVERY_S = 5.0
 # How long the judge waits for the requests in flight at a window's end to finish (the server
 # ends every invocation within SageMaker's 60 s ceiling).
@@ -602,9 +601,10 @@ class Conductor:
             "measured",
             self.source,
             command=" ".join(["locust", *sys.argv[1:]]),
-            notes=window_note(self.shape.start_epoch),
         )
-        artifact = build_qmax_artifact(rungs, self.fingerprint, schedule, self.slo_ms, provenance)
+        artifact = build_qmax_artifact(
+            rungs, self.fingerprint, schedule, self.slo_ms, provenance, self.shape.start_epoch
+        )
         try:
             path = write_artifact(artifact, self.out, qmax_filename(self.fingerprint))
         except TtsBenchError as exc:
@@ -621,14 +621,6 @@ class Conductor:
             self.slo_ms,
             "bracketed" if artifact.bracketed else "not bracketed",
         )
-
-
-def window_note(start_epoch: float) -> str:
-    """Where the windows lie in the samples' clock (the schema has no field for it)."""
-    return (
-        f"{LADDER_START_NOTE}{start_epoch:.6f}; rung i holds from start + i*(hold_s + idle_s) "
-        "for hold_s and is measured over the trailing measure_s"
-    )
 
 
 def conductor_of(environment: Environment) -> Conductor | None:

@@ -95,10 +95,23 @@ class UncontendedService(_Strict):
 
 
 class LadderSettings(_Strict):
+    """The schedule: rung i holds from start + i·(hold_s + idle_s) for hold_s, measured over
+    its trailing measure_s."""
+
     rungs: list[PositiveInt]
     hold_s: PositiveFloat
     measure_s: PositiveFloat
     idle_s: NonNegativeFloat
+    start_epoch: float | None = Field(
+        default=None, description="unix time the first rung began, the raw samples' clock"
+    )
+
+    def measure_window(self, index: int) -> tuple[float, float]:
+        """Rung `index`'s measure window in unix time (needs `start_epoch`)."""
+        if self.start_epoch is None:
+            raise ValueError("this ladder did not record when it started")
+        hold_end = self.start_epoch + index * (self.hold_s + self.idle_s) + self.hold_s
+        return hold_end - self.measure_s, hold_end
 
 
 class Rung(_Strict):

@@ -17,6 +17,11 @@ SERVICE_NAMESPACE: Final = "sagemaker"
 
 # Target tracking on the high-resolution (10 s, Maximum) concurrency metric, scale-in disabled.
 TARGET_TRACKING_METRIC: Final = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+# How long the policy can take to notice a breach: metric period × evaluation periods + the
+# scale-out cooldown (10 s × 3 + 30 s), added to the measured T_total as its own term.
+TARGET_TRACKING_PERIOD_S: Final = 10
+TARGET_TRACKING_EVALUATION_PERIODS: Final = 3
+DEFAULT_POLICY_LAG_BOUND_S: Final = 60.0
 # Scale-in: a step policy removing one instance on an alarm of the 60 s Average.
 SCALE_IN_PERIOD_S: Final = 60
 SCALE_IN_EVALUATION_PERIODS: Final = 3

@@ -141,9 +141,13 @@ class LadderSchedule:
         """The phase running at `run_time_s`; None once the schedule is over."""
         return next((p for p in self.phases if p.start_s <= run_time_s < p.end_s), None)
 
-    def settings(self) -> LadderSettings:
+    def settings(self, start_epoch: float | None = None) -> LadderSettings:
         return LadderSettings(
-            rungs=list(self.rungs), hold_s=self.hold_s, measure_s=self.measure_s, idle_s=self.idle_s
+            rungs=list(self.rungs),
+            hold_s=self.hold_s,
+            measure_s=self.measure_s,
+            idle_s=self.idle_s,
+            start_epoch=start_epoch,
         )
 
 
@@ -317,6 +321,7 @@ def build_qmax_artifact(
     schedule: LadderSchedule,
     slo_ms: float,
     provenance: Provenance,
+    start_epoch: float | None = None,
 ) -> QmaxArtifact:
     q_max, bracketed = ladder_outcome(rungs)
     return QmaxArtifact(
@@ -326,7 +331,7 @@ def build_qmax_artifact(
         bracketed=bracketed,
         uncontended_service_s=uncontended_service(rungs),
         rungs=rungs,
-        ladder=schedule.settings(),
+        ladder=schedule.settings(start_epoch),
         provenance=provenance,
     )
 

@@ -40,14 +40,13 @@ from tts_bench.artifacts import (
     sha256_file,
 )
 from tts_bench.corpus import Utterance
+from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.fingerprint import Fingerprint
 from tts_bench.local_server import LocalServer
 from tts_bench.server_ping import fetch_ping
 from tts_bench.telemetry import STARTUP_MARKERS
 
-# Metric period × evaluation periods + scale-out cooldown for the default policy (SPEC §4).
-DEFAULT_POLICY_LAG_BOUND_S = 60.0
 DEFAULT_PROBE_CONCURRENCY = 2
 REQUEST_TIMEOUT_S = 70.0  # past SageMaker's 60 s invocation ceiling
 SPAWNED = "process_spawned"

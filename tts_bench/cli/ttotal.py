@@ -11,7 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tts_bench.ttotal_local import DEFAULT_POLICY_LAG_BOUND_S, DEFAULT_PROBE_CONCURRENCY
+from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
+from tts_bench.ttotal_local import DEFAULT_PROBE_CONCURRENCY
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
