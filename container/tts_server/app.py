@@ -313,7 +313,7 @@ async def run_generation(
     work_start = loop.time()
     first_chunk_ms: float | None = None
     segments: list[Segment] = []
-    outcome = "done"
+    outcome = "failed"
     state.generations.add(generation)
     try:
         async with asyncio.timeout_at(generation.arrival + settings.request_ceiling_s) as scope:
@@ -340,6 +340,7 @@ async def run_generation(
                 duration = max(s.start_s + s.duration_s for s in segments)
                 tail = _timestamp_events(request, segments, 1.0 / duration if duration > 0 else 1.0)
             await sink.send([*tail, done_event(request.context_id)])
+            outcome = "done"
     except TimeoutError:
         if generation.drained:
             outcome = "drained"
@@ -360,6 +361,9 @@ async def run_generation(
         await sink.fail(500, "engine_error", str(exc))
     except asyncio.CancelledError:
         outcome = "cancelled"
+        raise
+    except ConnectionResetError:
+        outcome = "client_gone"
         raise
     finally:
         state.generations.discard(generation)
@@ -538,6 +542,9 @@ async def _serve_http(request: web.Request, ticket: Ticket, arrival: float) -> w
     except asyncio.CancelledError:
         log.event("client_gone", request_id=request_id)
         raise
+    except ConnectionResetError:  # a write found the socket closed before the cancel came
+        log.event("client_gone", request_id=request_id)
+        return sink.response or web.Response(status=499)
     if sink.response is None:  # pragma: no cover - run_generation always sends or fails
         raise web.HTTPInternalServerError()
     if sink.response.prepared:
@@ -622,7 +629,7 @@ class _WsSession:
             await run_generation(
                 self.app, generation, self.sink(generation.request.context_id), in_flight
             )
-        except (ConnectionResetError, RuntimeError) as exc:  # the socket closed under us
+        except ConnectionResetError as exc:  # the socket closed under us
             self.app[LOG].event("client_gone", request_id=generation.request_id, error=str(exc))
         finally:
             ticket.release()
