@@ -265,13 +265,20 @@ def _segment_events(
         for i, c in enumerate(chunks)
     ]
     if not request.use_normalized_timestamps:
-        events.extend(_timestamp_events(request, [segment], 1.0))
+        events.extend(_timestamp_events(request, [segment], None))
     return events
 
 
 def _timestamp_events(
-    request: TtsRequest, segments: list[Segment], scale: float
+    request: TtsRequest, segments: list[Segment], duration_s: float | None
 ) -> list[dict[str, Any]]:
+    """Word and phoneme timestamp events as asked; with `duration_s`, normalized to 0..1."""
+
+    def times(values: list[float]) -> list[float]:
+        if duration_s is None:
+            return [round(v, 6) for v in values]
+        return [round(min(max(v / duration_s, 0.0), 1.0), 6) for v in values]
+
     cid, events = request.context_id, []
     words = [w for s in segments for w in s.word_timings]
     phonemes = [p for s in segments for p in s.phoneme_timings]
@@ -280,8 +287,8 @@ def _timestamp_events(
             word_timestamps_event(
                 cid,
                 [w.word for w in words],
-                [_clip01(w.start_s * scale, scale) for w in words],
-                [_clip01(w.end_s * scale, scale) for w in words],
+                times([w.start_s for w in words]),
+                times([w.end_s for w in words]),
             )
         )
     if request.add_phoneme_timestamps and phonemes:
@@ -289,16 +296,11 @@ def _timestamp_events(
             phoneme_timestamps_event(
                 cid,
                 [p.phoneme for p in phonemes],
-                [_clip01(p.start_s * scale, scale) for p in phonemes],
-                [_clip01(p.end_s * scale, scale) for p in phonemes],
+                times([p.start_s for p in phonemes]),
+                times([p.end_s for p in phonemes]),
             )
         )
     return events
-
-
-def _clip01(value: float, scale: float) -> float:
-    # Normalized times (scale = 1 / duration) stay inside 0..1 whatever the rounding.
-    return round(min(max(value, 0.0), 1.0) if scale != 1.0 else value, 6)
 
 
 async def run_generation(
@@ -337,8 +339,9 @@ async def run_generation(
                         )
             tail: list[dict[str, Any]] = []
             if request.use_normalized_timestamps and segments:
+                # Normalized times need the whole utterance's length: sent once, at the end.
                 duration = max(s.start_s + s.duration_s for s in segments)
-                tail = _timestamp_events(request, segments, 1.0 / duration if duration > 0 else 1.0)
+                tail = _timestamp_events(request, segments, duration if duration > 0 else None)
             await sink.send([*tail, done_event(request.context_id)])
             outcome = "done"
     except TimeoutError:

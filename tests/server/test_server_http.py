@@ -167,6 +167,7 @@ MALFORMED: list[tuple[str, Any, str, int, set[str]]] = [
     ("not-json", b"{not json", "application/json", 422, {"body"}),
     ("not-utf8", b"\xff\xfe{}", "application/json", 422, {"body"}),
     ("json-array", [GOOD], "application/json", 422, {"body"}),
+    ("deeply-nested", b"[" * 30_000 + b"]" * 30_000, "application/json", 422, {"body"}),
     ("json-string", "hello", "application/json", 422, {"body"}),
     ("wrong-content-type", GOOD, "text/plain", 422, {"content-type"}),
     ("form-content-type", GOOD, "application/x-www-form-urlencoded", 422, {"content-type"}),
