@@ -202,7 +202,8 @@ def emit_metrics(app: web.Application, metrics: dict[str, float], **properties: 
     )
 
 
-def refusal_body(app: web.Application, refusal: Refusal) -> dict[str, Any]:
+def count_refusal(app: web.Application, refusal: Refusal) -> dict[str, Any]:
+    """Count a refusal (a QueueSaturated EMF line when the gate is full) and build its body."""
     settings, state, gate = app[SETTINGS], app[STATE], app[GATE]
     hint = retry_after_ms(state.recent.mean_s, gate.in_flight)
     if refusal is Refusal.SATURATED:

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from tts_server.admission import Refusal, Ticket
 from tts_server.app_state import GATE, LOG, SETTINGS, STATE, Generation
-from tts_server.generation import not_ready_body, refusal_body, run_generation
+from tts_server.generation import not_ready_body, count_refusal, run_generation
 from tts_server.logs import new_request_id
 from tts_server.protocol import (
     FieldProblem,
@@ -87,7 +87,7 @@ async def invocations(request: web.Request) -> web.StreamResponse:
         return _too_large(settings.max_body_bytes)
     ticket = gate.admit()
     if isinstance(ticket, Refusal):
-        body = refusal_body(app, ticket)
+        body = count_refusal(app, ticket)
         log.event("refused", reason=ticket.value, in_flight=gate.in_flight)
         return web.json_response(body, status=503)
     try:

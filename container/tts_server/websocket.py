@@ -16,7 +16,7 @@ from aiohttp import WSMsgType, web
 
 from tts_server.admission import Refusal, Ticket
 from tts_server.app_state import GATE, LOG, SETTINGS, STATE, Generation
-from tts_server.generation import not_ready_body, refusal_body, run_generation
+from tts_server.generation import not_ready_body, count_refusal, run_generation
 from tts_server.logs import new_request_id
 from tts_server.protocol import (
     FieldProblem,
@@ -87,7 +87,7 @@ class _WsSession:
             return
         ticket = gate.admit()
         if isinstance(ticket, Refusal):
-            body = refusal_body(app, ticket)
+            body = count_refusal(app, ticket)
             log.event("refused", reason=ticket.value, in_flight=gate.in_flight, transport="ws")
             await self.sink(parsed.context_id).fail(
                 503, body.pop("error"), body.pop("message"), **body
