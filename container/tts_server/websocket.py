@@ -16,7 +16,7 @@ from aiohttp import WSMsgType, web
 
 from tts_server.admission import Refusal, Ticket
 from tts_server.app_state import GATE, LOG, SETTINGS, STATE, Generation
-from tts_server.generation import not_ready_body, count_refusal, run_generation
+from tts_server.generation import count_refusal, not_ready_body, run_generation
 from tts_server.logs import new_request_id
 from tts_server.protocol import (
     FieldProblem,
