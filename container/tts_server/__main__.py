@@ -1,37 +1,56 @@
 """`python -m tts_server [serve] [--backend B] [--model-dir DIR] [--host H] [--port P] [--serial]`.
 
-Listens at once (weights load in the background, `/ping` answers 503 meanwhile), logs a
-`listening` line with the bound port (useful with `--port 0`), and on SIGTERM or SIGINT drains:
-`/ping` 503, no new work, in-flight work finishes, what still runs at the drain deadline ends
-with an error event, and the process exits before SageMaker's SIGKILL at 30 s.
+The listening socket is opened before anything heavy is imported, so connections are
+accepted (the kernel completes them) within a few tens of milliseconds of start; aiohttp takes
+them over half a second later and answers `/ping` 503 while the weights load in the
+background. A `listening` line gives the bound port (useful with `--port 0`). On SIGTERM or
+SIGINT the server drains: `/ping` 503, no new work, in-flight work finishes, what still runs
+at the drain deadline ends with an error event, and the process exits before SageMaker's
+SIGKILL at 30 s.
 """
 
 from __future__ import annotations
 
 import time
 
-_STARTED = time.time()  # before the heavy imports: this is when the container process began
+_STARTED = time.time()  # before any other import: when the container process began
 
-import asyncio  # noqa: E402
 import os  # noqa: E402
-import signal  # noqa: E402
+import socket  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
-from aiohttp import web  # noqa: E402
-
-from tts_bench.errors import TtsBenchError  # noqa: E402
-from tts_server.app import GATE, STATE, create_app, drain  # noqa: E402
+from tts_server.flags import DEFAULT_HOST, DEFAULT_PORT, parse_serve_argv  # noqa: E402
 from tts_server.logs import ServerLog, install_json_logging  # noqa: E402
-from tts_server.settings import ServerSettings, parse_serve_argv, settings_from_args  # noqa: E402
+
+if TYPE_CHECKING:
+    from tts_server.settings import ServerSettings
 
 
-async def serve(settings: ServerSettings, log: ServerLog) -> int:
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket: from here on connections queue in the kernel."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=1024)
+
+
+async def serve(settings: ServerSettings, log: ServerLog, sock: socket.socket | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit 0 after draining) or until the engine fails to load (1)."""
+    import asyncio
+    import signal
+
+    from aiohttp import web
+
+    from tts_server.app import GATE, STATE, create_app, drain
+
     app = create_app(settings, log=log)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=1.0)
+    site: web.BaseSite
+    if sock is not None:
+        site = web.SockSite(runner, sock, shutdown_timeout=1.0)
+    else:
+        site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=1.0)
     await site.start()
     host, port = runner.addresses[0][:2]
     log.event("listening", host=host, port=port, queue_max_depth=settings.max_queue_depth)
@@ -49,7 +68,7 @@ async def serve(settings: ServerSettings, log: ServerLog) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     failed = app[STATE].failed
-    waiters = [asyncio.create_task(stop.wait())]
+    waiters: list[asyncio.Future[object]] = [asyncio.ensure_future(stop.wait())]
     if failed is not None:
         waiters.append(asyncio.ensure_future(failed))
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -72,31 +91,48 @@ async def serve(settings: ServerSettings, log: ServerLog) -> int:
     return code
 
 
-def run(settings: ServerSettings, log: ServerLog) -> int:
+def run(settings: ServerSettings, log: ServerLog, sock: socket.socket | None = None) -> int:
     """Serve in the foreground, then leave at once: worker threads still finishing a forward
     pass must not hold the process past SageMaker's SIGKILL, and the engine is closed by then."""
+    import asyncio
+
     # Not asyncio.run: its shutdown waits for every executor thread, which a forward pass for
     # a cancelled request may hold for many seconds.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    code = loop.run_until_complete(serve(settings, log))
+    code = loop.run_until_complete(serve(settings, log, sock))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    install_json_logging()
     log = ServerLog()
     log.marker("container_started", ts=_STARTED, pid=os.getpid())
     args = parse_serve_argv(argv, prog="python -m tts_server")
+    host, port = args.host or DEFAULT_HOST, DEFAULT_PORT if args.port is None else args.port
+    try:
+        sock = listening_socket(host, port)
+    except OSError as exc:
+        log.event("listen_failed", level="error", host=host, port=port, error=str(exc))
+        print(
+            f"tts_server: cannot listen on {host}:{port} ({exc}); pick another --port",
+            file=sys.stderr,
+        )
+        return 1
+    log.event("accepting", host=host, port=sock.getsockname()[1])
+
+    from tts_bench.errors import TtsBenchError
+    from tts_server.settings import settings_from_args
+
+    install_json_logging()
     try:
         settings = settings_from_args(args, os.environ)
     except TtsBenchError as exc:
         log.event("bad_settings", level="error", error=str(exc))
         print(f"tts_server: {exc}", file=sys.stderr)
         return 2
-    return run(settings, log)
+    return run(settings, log, sock)
 
 
 if __name__ == "__main__":

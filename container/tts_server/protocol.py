@@ -115,6 +115,8 @@ def decode_json(body: bytes) -> tuple[Any, list[FieldProblem]]:
         return None, [FieldProblem("body", "is not UTF-8 text; send a JSON object")]
     except json.JSONDecodeError as exc:
         return None, [FieldProblem("body", f"is not valid JSON ({exc.msg} at {exc.pos})")]
+    except RecursionError:
+        return None, [FieldProblem("body", "nests too deeply; send a flat request object")]
 
 
 def parse_request(
@@ -202,6 +204,8 @@ def _overlaps(name: str, reported: set[str]) -> bool:
 
 
 def chunk_event(context_id: str, data_b64: str, sampling_rate: int, step_time: float) -> dict:
+    """`step_time`: seconds the engine spent on this chunk's segment, on the segment's first
+    chunk (0 on the others), so the step times of a stream add up to its generation time."""
     return {
         "type": "chunk",
         "context_id": context_id,

@@ -7,7 +7,7 @@ server enforces lives here so tests can make the 60 s ceiling or the 25 s drain 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tts_bench.errors import TtsBenchError
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+from tts_server.flags import DEFAULT_HOST, DEFAULT_PORT
 
 # Environment variable → settings field. ENGINE_BACKEND / ENGINE_MODE are the same names the
 # engine reports in its performance env, so the deployed env and the fingerprint agree.
@@ -45,8 +46,8 @@ class ServerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port")
+    host: str = DEFAULT_HOST
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, description="0 picks a free port")
     backend: Literal["onnx", "torch"] = "onnx"
     mode: Literal["concurrent", "serial"] = "concurrent"
     model_dir: Path | None = None
@@ -90,17 +91,6 @@ class ServerSettings(BaseModel):
             raise SettingsError(f"invalid server settings ({problems}); fix the value") from None
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags shared by `tts-bench serve` and `python -m tts_server`."""
-    parser.add_argument("--backend", choices=("onnx", "torch"), help="engine backend (onnx)")
-    parser.add_argument("--model-dir", type=Path, help="Hugging Face layout weights directory")
-    parser.add_argument("--host", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (8080; 0 picks a free one)")
-    parser.add_argument(
-        "--serial", action="store_true", help="serve one request at a time (the published design)"
-    )
-
-
 def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerSettings:
     return ServerSettings.build(
         environ,
@@ -112,11 +102,3 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> 
             "mode": "serial" if args.serial else None,
         },
     )
-
-
-def parse_serve_argv(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog, description="Serve Kokoro-82M (SageMaker contract)")
-    # SageMaker starts a container as `docker run IMAGE serve`.
-    parser.add_argument("verb", nargs="?", choices=("serve",), help=argparse.SUPPRESS)
-    add_serve_arguments(parser)
-    return parser.parse_args(argv)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 from tts_server.engine import Engine, Segment, SynthesisRequest, create_engine
+
+# Any attempt to reach the Hugging Face hub fails loudly instead of downloading.
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
 

@@ -121,9 +121,10 @@ def server() -> Iterator[ServerProcess]:
         process.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def bounded_server() -> Iterator[ServerProcess]:
-    """A server with MAX_QUEUE_DEPTH=2, ready."""
+    """A server with MAX_QUEUE_DEPTH=2, ready; one module uses it, so it ends with it
+    (each server holds about 0.9 GB)."""
     process = ServerProcess({"MAX_QUEUE_DEPTH": "2"})
     try:
         process.wait_ready()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from tts_server.settings import parse_serve_argv, settings_from_args
+from tts_server.flags import parse_serve_argv
+from tts_server.settings import settings_from_args
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "container" / "Dockerfile"

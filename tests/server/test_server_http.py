@@ -75,14 +75,6 @@ def test_english_with_a_japanese_voice_gives_audio_whose_length_fits_the_text(se
     assert np.mean(np.abs(audio) > 0.99) < 0.001  # not clipping
 
 
-def test_longer_text_gives_longer_audio(server):
-    short = decode_audio(
-        post(server, speech_request("s", "Hello there.")).of_type("chunk"), "pcm_s16le"
-    )
-    longer = decode_audio(post(server, speech_request("l", ENGLISH)).of_type("chunk"), "pcm_s16le")
-    assert longer.size > 1.5 * short.size
-
-
 def _timestamps(events: list[dict[str, Any]], kind: str, key: str) -> tuple[list, list, list]:
     names, starts, ends = [], [], []
     for event in events:
@@ -167,6 +159,7 @@ MALFORMED: list[tuple[str, Any, str, int, set[str]]] = [
     ("not-json", b"{not json", "application/json", 422, {"body"}),
     ("not-utf8", b"\xff\xfe{}", "application/json", 422, {"body"}),
     ("json-array", [GOOD], "application/json", 422, {"body"}),
+    ("deeply-nested", b"[" * 30_000 + b"]" * 30_000, "application/json", 422, {"body"}),
     ("json-string", "hello", "application/json", 422, {"body"}),
     ("wrong-content-type", GOOD, "text/plain", 422, {"content-type"}),
     ("form-content-type", GOOD, "application/x-www-form-urlencoded", 422, {"content-type"}),

@@ -131,3 +131,46 @@ def test_python_m_tts_server_refuses_bad_settings_with_one_line():
 
     assert proc.returncode == 2
     assert "MAX_QUEUE_DEPTH" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_tts_bench_serve_listens_and_answers_ping_before_the_weights_load():
+    repo = Path(__file__).resolve().parents[2]
+    # The `serve` subcommand module exactly as `tts-bench` registers it.
+    program = (
+        "import argparse, sys\n"
+        "from tts_bench.cli import serve\n"
+        "parser = argparse.ArgumentParser(prog='tts-bench')\n"
+        "serve.register(parser.add_subparsers(dest='command'))\n"
+        "args = parser.parse_args(sys.argv[1:])\n"
+        "sys.exit(args.handler(args))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", program, "serve", "--port", "0"],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{repo / 'container'}"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        records = []
+        for line in proc.stdout:
+            records.append(json.loads(line))
+            if records[-1].get("msg") == "listening":
+                break
+        port = records[-1]["port"]
+
+        async def ping() -> tuple[int, dict[str, Any]]:
+            async with aiohttp.ClientSession() as session:
+                return await _ping(session, f"http://127.0.0.1:{port}")
+
+        status, body = asyncio.run(ping())
+        proc.terminate()
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    assert records[0]["marker"] == "container_started"
+    assert status == 503 and body["status"] == "loading"
+    assert code == 0

@@ -21,9 +21,10 @@ from tts_server.audio_format import (
 )
 from tts_server.emf import emf_record
 from tts_server.engine import create_engine
+from tts_server.flags import parse_serve_argv
 from tts_server.logs import ServerLog
 from tts_server.protocol import SAMPLE_RATES, parse_request
-from tts_server.settings import ServerSettings, SettingsError, parse_serve_argv, settings_from_args
+from tts_server.settings import ServerSettings, SettingsError, settings_from_args
 
 from tests.server.server_client import speech_request
 from tts_bench.telemetry import DIMENSIONS, NAMESPACE, STARTUP_MARKERS

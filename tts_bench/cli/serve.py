@@ -11,7 +11,7 @@ import os
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tts_server.settings import add_serve_arguments  # light: pydantic only
+    from tts_server.flags import add_serve_arguments  # argparse only
 
     parser = subparsers.add_parser(
         "serve",

@@ -28,7 +28,7 @@ _KNOWN_TAG = re.compile(
 # the full-width marks and newlines, which need no space after them.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]”’]*\s+|(?<=[。！？!?])[」』）]*|\n+")
 _ABBREVIATIONS = frozenset(
-    ["mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "etc.", "e.g.", "i.e.", "no.", "prof.", "jr."]
+    ["mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "etc.", "e.g.", "i.e.", "prof.", "jr."]
 )
 
 

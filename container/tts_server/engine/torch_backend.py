@@ -12,6 +12,7 @@ backends can be compared sample by sample.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 from collections.abc import Sequence
@@ -86,12 +87,60 @@ class _NoiselessTorch(ModuleType):
         return self._torch.zeros_like(tensor, **kwargs)
 
 
+# Per batch item, the share of the padded time axis that is real (1.0 for the longest).
+_VALID_SHARE: contextvars.ContextVar[Any] = contextvars.ContextVar("kokoro_valid_share")
+
+
+def _padding_mask(x: Any) -> Any:
+    """(B, 1, L) with 1 on each item's real part of x's time axis; None outside a batch."""
+    import torch
+
+    share = _VALID_SHARE.get(None)
+    if share is None:
+        return None
+    length = x.shape[-1]
+    valid = torch.clamp(torch.round(share * length).long(), 1, length)
+    mask = torch.arange(length, device=x.device)[None, :] < valid[:, None]
+    return mask.to(x.dtype)[:, None, :]
+
+
+def _zero_padding(module: Any, inputs: tuple[Any, ...]) -> Any:
+    """Forward pre-hook for convolutions on the frame axis: zeros past each item's end."""
+    mask = _padding_mask(inputs[0])
+    return None if mask is None else (inputs[0] * mask, *inputs[1:])
+
+
+def _masked_adain(self: Any, x: Any, s: Any) -> Any:
+    """AdaIN1d whose instance statistics ignore a padded batch item's padding.
+
+    Without this, a short item batched with a long one is normalised over the long one's
+    length, and its convolutions read the padding, so it sounds different from the same
+    item alone. (The convolutions' inputs are zeroed past each item's end by `_zero_padding`.)
+    """
+    import torch
+
+    h = self.fc(s)
+    gamma, beta = torch.chunk(h.view(h.size(0), h.size(1), 1), chunks=2, dim=1)
+    mask = _padding_mask(x)
+    if mask is None:
+        return (1 + gamma) * self.norm(x) + beta
+    count = mask.sum(-1, keepdim=True)
+    mean = (x * mask).sum(-1, keepdim=True) / count
+    var = (((x - mean) * mask) ** 2).sum(-1, keepdim=True) / count
+    normed = (x - mean) / torch.sqrt(var + self.norm.eps)
+    if self.norm.affine:
+        normed = normed * self.norm.weight[None, :, None] + self.norm.bias[None, :, None]
+    return (1 + gamma) * normed + beta
+
+
 def silence_generator_noise() -> None:
+    """Patch kokoro.istftnet once: no generator noise, padding-aware instance norm."""
     import torch
     from kokoro import istftnet
 
     if not isinstance(istftnet.torch, _NoiselessTorch):
         istftnet.torch = _NoiselessTorch(torch)
+        istftnet.AdaIN1d.forward = _masked_adain
 
 
 def load_voice_packs(voices: dict[str, Path]) -> dict[str, np.ndarray]:
@@ -106,10 +155,18 @@ def load_voice_packs(voices: dict[str, Path]) -> dict[str, np.ndarray]:
 
 def build_kmodel(config: dict[str, Any], weights: Path) -> Any:
     """A `KModel` from a config dict and a state dict file: both given, so nothing downloads."""
+    import torch
     from kokoro import KModel
 
     silence_generator_noise()
-    return KModel(repo_id=REPO_ID, config=config, model=str(weights)).eval()
+    model = KModel(repo_id=REPO_ID, config=config, model=str(weights)).eval()
+    # In a padded batch every convolution after the text encoders must see zeros past an
+    # item's end, as it would alone; outside `forward_batch`'s batches the hook does nothing.
+    for part in (model.predictor, model.decoder):
+        for module in part.modules():
+            if isinstance(module, torch.nn.Conv1d | torch.nn.ConvTranspose1d):
+                module.register_forward_pre_hook(_zero_padding)
+    return model
 
 
 def forward_batch(
@@ -161,20 +218,27 @@ def forward_batch(
             )
             alignment[row, token_of_frame, torch.arange(len(token_of_frame), device=device)] = 1
         en = d.transpose(-1, -2) @ alignment
-        packed = pack_padded_sequence(
-            en.transpose(-1, -2), frames.cpu(), batch_first=True, enforce_sorted=False
-        )
-        shared, _ = model.predictor.shared(packed)
-        shared, _ = pad_packed_sequence(shared, batch_first=True, total_length=total)
-        f0 = n = shared.transpose(-1, -2)
-        for block in model.predictor.F0:
-            f0 = block(f0, prosody_style)
-        f0 = model.predictor.F0_proj(f0).squeeze(1)
-        for block in model.predictor.N:
-            n = block(n, prosody_style)
-        n = model.predictor.N_proj(n).squeeze(1)
-        text = model.text_encoder(ids, lengths, padding)
-        audio = model.decoder(text @ alignment, f0, n, styles[:, :128]).reshape(len(items), -1)
+        text = model.text_encoder(ids, lengths, padding)  # token axis: masks itself
+        token = _VALID_SHARE.set(frames.to(torch.float32) / total if len(items) > 1 else None)
+        try:
+            packed = pack_padded_sequence(
+                en.transpose(-1, -2), frames.cpu(), batch_first=True, enforce_sorted=False
+            )
+            shared, _ = model.predictor.shared(packed)
+            shared, _ = pad_packed_sequence(shared, batch_first=True, total_length=total)
+            f0 = n = shared.transpose(-1, -2)
+            for block in model.predictor.F0:
+                f0 = block(f0, prosody_style)
+            f0 = model.predictor.F0_proj(f0).squeeze(1)
+            for block in model.predictor.N:
+                n = block(n, prosody_style)
+            n = model.predictor.N_proj(n).squeeze(1)
+            if len(items) > 1:
+                curve_mask = torch.arange(2 * total, device=device)[None, :] < 2 * frames[:, None]
+                f0, n = f0 * curve_mask, n * curve_mask
+            audio = model.decoder(text @ alignment, f0, n, styles[:, :128]).reshape(len(items), -1)
+        finally:
+            _VALID_SHARE.reset(token)
 
     audio_np = audio.float().cpu().numpy()
     f0_np = f0.float().cpu().numpy()

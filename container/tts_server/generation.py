@@ -1,0 +1,232 @@
+"""One generation, whatever the transport: engine segments in, protocol events out.
+
+`run_generation` streams an utterance into an `EventSink` (the HTTP stream or a WebSocket)
+under its deadline scope, ends it with a done event or an error (an HTTP status before the
+first byte, an error event after), and emits its EMF metrics. Resampling and encoding run on
+worker threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import time
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from tts_bench.telemetry import FIRST_CHUNK_LATENCY, IN_FLIGHT, QUEUE_SATURATED, QUEUE_WAIT
+from tts_server.admission import Refusal, retry_after_ms
+from tts_server.app_state import GATE, LOG, SETTINGS, STATE, Generation, Phase
+from tts_server.audio_format import encoded_chunks
+from tts_server.emf import emf_record
+from tts_server.engine.base import EngineError, RequestRejected, Segment
+from tts_server.protocol import (
+    TtsRequest,
+    chunk_event,
+    done_event,
+    phoneme_timestamps_event,
+    word_timestamps_event,
+)
+
+
+class EventSink(Protocol):
+    """Where a generation's events go: an HTTP stream or a WebSocket."""
+
+    async def send(self, events: list[dict[str, Any]]) -> None: ...
+
+    async def fail(self, status: int, error: str, message: str) -> None: ...
+
+
+def _segment_events(
+    segment: Segment, request: TtsRequest, step_time: float, src_rate: int
+) -> list[dict[str, Any]]:
+    """Chunk events (≤ 20 ms each) for one segment, then its timestamp events when asked for
+    per segment. Runs on a worker thread: resampling and base64 are CPU work."""
+    fmt, cid = request.output_format, request.context_id
+    chunks = encoded_chunks(segment.audio, src_rate, fmt.sample_rate, fmt.encoding)
+    events = [
+        chunk_event(
+            cid, base64.b64encode(c).decode("ascii"), fmt.sample_rate, step_time if i == 0 else 0.0
+        )
+        for i, c in enumerate(chunks)
+    ]
+    if not request.use_normalized_timestamps:
+        events.extend(_timestamp_events(request, [segment], None))
+    return events
+
+
+def _timestamp_events(
+    request: TtsRequest, segments: list[Segment], duration_s: float | None
+) -> list[dict[str, Any]]:
+    """Word and phoneme timestamp events as asked; with `duration_s`, normalized to 0..1."""
+
+    def times(values: list[float]) -> list[float]:
+        if duration_s is None:
+            return [round(v, 6) for v in values]
+        return [round(min(max(v / duration_s, 0.0), 1.0), 6) for v in values]
+
+    cid, events = request.context_id, []
+    words = [w for s in segments for w in s.word_timings]
+    phonemes = [p for s in segments for p in s.phoneme_timings]
+    if request.add_timestamps and words:
+        events.append(
+            word_timestamps_event(
+                cid,
+                [w.word for w in words],
+                times([w.start_s for w in words]),
+                times([w.end_s for w in words]),
+            )
+        )
+    if request.add_phoneme_timestamps and phonemes:
+        events.append(
+            phoneme_timestamps_event(
+                cid,
+                [p.phoneme for p in phonemes],
+                times([p.start_s for p in phonemes]),
+                times([p.end_s for p in phonemes]),
+            )
+        )
+    return events
+
+
+async def run_generation(
+    app: web.Application, generation: Generation, sink: EventSink, in_flight_at_arrival: int
+) -> None:
+    """Stream one utterance into `sink`; ends with a done event, or an error (event or HTTP)."""
+    settings, state, log = app[SETTINGS], app[STATE], app[LOG]
+    engine = state.engine
+    if engine is None:
+        raise EngineError("the engine is not loaded")
+    request, loop = generation.request, asyncio.get_running_loop()
+    work_start = loop.time()
+    first_chunk_ms: float | None = None
+    segments: list[Segment] = []
+    outcome = "failed"
+    state.generations.add(generation)
+    try:
+        async with asyncio.timeout_at(generation.arrival + settings.request_ceiling_s) as scope:
+            generation.scope = scope
+            previous = work_start
+            async with contextlib.aclosing(
+                engine.synthesize(request.synthesis_request())
+            ) as stream:
+                async for segment in stream:
+                    now = loop.time()
+                    events = await asyncio.to_thread(
+                        _segment_events, segment, request, now - previous, engine.sample_rate
+                    )
+                    previous = now
+                    segments.append(segment)
+                    await sink.send(events)
+                    if first_chunk_ms is None and events:
+                        first_chunk_ms = (loop.time() - work_start) * 1000
+                        _emit_work_metrics(
+                            app, generation, work_start, first_chunk_ms, in_flight_at_arrival
+                        )
+            tail: list[dict[str, Any]] = []
+            if request.use_normalized_timestamps and segments:
+                # Normalized times need the whole utterance's length: sent once, at the end.
+                duration = max(s.start_s + s.duration_s for s in segments)
+                tail = _timestamp_events(request, segments, duration if duration > 0 else None)
+            await sink.send([*tail, done_event(request.context_id)])
+            outcome = "done"
+    except TimeoutError:
+        if generation.drained:
+            outcome = "drained"
+            await sink.fail(503, "shutting_down", "the server is shutting down; retry elsewhere")
+        else:
+            outcome = "deadline_exceeded"
+            await sink.fail(
+                408,
+                "deadline_exceeded",
+                f"the request could not finish within {settings.request_ceiling_s:g} s of arrival",
+            )
+    except RequestRejected as exc:  # check() passed, synthesize disagreed: still the input's fault
+        outcome = "rejected"
+        await sink.fail(422, "invalid_request", str(exc))
+    except EngineError as exc:
+        outcome = "engine_error"
+        log.event("engine_error", level="error", request_id=generation.request_id, error=str(exc))
+        await sink.fail(500, "engine_error", str(exc))
+    except asyncio.CancelledError:
+        outcome = "cancelled"
+        raise
+    except ConnectionResetError:
+        outcome = "client_gone"
+        raise
+    finally:
+        state.generations.discard(generation)
+        elapsed = loop.time() - generation.arrival
+        if outcome == "done":
+            state.recent.observe(elapsed)
+        if first_chunk_ms is None:
+            _emit_work_metrics(app, generation, work_start, None, in_flight_at_arrival)
+        log.event(
+            "generation_end",
+            request_id=generation.request_id,
+            outcome=outcome,
+            seconds=round(elapsed, 4),
+            first_chunk_ms=None if first_chunk_ms is None else round(first_chunk_ms, 2),
+            audio_s=round(sum(s.duration_s for s in segments), 4),
+            segments=len(segments),
+        )
+
+
+def _emit_work_metrics(
+    app: web.Application,
+    generation: Generation,
+    work_start: float,
+    first_chunk_ms: float | None,
+    in_flight: int,
+) -> None:
+    metrics = {QUEUE_WAIT: (work_start - generation.arrival) * 1000, IN_FLIGHT: in_flight}
+    if first_chunk_ms is not None:
+        metrics[FIRST_CHUNK_LATENCY] = first_chunk_ms
+    emit_metrics(app, metrics, request_id=generation.request_id)
+
+
+def emit_metrics(app: web.Application, metrics: dict[str, float], **properties: Any) -> None:
+    settings = app[SETTINGS]
+    app[LOG].write(
+        emf_record(
+            metrics,
+            dimensions={
+                "EndpointName": settings.endpoint_name,
+                "VariantName": settings.variant_name,
+            },
+            timestamp_ms=int(time.time() * 1000),
+            properties={"level": "info", "msg": "metrics", **properties},
+        )
+    )
+
+
+def count_refusal(app: web.Application, refusal: Refusal) -> dict[str, Any]:
+    """Count a refusal (a QueueSaturated EMF line when the gate is full) and build its body."""
+    settings, state, gate = app[SETTINGS], app[STATE], app[GATE]
+    hint = retry_after_ms(state.recent.mean_s, gate.in_flight)
+    if refusal is Refusal.SATURATED:
+        emit_metrics(app, {QUEUE_SATURATED: 1, IN_FLIGHT: gate.in_flight})
+        message = f"{gate.in_flight} requests in flight, the bound is {settings.max_queue_depth}"
+    else:
+        message = "the server is shutting down; retry elsewhere"
+    return {
+        "error": refusal.value,
+        "message": message,
+        "retry_after_ms": hint,
+        "queue_max_depth": settings.max_queue_depth,
+        "in_flight": gate.in_flight,
+    }
+
+
+def not_ready_body(app: web.Application) -> dict[str, Any] | None:
+    phase = app[STATE].phase
+    if phase is Phase.READY:
+        return None
+    error = "not_ready" if phase is Phase.LOADING else "draining"
+    return {
+        "error": error,
+        "message": f"the server is {phase.value}; retry later",
+        "retry_after_ms": 1000,
+    }
