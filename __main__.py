@@ -25,7 +25,13 @@ from tts_bench.errors import TtsBenchError
 from tts_bench.iam_documents import AccountScope
 from tts_bench.plan_gate import GateQuery
 from tts_bench.stack_config import StackConfig
-from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+from tts_bench.telemetry import (
+    ENV_ENDPOINT_NAME,
+    ENV_IMAGE_DIGEST,
+    ENV_INSTANCE_TYPE,
+    ENV_MAX_QUEUE_DEPTH,
+    ENV_VARIANT_NAME,
+)
 
 MODELS_PREFIX = "models/"
 
@@ -103,7 +109,13 @@ def main() -> None:
         ),
     )
     plan = gate.plan if gate.enabled else None
-    environment = dict(cfg.performance_env)
+    environment = {
+        **cfg.performance_env,
+        ENV_ENDPOINT_NAME: endpoint,
+        ENV_VARIANT_NAME: cfg.variant_name,
+        ENV_INSTANCE_TYPE: cfg.instance_type,
+        ENV_IMAGE_DIGEST: image.digest,
+    }
     model_tags = {TAG_MODEL: cfg.model, TAG_IMAGE_DIGEST: image.digest}
     if plan is not None:
         environment[ENV_MAX_QUEUE_DEPTH] = str(plan.queue_max_depth)

@@ -50,3 +50,10 @@ STARTUP_MARKERS: Final = (
 # The body of a 503 from the admission gate; SageMaker drops Retry-After, so the hint is here.
 QUEUE_SATURATED_ERROR: Final = "queue_saturated"
 ENV_MAX_QUEUE_DEPTH: Final = "MAX_QUEUE_DEPTH"
+
+# Container env the deployment sets so the server can name itself: the EMF dimensions and the
+# build fingerprint /ping reports (on SageMaker the image cannot hash its own digest).
+ENV_ENDPOINT_NAME: Final = "ENDPOINT_NAME"
+ENV_VARIANT_NAME: Final = "VARIANT_NAME"
+ENV_INSTANCE_TYPE: Final = "INSTANCE_TYPE"
+ENV_IMAGE_DIGEST: Final = "IMAGE_DIGEST"

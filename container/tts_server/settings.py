@@ -14,7 +14,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tts_bench.errors import TtsBenchError
-from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+from tts_bench.telemetry import (
+    ENV_ENDPOINT_NAME,
+    ENV_IMAGE_DIGEST,
+    ENV_INSTANCE_TYPE,
+    ENV_MAX_QUEUE_DEPTH,
+    ENV_VARIANT_NAME,
+)
 from tts_server.flags import DEFAULT_HOST, DEFAULT_PORT
 
 # Environment variable → settings field. ENGINE_BACKEND / ENGINE_MODE are the same names the
@@ -30,10 +36,10 @@ ENV_FIELDS: dict[str, str] = {
     "EXIT_DEADLINE_S": "exit_deadline_s",
     "MAX_BODY_BYTES": "max_body_bytes",
     "MAX_TRANSCRIPT_CHARS": "max_transcript_chars",
-    "ENDPOINT_NAME": "endpoint_name",
-    "VARIANT_NAME": "variant_name",
-    "INSTANCE_TYPE": "instance_type",
-    "IMAGE_DIGEST": "image_digest",
+    ENV_ENDPOINT_NAME: "endpoint_name",
+    ENV_VARIANT_NAME: "variant_name",
+    ENV_INSTANCE_TYPE: "instance_type",
+    ENV_IMAGE_DIGEST: "image_digest",
 }
 
 

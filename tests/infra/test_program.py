@@ -118,6 +118,12 @@ def test_every_scaling_and_alarm_value_is_the_plans(
         == "50"
     )
     assert model["tags"][TAG_PLAN_ID] == plan.plan_id
+    # The server names itself from these: EMF dimensions and the fingerprint /ping reports.
+    env = model["primaryContainer"]["environment"]
+    assert env["ENDPOINT_NAME"] == ENDPOINT
+    assert env["VARIANT_NAME"] == "AllTraffic"
+    assert env["INSTANCE_TYPE"] == "ml.g5.xlarge"
+    assert env["IMAGE_DIGEST"] == plan.fingerprint.image_digest
     checked += 1
 
     dashboard = json.loads(
