@@ -29,8 +29,8 @@ from tts_server.engine.base import (
 )
 from tts_server.engine.kokoro_engine import MODES, KokoroEngine, LoadedModel, Mode, ModelSource
 
-Backend = Literal["onnx", "torch"]
-BACKENDS: tuple[Backend, ...] = ("onnx", "torch")
+BackendName = Literal["onnx", "torch"]
+BACKENDS: tuple[BackendName, ...] = ("onnx", "torch")
 
 __all__ = [
     "BACKENDS",
@@ -99,7 +99,7 @@ def _torch_source(model_dir: Path | None, device: str | None) -> ModelSource:
 
 
 def create_engine(
-    backend: Backend = "onnx",
+    backend: BackendName = "onnx",
     mode: Mode = "concurrent",
     model_dir: Path | None = None,
     device: str | None = None,
