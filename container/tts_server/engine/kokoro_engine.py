@@ -91,6 +91,11 @@ class KokoroEngine(Engine):
         return self._scheduler.completed if self._scheduler is not None else 0
 
     @property
+    def forward_passes(self) -> int:
+        """Model calls since load; below `segments_synthesised` when segments were batched."""
+        return self._scheduler.passes if self._scheduler is not None else 0
+
+    @property
     def performance_env(self) -> dict[str, str]:
         return {
             "ENGINE_BACKEND": self._source.backend,
