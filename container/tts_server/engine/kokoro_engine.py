@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -90,6 +89,11 @@ class KokoroEngine(Engine):
     def segments_synthesised(self) -> int:
         """Segments the model has finished since load, over all requests."""
         return self._scheduler.completed if self._scheduler is not None else 0
+
+    @property
+    def forward_passes(self) -> int:
+        """Model calls since load; below `segments_synthesised` when segments were batched."""
+        return self._scheduler.passes if self._scheduler is not None else 0
 
     @property
     def performance_env(self) -> dict[str, str]:
@@ -207,10 +211,3 @@ class KokoroEngine(Engine):
             finally:
                 for future in g2p:
                     future.cancel()
-
-
-def digest_of(*parts: bytes) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part)
-    return digest.hexdigest()

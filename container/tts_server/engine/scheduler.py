@@ -30,6 +30,7 @@ class InferenceScheduler:
         self._ready = threading.Condition()
         self._closed = False
         self.completed = 0  # segments synthesised so far (all requests)
+        self.passes = 0  # backend.infer calls so far: fewer than `completed` when batching
         self._workers = [
             threading.Thread(target=self._work, name=f"kokoro-infer-{i}", daemon=True)
             for i in range(max(1, backend.slots))
@@ -72,6 +73,7 @@ class InferenceScheduler:
                 continue
             with self._ready:
                 self.completed += len(batch)
+                self.passes += 1
             for (_, future), output in zip(batch, outputs, strict=True):
                 future.set_result(output)
 

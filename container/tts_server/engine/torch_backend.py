@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from tts_server.engine.backend import (
 from tts_server.engine.base import EngineError
 from tts_server.engine.onnx_backend import usable_cores
 
+MAX_BATCH_ENV = "ENGINE_MAX_BATCH"
 REPO_ID = "hexgrad/Kokoro-82M"  # only a label for KModel; with config + model it never downloads
 
 
@@ -285,8 +287,22 @@ class TorchBackend(Backend):
 
     @staticmethod
     def default_max_batch(device: str) -> int:
-        # A GPU pass costs about the same for 1 or 64 segments (SPEC §10); a CPU gains little.
-        return 64 if device.startswith("cuda") else 4
+        """`$ENGINE_MAX_BATCH` if set; else 64 on a GPU and 1 (no batching) on a CPU.
+
+        A GPU pass costs about the same for 1 or 64 segments (SPEC §10). On a CPU a padded
+        batch only adds work: measured here, batches of up to 4 gave 0.80-0.88x the
+        throughput of one segment at a time (measurements/engine-bench.md).
+        """
+        configured = os.environ.get(MAX_BATCH_ENV)
+        if configured:
+            try:
+                value = int(configured)
+            except ValueError:
+                value = 0
+            if value < 1:
+                raise EngineError(f"{MAX_BATCH_ENV}={configured!r}; set a whole number >= 1")
+            return value
+        return 64 if device.startswith("cuda") else 1
 
     @property
     def settings(self) -> dict[str, str]:
