@@ -18,8 +18,14 @@ from tts_bench.errors import TtsBenchError
 
 # Modules under tts_bench.cli, in the order `--help` lists them (the order of the tool chain).
 COMMANDS = (
-    "drift", "thaw", "import_reference", "synth", "serve", "qmax", "ttotal", "plan",
-    "preview", "image", "validate", "report", "local_run",
+    # the serving container and its weights, locally
+    "serve", "synth", "weights",
+    # the main job: serve, ladder, T_total, plan and plots on this machine
+    "local_run",
+    # the measurement chain, in the order it runs (SPEC §4)
+    "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference",
+    # infrastructure
+    "preview", "image",
 )  # fmt: skip
 
 
