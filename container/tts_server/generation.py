@@ -118,6 +118,10 @@ async def run_generation(
                         _segment_events, segment, request, now - previous, engine.sample_rate
                     )
                     previous = now
+                    if not segments and segment.work_started is not None:
+                        # Queued until the model began the first segment (the engine's own
+                        # queue included): service time is counted from there (SPEC §3).
+                        work_start = segment.work_started
                     segments.append(segment)
                     await sink.send(events)
                     if first_chunk_ms is None and events:

@@ -378,3 +378,32 @@ def test_every_log_line_is_json_and_emf_lines_use_the_shared_names(server):
     )
     assert re.fullmatch(r"[0-9a-f-]{36}-emf-1", end["request_id"])
     assert end["outcome"] == "done"
+
+
+def test_queue_wait_excludes_service_time_in_serial_mode(start_server):
+    """Two requests at once on a one-at-a-time engine: the second's wait is QueueWait, and
+    FirstChunkLatency counts only from when the model began its first segment (SPEC §3)."""
+    serial = start_server({"ENGINE_MODE": "serial"})
+    serial.wait_ready()
+
+    async def both() -> None:
+        async with aiohttp.ClientSession() as session:
+            await asyncio.gather(
+                post_stream(session, serial.base, speech_request("qw-a", "Fine, thanks.")),
+                post_stream(session, serial.base, speech_request("qw-b", "Fine, thanks.")),
+            )
+
+    asyncio.run(both())
+    metrics = {}
+    for context in ("qw-a", "qw-b"):
+        record = serial.wait_for(
+            lambda r, c=context: "FirstChunkLatency" in r and r["request_id"].endswith(f"-{c}"),
+            timeout=30,
+        )
+        metrics[context] = (record["QueueWait"], record["FirstChunkLatency"])
+    (first_wait, first_service), (second_wait, second_service) = sorted(metrics.values())
+    # The second waited for (most of) the first's whole service; the first hardly waited.
+    assert second_wait > 0.5 * first_service
+    assert first_wait < 0.5 * second_wait
+    # Neither service time swallows the other's: each is about one utterance, not two.
+    assert second_service < first_service + second_wait

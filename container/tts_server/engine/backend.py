@@ -28,6 +28,7 @@ class InferenceItem:
 class InferenceOutput:
     audio: np.ndarray  # float32, (frames * SAMPLES_PER_FRAME,)
     durations: np.ndarray  # int64, (n + 2,), frames per token including the boundary tokens
+    started: float = 0.0  # time.monotonic() when a worker began the pass (set by the scheduler)
 
 
 class Backend(ABC):

@@ -52,6 +52,8 @@ class Segment:
     start_s: float  # offset of this segment in the utterance
     phoneme_timings: tuple[PhonemeTiming, ...] = field(default=())
     word_timings: tuple[WordTiming, ...] = field(default=())
+    # time.monotonic() when the model began this segment: the server's queue wait ends here.
+    work_started: float | None = None
 
     @property
     def duration_s(self) -> float:

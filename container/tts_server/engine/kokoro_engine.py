@@ -205,6 +205,7 @@ class KokoroEngine(Engine):
                             start_s=start_s,
                             phoneme_timings=phoneme_timings,
                             word_timings=word_timings,
+                            work_started=out.started,
                         )
                         index += 1
                         samples += len(audio)

@@ -13,7 +13,9 @@ request at a time for its whole utterance; it lives in the engine (`SerialGate`)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 
@@ -65,6 +67,7 @@ class InferenceScheduler:
         while (batch := self._take()) is not None:
             if not batch:
                 continue
+            started = time.monotonic()
             try:
                 outputs = self._backend.infer([item for item, _ in batch])
             except Exception as exc:  # hand any model failure to the waiting requests
@@ -75,7 +78,7 @@ class InferenceScheduler:
                 self.completed += len(batch)
                 self.passes += 1
             for (_, future), output in zip(batch, outputs, strict=True):
-                future.set_result(output)
+                future.set_result(dataclasses.replace(output, started=started))
 
     def close(self) -> None:
         with self._ready:
