@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+from tts_bench.telemetry import DEPLOYMENT_ENV
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 _MODEL_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
@@ -52,11 +52,12 @@ class Fingerprint(BaseModel):
 
     @field_validator("performance_env")
     @classmethod
-    def _no_admission_bound(cls, env: dict[str, str]) -> dict[str, str]:
-        # Q_max is measured unbounded and deployed bounded: the bound is not part of identity.
-        if ENV_MAX_QUEUE_DEPTH in env:
+    def _no_deployment_config(cls, env: dict[str, str]) -> dict[str, str]:
+        # Q_max is measured unbounded and deployed bounded: the bound (like the endpoint's own
+        # name and digest) is deployment config, not part of what was measured.
+        if deployment := sorted(DEPLOYMENT_ENV & env.keys()):
             raise ValueError(
-                f"{ENV_MAX_QUEUE_DEPTH} is deployment config, not a performance setting"
+                f"{', '.join(deployment)} is deployment config, not a performance setting"
             )
         return dict(sorted(env.items()))
 

@@ -20,7 +20,7 @@ from tts_bench.artifacts import PlanArtifact, load_artifact
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import ArtifactError
 from tts_bench.fingerprint import DIGEST_PATTERN
-from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+from tts_bench.telemetry import DEPLOYMENT_ENV
 
 PLAN_GLOB: Final = "plan-*.json"
 
@@ -73,8 +73,8 @@ class GateResult(BaseModel):
 
 
 def performance_env_of(container_env: dict[str, str]) -> dict[str, str]:
-    """The fingerprint's performance env from a deployed container env: all but the bound."""
-    return {k: v for k, v in sorted(container_env.items()) if k != ENV_MAX_QUEUE_DEPTH}
+    """The fingerprint's performance env from a deployed container env: all but deployment config."""
+    return {k: v for k, v in sorted(container_env.items()) if k not in DEPLOYMENT_ENV}
 
 
 def load_plans(folder: str | os.PathLike[str]) -> tuple[list[tuple[Path, PlanArtifact]], list[str]]:

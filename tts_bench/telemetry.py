@@ -57,3 +57,7 @@ ENV_ENDPOINT_NAME: Final = "ENDPOINT_NAME"
 ENV_VARIANT_NAME: Final = "VARIANT_NAME"
 ENV_INSTANCE_TYPE: Final = "INSTANCE_TYPE"
 ENV_IMAGE_DIGEST: Final = "IMAGE_DIGEST"
+# Container env that is deployment config, never part of a fingerprint's performance env.
+DEPLOYMENT_ENV: Final = frozenset(
+    {ENV_MAX_QUEUE_DEPTH, ENV_ENDPOINT_NAME, ENV_VARIANT_NAME, ENV_INSTANCE_TYPE, ENV_IMAGE_DIGEST}
+)

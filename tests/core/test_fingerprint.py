@@ -50,9 +50,10 @@ def test_performance_env_adds_a_hash_so_configurations_do_not_collide() -> None:
     assert len({REFERENCE.slug, batched.slug, serial.slug}) == 3
 
 
-def test_admission_bound_is_not_part_of_identity() -> None:
-    with pytest.raises(ValidationError, match="MAX_QUEUE_DEPTH is deployment config"):
-        Fingerprint(**{**REFERENCE.model_dump(), "performance_env": {"MAX_QUEUE_DEPTH": "50"}})
+@pytest.mark.parametrize("key", ["MAX_QUEUE_DEPTH", "ENDPOINT_NAME", "IMAGE_DIGEST"])
+def test_deployment_config_is_not_part_of_identity(key: str) -> None:
+    with pytest.raises(ValidationError, match=f"{key} is deployment config"):
+        Fingerprint(**{**REFERENCE.model_dump(), "performance_env": {key: "50"}})
 
 
 @pytest.mark.parametrize(
