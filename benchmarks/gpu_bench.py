@@ -42,8 +42,9 @@ def log(message: str) -> None:
 
 def corpus_pieces(corpus_path: Path | None) -> list[tuple[str, str]]:
     """(language, piece text) for every piece the server will phonemize for the corpus."""
-    from tts_bench.corpus import load_corpus
     from tts_server.engine.text import segment_text
+
+    from tts_bench.corpus import load_corpus
 
     default = REPO / "loadtest" / "corpus" / "en.txt"
     utterances = load_corpus(corpus_path or default)
@@ -88,11 +89,11 @@ def _cpu_model() -> str:
 def corpus_items(backend, table_path: Path, corpus_path: Path | None):  # type: ignore[no-untyped-def]
     """The corpus as the engine would cut it: InferenceItems, and the utterance count."""
     import numpy as np
-
-    from tts_bench.corpus import load_corpus
     from tts_server.engine.backend import MAX_PHONEMES, InferenceItem
     from tts_server.engine.g2p import Phonemizer, load_table, split_phonemized
     from tts_server.engine.text import segment_text
+
+    from tts_bench.corpus import load_corpus
 
     phonemizer = Phonemizer(backend.vocab, table=load_table(table_path))
     utterances = load_corpus(corpus_path or REPO / "loadtest" / "corpus" / "en.txt")

@@ -16,7 +16,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from tts_server.engine.base import EngineError
@@ -174,7 +174,7 @@ def _table_lookup(
     return run
 
 
-@lru_cache(maxsize=None)
+@cache
 def _live_backend(language: str) -> Callable[[str], list[tuple[str, str, str]]]:
     return _english() if language == "en" else _japanese()
 
