@@ -19,6 +19,7 @@ from typing import Literal
 
 import numpy as np
 
+from tts_bench.engine_modes import BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE
 from tts_server.engine.backend import MAX_PHONEMES, Backend, InferenceItem
 from tts_server.engine.base import (
     Engine,
@@ -39,8 +40,8 @@ from tts_server.engine.scheduler import InferenceScheduler
 from tts_server.engine.text import SPEED_RANGE, VOLUME_RANGE, segment_text
 from tts_server.engine.timing import timings
 
-Mode = Literal["concurrent", "serial"]
-MODES: tuple[Mode, ...] = ("concurrent", "serial")
+Mode = Literal["concurrent", "serial"]  # tts_bench.engine_modes names them for the plan
+MODES: tuple[Mode, ...] = (BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE)  # type: ignore[assignment]
 # A JSON file of precomputed G2P tokens used instead of the live G2P (g2p.load_table).
 G2P_TABLE_ENV = "ENGINE_G2P_TABLE"
 
