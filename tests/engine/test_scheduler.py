@@ -34,6 +34,16 @@ class RecordingBackend(Backend):
         return [InferenceOutput(np.zeros(1, np.float32), np.zeros(1, np.int64)) for _ in items]
 
 
+def run_on_own_loop(coroutine) -> None:  # type: ignore[no-untyped-def]
+    """Like asyncio.run, but leaves the thread's current-loop setting alone (asyncio.run sets
+    it to None on exit, which breaks later tests that ask for the main thread's loop)."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(coroutine)
+    finally:
+        loop.close()
+
+
 def item(length: int) -> InferenceItem:
     return InferenceItem(np.ones(length, np.int64), np.zeros(256, np.float32), 1.0)
 
@@ -54,12 +64,12 @@ async def run_all(backend: RecordingBackend, lengths: list[int]) -> None:
 
 def test_a_full_queue_is_batched_by_length_around_the_oldest_segment() -> None:
     backend = RecordingBackend(max_batch=3)
-    asyncio.run(run_all(backend, [50, 10, 200, 48, 12, 190]))
+    run_on_own_loop(run_all(backend, [50, 10, 200, 48, 12, 190]))
     assert backend.batches[1] == [50, 48, 12]  # the oldest (50) and the two nearest to it
     assert sorted(map(sorted, backend.batches[2:])) == [[10, 190, 200]]
 
 
 def test_a_queue_that_fits_is_taken_whole_in_arrival_order() -> None:
     backend = RecordingBackend(max_batch=8)
-    asyncio.run(run_all(backend, [50, 10, 200]))
+    run_on_own_loop(run_all(backend, [50, 10, 200]))
     assert backend.batches[1:] == [[50, 10, 200]]
