@@ -233,6 +233,7 @@ class RequestTiming:
     ttfab_ms: float | None = None
     outcome: Outcome | None = None
     detail: str = ""
+    server_first_chunk_ms: float | None = None
 
     def first_audio(self) -> None:
         if self.ttfab_ms is None:
@@ -278,6 +279,7 @@ def timed_request(environment: Environment) -> Iterator[RequestTiming]:
             latency_ms,
             outcome,
             timing.detail,
+            timing.server_first_chunk_ms,
         )
         recorder.closed(token, sample)
         if outcome is not Outcome.CANCELLED:
@@ -319,6 +321,9 @@ def read_event(raw: bytes | str, timing: RequestTiming, context_id: str) -> bool
         timing.first_audio()
     elif kind == "done":
         timing.done()
+        server_ms = event.get("first_chunk_latency_ms")
+        if isinstance(server_ms, int | float):
+            timing.server_first_chunk_ms = float(server_ms)
         return True
     elif kind == "error":
         timing.fail(f"{event.get('status_code')}: {event.get('error')}")

@@ -243,6 +243,7 @@ def rung_statistics(
     rejected = sum(1 for s in done if s.outcome is Outcome.REJECTED)
     errors = sum(1 for s in done if s.outcome is Outcome.ERROR)
     ttfab = [s.ttfab_ms for s in ok if s.ttfab_ms is not None]
+    server_first = [s.server_first_chunk_ms for s in ok if s.server_first_chunk_ms is not None]
     latency = [s.latency_ms for s in ok]
     in_flight = mean_in_flight(samples, w0, w1)
     cpu_percent = client_cpu_percent(cpu, w0, w1)
@@ -281,6 +282,7 @@ def rung_statistics(
         usable=not reasons,
         unusable_reason="; ".join(reasons) or None,
         client_cpu_percent=cpu_percent,
+        server_first_chunk_p95_ms=percentile(server_first, 95) if server_first else None,
     )
 
 

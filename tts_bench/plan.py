@@ -26,6 +26,7 @@ from tts_bench.artifacts import (
     Verdict,
 )
 from tts_bench.curve import cloudwatch_ratio_curve, throughput_curve
+from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
 from tts_bench.surge import DEFAULT_SEED, DEFAULT_TRIALS, shed_probability
 
@@ -100,7 +101,7 @@ def _check_pairing(qmax: QmaxArtifact, ttotal: TtotalArtifact, allow: bool) -> F
 def _alarm(qmax: QmaxArtifact, c_scale_max: float, c1_p95: float) -> tuple[int, str, str]:
     """(threshold ms, rule, explanation): a batching engine's service time grows with the batch."""
     fp = qmax.fingerprint
-    batched = fp is not None and fp.performance_env.get("ENGINE_MODE") == "batched"
+    batched = fp is not None and engine_batches(fp.performance_env)
     if batched:
         at_or_above = [r for r in qmax.rungs if r.concurrency >= round9(c_scale_max)]
         rung = at_or_above[0] if at_or_above else qmax.rungs[-1]

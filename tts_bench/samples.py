@@ -39,6 +39,8 @@ class Sample:
     latency_ms: float  # to the end of the stream
     outcome: Outcome
     detail: str = ""  # status code or error text for failures
+    # The server's own FirstChunkLatency (its `done` event), ms; None when it sent none.
+    server_first_chunk_ms: float | None = None
 
     def to_row(self) -> list[str]:
         return [
@@ -57,15 +59,19 @@ class Sample:
             latency_ms=float(row["latency_ms"]),
             outcome=Outcome(row["outcome"]),
             detail=row["detail"],
+            server_first_chunk_ms=(
+                float(row["server_first_chunk_ms"]) if row.get("server_first_chunk_ms") else None
+            ),
         )
 
     def to_wire(self) -> list[object]:
         """A plain list for Locust's worker → master messages (msgpack)."""
-        return [*astuple(self)[:6], self.outcome.value, self.detail]
+        return [*astuple(self)[:6], self.outcome.value, self.detail, self.server_first_chunk_ms]
 
     @classmethod
     def from_wire(cls, data: list[object]) -> Sample:
-        rung, worker, start, end, ttfab, latency, outcome, detail = data
+        rung, worker, start, end, ttfab, latency, outcome, detail, *rest = data
+        server_first = rest[0] if rest else None
         return cls(
             rung=None if rung is None else int(rung),  # type: ignore[call-overload]
             worker=str(worker),
@@ -75,10 +81,13 @@ class Sample:
             latency_ms=float(latency),  # type: ignore[arg-type]
             outcome=Outcome(str(outcome)),
             detail=str(detail),
+            server_first_chunk_ms=None if server_first is None else float(server_first),  # type: ignore[arg-type]
         )
 
 
 COLUMNS = tuple(f.name for f in fields(Sample))
+# Sample files written before the server reported its own first-chunk latency.
+_COLUMNS_BEFORE_SERVER_FIRST_CHUNK = COLUMNS[:-1]
 
 
 def samples_path(artifact_path: str | os.PathLike[str]) -> Path:
@@ -108,7 +117,7 @@ def read_samples(path: str | os.PathLike[str]) -> list[Sample]:
     try:
         with gzip.open(path, "rt", encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)
-            if tuple(reader.fieldnames or ()) != COLUMNS:
+            if tuple(reader.fieldnames or ()) not in (COLUMNS, _COLUMNS_BEFORE_SERVER_FIRST_CHUNK):
                 raise ArtifactError(f"{path}: columns {reader.fieldnames} are not {list(COLUMNS)}")
             return [Sample.from_row(row) for row in reader]
     except FileNotFoundError:

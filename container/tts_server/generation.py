@@ -134,7 +134,7 @@ async def run_generation(
                 # Normalized times need the whole utterance's length: sent once, at the end.
                 duration = max(s.start_s + s.duration_s for s in segments)
                 tail = _timestamp_events(request, segments, duration if duration > 0 else None)
-            await sink.send([*tail, done_event(request.context_id)])
+            await sink.send([*tail, done_event(request.context_id, first_chunk_ms)])
             outcome = "done"
     except TimeoutError:
         if generation.drained:

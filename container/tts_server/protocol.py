@@ -245,8 +245,13 @@ def phoneme_timestamps_event(
     }
 
 
-def done_event(context_id: str) -> dict:
-    return {"type": "done", "context_id": context_id, "done": True, "status_code": 200}
+def done_event(context_id: str, first_chunk_latency_ms: float | None = None) -> dict:
+    """The stream's last event; it carries the server's own FirstChunkLatency when known,
+    so a load generator can record service time over any transport (batching alarm)."""
+    event = {"type": "done", "context_id": context_id, "done": True, "status_code": 200}
+    if first_chunk_latency_ms is not None:
+        event["first_chunk_latency_ms"] = round(first_chunk_latency_ms, 3)
+    return event
 
 
 def error_event(context_id: str | None, status_code: int, error: str, **details: Any) -> dict:

@@ -46,6 +46,8 @@ def test_valid_request_streams_chunks_of_at_most_20_ms_then_done(server, encodin
     assert result.status == 200
     chunks = result.of_type("chunk")
     assert chunks and result.events[:-1] == chunks  # no timestamps unless asked
+    # The server's own FirstChunkLatency rides on the done event (the batching alarm).
+    assert result.events[-1].pop("first_chunk_latency_ms") >= 0
     assert result.events[-1] == {
         "type": "done",
         "context_id": "valid-1",

@@ -49,6 +49,8 @@ def test_one_session_carries_two_interleaved_contexts_and_a_cancel(server):
         cid: [e for e in events if e["context_id"] == cid] for cid in ("first", "second", "doomed")
     }
     for cid in ("first", "second"):
+        # The server's own FirstChunkLatency rides on the done event (the batching alarm).
+        assert by_context[cid][-1].pop("first_chunk_latency_ms") >= 0
         assert by_context[cid][-1] == {
             "type": "done",
             "context_id": cid,
@@ -95,4 +97,5 @@ def test_malformed_messages_get_error_events_and_the_session_goes_on(server):
     assert bad_language["context_id"] == "w-bad" and bad_language["status_code"] == 422
     assert [e["field"] for e in bad_language["errors"]] == ["language"]
     assert unknown_cancel["type"] == "error" and unknown_cancel["status_code"] == 404
+    assert ok.pop("first_chunk_latency_ms") >= 0
     assert ok == {"type": "done", "context_id": "w-ok", "done": True, "status_code": 200}

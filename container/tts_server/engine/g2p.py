@@ -12,10 +12,12 @@ engine calls it from one worker thread. Results are cached: call-centre text rep
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from pathlib import Path
 
 from tts_server.engine.base import EngineError
 
@@ -123,9 +125,17 @@ class Phonemizer:
     `phonemize` blocks (spaCy, espeak-ng, OpenJTalk); call it off the event loop.
     """
 
-    def __init__(self, vocab: dict[str, int], cache_size: int = 4096) -> None:
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        cache_size: int = 4096,
+        table: Mapping[str, Mapping[str, list[tuple[str, str, str]]]] | None = None,
+    ) -> None:
         self._vocab = vocab
         self._backends: dict[str, Callable[[str], list[tuple[str, str, str]]]] = {}
+        if table is not None:
+            for language in LANGUAGES:
+                self._backends[language] = _table_lookup(language, table.get(language, {}))
         self._lock = threading.Lock()
         self.phonemize = lru_cache(maxsize=cache_size)(self._phonemize)
 
@@ -147,6 +157,46 @@ class Phonemizer:
         with self._lock:
             tokens = self._backend(language)(text)
         return _assemble(tokens, self._vocab)
+
+
+def _table_lookup(
+    language: str, entries: Mapping[str, list[tuple[str, str, str]]]
+) -> Callable[[str], list[tuple[str, str, str]]]:
+    def run(text: str) -> list[tuple[str, str, str]]:
+        tokens = entries.get(text)
+        if tokens is None:
+            raise EngineError(
+                f"{language} text {text[:40]!r} is not in the G2P table; make the table from "
+                "the same corpus (benchmarks/gpu_bench.py prepare) or run without it"
+            )
+        return [tuple(t) for t in tokens]  # type: ignore[misc]
+
+    return run
+
+
+@cache
+def _live_backend(language: str) -> Callable[[str], list[tuple[str, str, str]]]:
+    return _english() if language == "en" else _japanese()
+
+
+def g2p_tokens(language: str, text: str) -> list[tuple[str, str, str]]:
+    """The live G2P's tokens (text, phonemes, whitespace) for one piece; for building tables."""
+    return _live_backend(language)(text)
+
+
+def load_table(path: Path) -> dict[str, dict[str, list[tuple[str, str, str]]]]:
+    """A G2P table file: {language: {piece text: [[text, phonemes, whitespace], ...]}}.
+
+    It stands in for the live G2P where its libraries cannot be installed (the lent GPU
+    machine has no package registry): the same tokens, so the same phonemes and word spans.
+    """
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"cannot read the G2P table {path}: {exc}") from exc
+    if not isinstance(raw, dict) or not set(raw) <= LANGUAGES:
+        raise EngineError(f"{path}: expected an object keyed by language ({sorted(LANGUAGES)})")
+    return {lang: {k: [tuple(t) for t in v] for k, v in e.items()} for lang, e in raw.items()}
 
 
 def split_phonemized(text: Phonemized, limit: int) -> list[Phonemized]:

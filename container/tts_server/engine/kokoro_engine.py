@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from tts_bench.engine_modes import BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE
 from tts_server.engine.backend import MAX_PHONEMES, Backend, InferenceItem
 from tts_server.engine.base import (
     Engine,
@@ -26,13 +29,21 @@ from tts_server.engine.base import (
     Segment,
     SynthesisRequest,
 )
-from tts_server.engine.g2p import LANGUAGES, Phonemized, Phonemizer, split_phonemized
+from tts_server.engine.g2p import (
+    LANGUAGES,
+    Phonemized,
+    Phonemizer,
+    load_table,
+    split_phonemized,
+)
 from tts_server.engine.scheduler import InferenceScheduler
 from tts_server.engine.text import SPEED_RANGE, VOLUME_RANGE, segment_text
 from tts_server.engine.timing import timings
 
-Mode = Literal["concurrent", "serial"]
-MODES: tuple[Mode, ...] = ("concurrent", "serial")
+Mode = Literal["concurrent", "serial"]  # tts_bench.engine_modes names them for the plan
+MODES: tuple[Mode, ...] = (BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE)  # type: ignore[assignment]
+# A JSON file of precomputed G2P tokens used instead of the live G2P (g2p.load_table).
+G2P_TABLE_ENV = "ENGINE_G2P_TABLE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,7 @@ class KokoroEngine(Engine):
         self._g2p_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kokoro-g2p")
         self._serial = asyncio.Lock() if mode == "serial" else None
         self._weights_sha256: str | None = None
+        self._g2p_table = os.environ.get(G2P_TABLE_ENV) or None
 
     @property
     def languages(self) -> frozenset[str]:
@@ -101,6 +113,7 @@ class KokoroEngine(Engine):
             "ENGINE_BACKEND": self._source.backend,
             "ENGINE_MODE": self._mode,
             **self._source.settings,
+            **({"ENGINE_G2P": "table"} if self._g2p_table else {}),
         }
 
     @property
@@ -113,7 +126,8 @@ class KokoroEngine(Engine):
         if self._model is not None:
             return
         model = await asyncio.to_thread(self._source.load)
-        self._phonemizer = Phonemizer(model.vocab)
+        table = load_table(Path(self._g2p_table)) if self._g2p_table else None
+        self._phonemizer = Phonemizer(model.vocab, table=table)
         self._scheduler = InferenceScheduler(model.backend)
         self._model = model
 

@@ -1,8 +1,9 @@
 """Who runs the model when: segments from all requests share the one loaded backend.
 
 `InferenceScheduler` owns `backend.slots` worker threads. Each takes the oldest waiting
-segment plus, when the backend batches, more waiting segments up to `max_batch`, and runs
-them in one `infer` call. A request keeps at most one segment waiting (it submits the next
+segment plus, when the backend batches, more waiting segments up to `max_batch` (those
+closest in length to the oldest when more are waiting than fit), and runs them in one
+`infer` call. A request keeps at most one segment waiting (it submits the next
 when the previous is back), so requests take turns segment by segment and a new request's
 first segment never waits behind another request's whole utterance.
 
@@ -57,11 +58,32 @@ class InferenceScheduler:
             if self._closed:
                 return None
             batch = []
-            while self._queue and len(batch) < self._backend.max_batch:
-                item, future = self._queue.popleft()
+            for item, future in self._choose(self._backend.max_batch):
                 if future.set_running_or_notify_cancel():  # False: its request went away
                     batch.append((item, future))
             return batch
+
+    def _choose(self, size: int) -> list[tuple[InferenceItem, Future[InferenceOutput]]]:
+        """Up to `size` waiting segments, removed from the queue: the oldest one always.
+
+        With more waiting than fit, the others are those closest in length to the oldest
+        (length bucketing): a padded pass costs what its longest item costs, so mixing short
+        and long segments wastes the GPU. The oldest goes first, so none waits forever.
+        """
+        if len(self._queue) <= size:
+            chosen = list(self._queue)
+            self._queue.clear()
+            return chosen
+        oldest = self._queue[0]
+        length = len(oldest[0].token_ids)
+        rest = range(1, len(self._queue))
+        nearest = sorted(rest, key=lambda i: (abs(len(self._queue[i][0].token_ids) - length), i))
+        picked = {0, *nearest[: size - 1]}
+        chosen = [entry for i, entry in enumerate(self._queue) if i in picked]
+        kept = [entry for i, entry in enumerate(self._queue) if i not in picked]
+        self._queue.clear()
+        self._queue.extend(kept)
+        return chosen
 
     def _work(self) -> None:
         while (batch := self._take()) is not None:

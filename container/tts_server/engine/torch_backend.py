@@ -135,10 +135,35 @@ def _masked_adain(self: Any, x: Any, s: Any) -> Any:
     return (1 + gamma) * normed + beta
 
 
+def kokoro_module(name: str) -> ModuleType:
+    """`kokoro.<name>` (model, istftnet), also where kokoro's text front end is not installed.
+
+    `import kokoro` also imports its pipeline, which needs misaki, spaCy and espeak; the model
+    modules need none of them. Where that import fails (the lent GPU machine cannot install
+    the front end), the package is registered without running its `__init__`.
+    """
+    import importlib
+    import importlib.util
+    import sys
+
+    try:
+        importlib.import_module("kokoro")
+    except ImportError as exc:
+        spec = importlib.util.find_spec("kokoro")
+        if spec is None or spec.submodule_search_locations is None:
+            raise EngineError("the torch backend needs the `kokoro` package") from exc
+        package = ModuleType("kokoro")
+        package.__path__ = list(spec.submodule_search_locations)
+        package.__spec__ = spec
+        sys.modules["kokoro"] = package
+    return importlib.import_module(f"kokoro.{name}")
+
+
 def silence_generator_noise() -> None:
     """Patch kokoro.istftnet once: no generator noise, padding-aware instance norm."""
     import torch
-    from kokoro import istftnet
+
+    istftnet = kokoro_module("istftnet")
 
     if not isinstance(istftnet.torch, _NoiselessTorch):
         istftnet.torch = _NoiselessTorch(torch)
@@ -158,8 +183,8 @@ def load_voice_packs(voices: dict[str, Path]) -> dict[str, np.ndarray]:
 def build_kmodel(config: dict[str, Any], weights: Path) -> Any:
     """A `KModel` from a config dict and a state dict file: both given, so nothing downloads."""
     import torch
-    from kokoro import KModel
 
+    KModel = kokoro_module("model").KModel
     silence_generator_noise()
     model = KModel(repo_id=REPO_ID, config=config, model=str(weights)).eval()
     # In a padded batch every convolution after the text encoders must see zeros past an

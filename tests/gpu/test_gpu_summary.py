@@ -1,0 +1,70 @@
+"""The committed H200 summaries follow from the committed qmax artifacts; the plan's alarm rule
+follows the engine mode those artifacts report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tts_bench.artifacts import QmaxArtifact
+from tts_bench.engine_modes import BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE, engine_batches
+from tts_bench.gpu_summary import GpuSummaryError, recompute
+from tts_bench.plan import _alarm
+
+MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
+RUNS = [MEASUREMENTS, MEASUREMENTS / "h200-run1"]
+
+
+def artifacts_of(folder: Path) -> dict[str, QmaxArtifact]:
+    found = {}
+    for path in folder.glob("qmax-*-localnvidiah200-*.json"):
+        artifact = QmaxArtifact.model_validate_json(path.read_text())
+        assert artifact.fingerprint is not None
+        found[artifact.fingerprint.performance_env["ENGINE_MODE"]] = artifact
+    return found
+
+
+@pytest.mark.parametrize("folder", RUNS, ids=lambda p: p.name)
+def test_the_committed_summary_is_recomputed_from_the_committed_artifacts(folder: Path) -> None:
+    summary = json.loads((folder / "gpu-summary-h200.json").read_text())
+    found = artifacts_of(folder)
+    assert set(found) == {SERIAL_ENGINE_MODE, BATCHING_ENGINE_MODE}
+    again = recompute(summary, found[SERIAL_ENGINE_MODE], found[BATCHING_ENGINE_MODE])
+    assert json.loads(json.dumps(again)) == summary
+    assert summary["weights"] == "real-int8-converted"
+    assert "NVIDIA H200" in found[BATCHING_ENGINE_MODE].fingerprint.instance_type
+
+
+def test_swapped_modes_are_refused() -> None:
+    summary = json.loads((MEASUREMENTS / "gpu-summary-h200.json").read_text())
+    found = artifacts_of(MEASUREMENTS)
+    with pytest.raises(GpuSummaryError, match="serial then a batching"):
+        recompute(summary, found[BATCHING_ENGINE_MODE], found[SERIAL_ENGINE_MODE])
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"ENGINE_MODE": "concurrent", "ENGINE_MAX_BATCH": "64"}, True),
+        ({"ENGINE_MODE": "concurrent", "ENGINE_MAX_BATCH": "1"}, False),
+        ({"ENGINE_MODE": "concurrent", "ENGINE_BACKEND": "onnx"}, False),
+        ({"ENGINE_MODE": "serial", "ENGINE_MAX_BATCH": "64"}, False),
+        ({"ENGINE_MODE": "concurrent", "ENGINE_MAX_BATCH": "many"}, False),
+    ],
+)
+def test_engine_batches_only_when_concurrent_with_a_batch_above_one(env, expected) -> None:
+    assert engine_batches(env) is expected
+
+
+def test_the_plan_takes_the_batched_alarm_from_the_server_at_the_trigger_rung() -> None:
+    found = artifacts_of(MEASUREMENTS)
+    batched = found[BATCHING_ENGINE_MODE]
+    threshold, rule, _ = _alarm(batched, c_scale_max=100.0, c1_p95=150.0)
+    trigger = next(r for r in batched.rungs if r.concurrency >= 100)
+    assert rule == "server-first-chunk-p95-at-trigger"
+    assert trigger.server_first_chunk_p95_ms is not None
+    assert threshold <= trigger.server_first_chunk_p95_ms < threshold + 1
+    _, serial_rule, _ = _alarm(found[SERIAL_ENGINE_MODE], c_scale_max=10.0, c1_p95=150.0)
+    assert serial_rule == "ttfab-p95-c1"
