@@ -130,3 +130,20 @@ def test_human_report_names_every_derived_number(
         assert text in out
     assert err.startswith("next:")
     assert (tmp_path / "plan-kokoro-82m-g5xlarge-8b1b96bc.json").exists()
+
+
+def test_reimporting_the_reference_leaves_the_committed_files_alone(
+    repo_root, tmp_path, capsys, reference_qmax_path, reference_ttotal_path
+) -> None:
+    """A rebuild must not change the sources' sha256, or every derived plan_id would move."""
+    published = repo_root.parent / "shared" / "reference" / "published-g5xlarge-run.json"
+    if not published.exists():
+        pytest.skip("../shared/reference is not beside this checkout")
+    import shutil
+
+    for path in (reference_qmax_path, reference_ttotal_path):
+        shutil.copy(path, tmp_path / path.name)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(["import-reference", str(published), "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.count("(unchanged)") == 2
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
