@@ -8,11 +8,9 @@ writing never overwrites an artifact of another fingerprint.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +30,7 @@ from pydantic import (
 )
 
 from tts_bench import __version__
+from tts_bench.atomic_file import write_atomically
 from tts_bench.errors import ArtifactError
 from tts_bench.fingerprint import Fingerprint, Transport
 
@@ -436,17 +435,7 @@ def write_artifact(artifact: A, directory: str | os.PathLike[str], filename: str
                 f"{target}: holds an artifact of another fingerprint; pass another --out "
                 "directory or move it aside, nothing was written"
             )
-    fd, tmp = tempfile.mkstemp(prefix=f".{filename}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dump_json(artifact))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomically(target, dump_json(artifact).encode("utf-8"))
     return target
 
 

@@ -20,7 +20,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
 
+from tts_bench.atomic_file import write_atomically
 from tts_bench.aws import AwsSession, EndpointNotFoundError
 from tts_bench.deployed import SuspendedState, describe_endpoint
 from tts_bench.deployment import (
@@ -145,22 +145,12 @@ class FreezeRecords:
         path = self.path(record.region, record.endpoint, record.variant)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            write_atomically(path, (record.model_dump_json(indent=2) + "\n").encode("utf-8"))
         except OSError as exc:
             raise FreezeError(
                 f"cannot write the freeze record {path} ({exc.strerror}); set {STATE_DIR_ENV} "
                 "to a writable directory"
             ) from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(record.model_dump_json(indent=2) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
         return path
 
     def remove(self, record: FreezeRecord) -> None:

@@ -15,6 +15,7 @@ from dataclasses import astuple, dataclass, fields
 from enum import StrEnum
 from pathlib import Path
 
+from tts_bench.atomic_file import write_atomically
 from tts_bench.errors import ArtifactError
 
 SAMPLES_SUFFIX = ".samples.csv.gz"
@@ -104,12 +105,8 @@ def write_samples(path: str | os.PathLike[str], samples: list[Sample]) -> Path:
     writer.writerow(COLUMNS)
     for sample in sorted(samples, key=lambda s: (s.start, s.worker)):
         writer.writerow(sample.to_row())
-    tmp = path.with_name(f".{path.name}.tmp")
     # mtime=0 keeps the file byte-identical for identical samples.
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-        gz.write(text.getvalue().encode("utf-8"))
-    os.replace(tmp, path)
-    return path
+    return write_atomically(path, gzip.compress(text.getvalue().encode("utf-8"), mtime=0))
 
 
 def read_samples(path: str | os.PathLike[str]) -> list[Sample]:
