@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,44 @@ class InferenceOutput:
     started: float = 0.0  # time.monotonic() when a worker began the pass (set by the scheduler)
 
 
+class PassAborted(Exception):
+    """A forward pass stopped midway because every request in it had ended."""
+
+
+class PassAbort:
+    """Asked for by the scheduler, from the event loop, when every request in a running pass
+    has ended (deadline, client gone, cancel); the backend stops the pass if it can.
+
+    Thread-safe: the backend registers how to stop (`on_request`) from its worker thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requested = False
+        self._hooks: list[Callable[[], None]] = []
+
+    @property
+    def requested(self) -> bool:
+        return self._requested
+
+    def on_request(self, hook: Callable[[], None]) -> None:
+        """Call `hook` when the abort is requested (at once if it already was)."""
+        with self._lock:
+            if not self._requested:
+                self._hooks.append(hook)
+                return
+        hook()
+
+    def request(self) -> None:
+        with self._lock:
+            if self._requested:
+                return
+            self._requested = True
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
+
+
 class Backend(ABC):
     """A loaded model. `infer` blocks; the scheduler calls it from its worker threads.
 
@@ -49,6 +88,15 @@ class Backend(ABC):
 
     @abstractmethod
     def infer(self, items: Sequence[InferenceItem]) -> list[InferenceOutput]: ...
+
+    def infer_abortable(
+        self, items: Sequence[InferenceItem], abort: PassAbort
+    ) -> list[InferenceOutput]:
+        """`infer`, stopped early (raising `PassAborted`) once `abort` is requested.
+
+        A backend that cannot stop a pass midway runs it whole; this default does that.
+        """
+        return self.infer(items)
 
     def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
         """Release the model's memory."""

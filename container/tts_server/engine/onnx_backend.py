@@ -18,6 +18,8 @@ from tts_server.engine.backend import (
     Backend,
     InferenceItem,
     InferenceOutput,
+    PassAbort,
+    PassAborted,
 )
 from tts_server.engine.base import EngineError
 from tts_server.engine.offline_weights import DURATION_OUTPUT
@@ -79,7 +81,26 @@ class OnnxBackend(Backend):
     def infer(self, items: Sequence[InferenceItem]) -> list[InferenceOutput]:
         return [self._one(item) for item in items]
 
-    def _one(self, item: InferenceItem) -> InferenceOutput:
+    def infer_abortable(
+        self, items: Sequence[InferenceItem], abort: PassAbort
+    ) -> list[InferenceOutput]:
+        """Each run stops within milliseconds of the abort (onnxruntime's `terminate` flag,
+        set from the event loop's thread): on a CPU one long segment is minutes of work."""
+        import onnxruntime as ort
+
+        outputs = []
+        for item in items:
+            options = ort.RunOptions()
+            abort.on_request(lambda options=options: setattr(options, "terminate", True))
+            try:
+                outputs.append(self._one(item, options))
+            except Exception:
+                if abort.requested:
+                    raise PassAborted() from None
+                raise
+        return outputs
+
+    def _one(self, item: InferenceItem, options: object | None = None) -> InferenceOutput:
         tokens = np.concatenate([[0], item.token_ids, [0]]).astype(np.int64)[None, :]
         audio, durations = self._session.run(
             ["audio", DURATION_OUTPUT],
@@ -88,6 +109,7 @@ class OnnxBackend(Backend):
                 "style": item.style.reshape(1, 256).astype(np.float32),
                 "speed": np.array([item.speed], dtype=np.float32),
             },
+            run_options=options,
         )
         frames = np.asarray(durations).reshape(-1).astype(np.int64)
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
