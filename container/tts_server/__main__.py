@@ -34,6 +34,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return socket.create_server((host, port), family=family, backlog=1024)
 
 
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """The one line for a port in use, a host that does not resolve, or no permission."""
+    return f"cannot listen on {host}:{port} ({exc}); pick another --port or --host"
+
+
 async def serve(settings: ServerSettings, log: ServerLog, sock: socket.socket | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit 0 after draining) or until the engine fails to load (1)."""
     import asyncio
@@ -42,9 +47,17 @@ async def serve(settings: ServerSettings, log: ServerLog, sock: socket.socket | 
     from aiohttp import web
 
     from tts_server.app import GATE, STATE, create_app, drain
+    from tts_server.slow_clients import HeaderDeadlineRunner
 
     app = create_app(settings, log=log)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+    runner = HeaderDeadlineRunner(
+        app,
+        header_read_deadline_s=settings.header_read_deadline_s,
+        server_log=log,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=1.0,
+    )
     await runner.setup()
     site: web.BaseSite
     if sock is not None:
@@ -115,10 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sock = listening_socket(host, port)
     except OSError as exc:
         log.event("listen_failed", level="error", host=host, port=port, error=str(exc))
-        print(
-            f"tts_server: cannot listen on {host}:{port} ({exc}); pick another --port",
-            file=sys.stderr,
-        )
+        print(f"tts_server: {cannot_listen(host, port, exc)}", file=sys.stderr)
         return 1
     log.event("accepting", host=host, port=sock.getsockname()[1])
 

@@ -30,13 +30,19 @@ from tts_server.protocol import (
     word_timestamps_event,
 )
 
+NOTHING_TO_SAY_FIELD = {
+    "field": "transcript",
+    "message": "nothing to say: no word in it could be spoken; send some text to speak",
+}
+NOTHING_TO_SAY = f"transcript: {NOTHING_TO_SAY_FIELD['message']}"
+
 
 class EventSink(Protocol):
     """Where a generation's events go: an HTTP stream or a WebSocket."""
 
     async def send(self, events: list[dict[str, Any]]) -> None: ...
 
-    async def fail(self, status: int, error: str, message: str) -> None: ...
+    async def fail(self, status: int, error: str, message: str, **details: Any) -> None: ...
 
 
 def _segment_events(
@@ -129,6 +135,13 @@ async def run_generation(
                         _emit_work_metrics(
                             app, generation, work_start, first_chunk_ms, in_flight_at_arrival
                         )
+            if not segments:
+                # G2P found nothing speakable (only symbols, emoji): no audio is no answer.
+                outcome = "rejected"
+                await sink.fail(
+                    422, "invalid_request", NOTHING_TO_SAY, errors=[NOTHING_TO_SAY_FIELD]
+                )
+                return
             tail: list[dict[str, Any]] = []
             if request.use_normalized_timestamps and segments:
                 # Normalized times need the whole utterance's length: sent once, at the end.
@@ -149,7 +162,12 @@ async def run_generation(
             )
     except RequestRejected as exc:  # check() passed, synthesize disagreed: still the input's fault
         outcome = "rejected"
-        await sink.fail(422, "invalid_request", str(exc))
+        await sink.fail(
+            422,
+            "invalid_request",
+            str(exc),
+            errors=[{"field": p.field, "message": p.message} for p in exc.problems],
+        )
     except EngineError as exc:
         outcome = "engine_error"
         log.event("engine_error", level="error", request_id=generation.request_id, error=str(exc))

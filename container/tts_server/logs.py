@@ -3,10 +3,15 @@
 `ServerLog` writes the server's own lines (events, start-up markers, metrics);
 `install_json_logging` routes the standard `logging` records of aiohttp and the engine
 through the same format, so no line on stdout is anything but JSON.
+
+A log writer never raises, whatever a request holds: `json_line` escapes what UTF-8 cannot
+carry (a lone surrogate from a `\\ud800` JSON escape) and stands in for what JSON cannot
+express, and a line that still cannot be written is dropped rather than failing a request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -23,6 +28,29 @@ def new_request_id(context_id: str | None) -> str:
     return f"{uuid.uuid4()}-{context_id}" if context_id else str(uuid.uuid4())
 
 
+def json_line(record: dict[str, Any]) -> str:
+    """`record` as one line of JSON that UTF-8 can encode; never raises.
+
+    Lone surrogates come out as their JSON escape (backslashreplace writes exactly `\\udXXX`,
+    inside a JSON string), so the line still parses back to the same text.
+    """
+    try:
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=_fallback)
+    except (TypeError, ValueError, RecursionError) as exc:  # cycles, unencodable keys
+        line = json.dumps(
+            {"level": "error", "msg": "unloggable_record", "error": repr(exc)[:200]},
+            separators=(",", ":"),
+        )
+    return line.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _fallback(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:  # a __str__ that raises must not take the log line with it
+        return f"<unprintable {type(value).__name__}>"
+
+
 class ServerLog:
     """Writes JSON lines to one stream; each start-up marker at most once, in order."""
 
@@ -32,9 +60,10 @@ class ServerLog:
         self._next_marker = 0
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
+        line = json_line(record)
         stream = self._stream or sys.stdout
-        with self._lock:
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            # A closed or broken stdout loses this line; it must not fail the request.
             stream.write(line + "\n")
             stream.flush()
 
@@ -62,21 +91,46 @@ class ServerLog:
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        try:
+            message = record.getMessage()
+        except Exception:  # bad %-arguments in a library's call
+            message = str(record.msg)
         body: dict[str, Any] = {
             "level": record.levelname.lower(),
-            "msg": record.getMessage(),
+            "msg": message,
             "ts": record.created,
             "logger": record.name,
         }
         if record.exc_info:
             body["exc"] = self.formatException(record.exc_info)
-        return json.dumps(body, ensure_ascii=False, default=str)
+        return json_line(body)
+
+
+class MalformedHttpIsAWarning(logging.Filter):
+    """aiohttp logs every malformed HTTP request at error level with a traceback; that is
+    the client's mistake, not the server's, and must not trip error-log alarms. It becomes a
+    warning line with the parser's one-line reason and no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.name.startswith("aiohttp") and isinstance(exc, HttpProcessingError):
+            reason = " ".join(str(exc.message or type(exc).__name__).split())
+            record.msg = (
+                f"{record.getMessage()}: malformed HTTP request ({exc.code}): {reason[:300]}"
+            )
+            record.args = ()
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
 
 
 def install_json_logging(level: int = logging.WARNING) -> None:
     """Send every standard logging record to stdout as one JSON line."""
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(_JsonFormatter())
+    handler.addFilter(MalformedHttpIsAWarning())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -9,6 +9,7 @@ one as a newline-terminated JSON line for the HTTP stream.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,7 +45,8 @@ class FieldProblem:
 
 class _Strict(BaseModel):
     # strict: "1" is not an int and 1 is not a bool; wrong types are the caller's to fix.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan=False: decode_json refuses them already; the model must not rely on it.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class VoiceSpec(_Strict):
@@ -107,16 +109,93 @@ def _loc(loc: Sequence[int | str]) -> str:
     return ".".join(str(part) for part in loc) or "body"
 
 
+# Integers longer than this are refused while parsing: no field takes one, and every
+# shorter one converts to a finite float (10**300 < 1.8e308), so no check downstream overflows.
+MAX_INTEGER_DIGITS = 300
+
+
+class _Unrepresentable(ValueError):
+    """A JSON number this server refuses: non-finite, or an integer of too many digits."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Unrepresentable(f"the number {text[:40]} is beyond the float range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        raise _Unrepresentable(
+            f"an integer has {digits} digits; at most {MAX_INTEGER_DIGITS} are accepted"
+        )
+    return int(text)
+
+
+def _no_constant(name: str) -> float:
+    raise _Unrepresentable(f"{name} is not a JSON number; send a finite number")
+
+
 def decode_json(body: bytes) -> tuple[Any, list[FieldProblem]]:
-    """The body as JSON, or a `body` problem."""
+    """The body as JSON, or a `body` problem; then a problem per string that is not Unicode.
+
+    Never raises: NaN, Infinity, numbers beyond the float range and integers of more than
+    MAX_INTEGER_DIGITS digits are `body` problems. A string holding a lone UTF-16 surrogate
+    (valid JSON, `\\ud800`, but not Unicode) is a problem named by its field; the value still
+    comes back so the caller can echo a good `context_id`.
+    """
     try:
-        return json.loads(body.decode("utf-8")), []
+        data = json.loads(
+            body.decode("utf-8"),
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+            parse_constant=_no_constant,
+        )
     except UnicodeDecodeError:
         return None, [FieldProblem("body", "is not UTF-8 text; send a JSON object")]
     except json.JSONDecodeError as exc:
         return None, [FieldProblem("body", f"is not valid JSON ({exc.msg} at {exc.pos})")]
+    except _Unrepresentable as exc:
+        return None, [FieldProblem("body", str(exc))]
     except RecursionError:
         return None, [FieldProblem("body", "nests too deeply; send a flat request object")]
+    except ValueError as exc:  # the interpreter's own integer-size limit, and the like
+        return None, [FieldProblem("body", f"holds a value JSON parsing refused ({exc})")]
+    return data, _surrogate_problems(data)
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _surrogate_problems(data: Any) -> list[FieldProblem]:
+    """A problem for every string (key or value) holding a lone surrogate; iterative, so a
+    deeply nested value cannot exhaust the stack."""
+    problems: list[FieldProblem] = []
+    stack: list[tuple[tuple[str, ...], Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if not _is_unicode(value):
+                problems.append(FieldProblem(_loc(path), _SURROGATE))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not _is_unicode(key):
+                    problems.append(FieldProblem(_loc(path), f"a key {_SURROGATE}"))
+                    continue
+                stack.append(((*path, key), item))
+        elif isinstance(value, list):
+            stack.extend(((*path, str(i)), item) for i, item in enumerate(value))
+    return sorted(problems, key=lambda p: p.field)
+
+
+_SURROGATE = "holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape unpaired); send valid Unicode"
 
 
 def parse_request(
@@ -274,5 +353,12 @@ def invalid_request_body(problems: Sequence[FieldProblem]) -> dict:
     }
 
 
+def event_text(event: Mapping[str, Any]) -> str:
+    """One event as JSON text that UTF-8 can always carry: an error event may echo a field
+    that holds a lone surrogate; it comes out as its JSON escape, so it parses back the same."""
+    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def encode_line(event: Mapping[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return event_text(event).encode("utf-8") + b"\n"

@@ -21,6 +21,7 @@ from tts_bench.telemetry import (
     ENV_MAX_QUEUE_DEPTH,
     ENV_VARIANT_NAME,
 )
+from tts_server.engine.text import MAX_TRANSCRIPT_CHARS
 from tts_server.flags import DEFAULT_HOST, DEFAULT_PORT
 
 # Environment variable → settings field. ENGINE_BACKEND / ENGINE_MODE are the same names the
@@ -36,6 +37,8 @@ ENV_FIELDS: dict[str, str] = {
     "EXIT_DEADLINE_S": "exit_deadline_s",
     "MAX_BODY_BYTES": "max_body_bytes",
     "MAX_TRANSCRIPT_CHARS": "max_transcript_chars",
+    "BODY_READ_DEADLINE_S": "body_read_deadline_s",
+    "HEADER_READ_DEADLINE_S": "header_read_deadline_s",
     ENV_ENDPOINT_NAME: "endpoint_name",
     ENV_VARIANT_NAME: "variant_name",
     ENV_INSTANCE_TYPE: "instance_type",
@@ -50,7 +53,8 @@ class SettingsError(TtsBenchError):
 class ServerSettings(BaseModel):
     """Everything the server needs to know before it starts; frozen once built."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: REQUEST_CEILING_S=inf would pass gt=0 and never end a request.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, description="0 picks a free port")
@@ -71,7 +75,22 @@ class ServerSettings(BaseModel):
         default=29.0, gt=0, description="after SIGTERM the process is gone by then (SIGKILL at 30)"
     )
     max_body_bytes: int = Field(default=64 * 1024, ge=256)
-    max_transcript_chars: int = Field(default=4000, ge=1)
+    max_transcript_chars: int = Field(
+        default=4000,
+        ge=1,
+        le=MAX_TRANSCRIPT_CHARS,
+        description="longer transcripts get 422; the engine's own text limit is the ceiling",
+    )
+    body_read_deadline_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="a request body must arrive within this; it is read before admission",
+    )
+    header_read_deadline_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="a connection that began a request must finish its headers within this",
+    )
     endpoint_name: str = Field(default="local", min_length=1)
     variant_name: str = Field(default="AllTraffic", min_length=1)
     instance_type: str | None = None

@@ -3,16 +3,20 @@
 Each client text message is one request (or a cancel); several contexts run at once in one
 session, each admitted by the gate on its own, their events interleaved as text messages.
 RFC 6455 pings are answered by aiohttp's autoping.
+
+A bad message gets an error event and the session goes on: that includes a message larger
+than a request body (413), which is refused alone. Only a message beyond a hard cap (many
+bodies' worth, so memory stays bounded) makes aiohttp close the session; before any close,
+every context still running ends with an error event, so none is dropped silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from tts_server.admission import Refusal, Ticket
 from tts_server.app_state import GATE, LOG, SETTINGS, STATE, Generation
@@ -23,9 +27,19 @@ from tts_server.protocol import (
     TtsRequest,
     decode_json,
     error_event,
+    event_text,
     invalid_request_body,
     parse_request,
 )
+
+# aiohttp closes the session on a message larger than this many request bodies; anything
+# between one body and this is refused alone with a 413 error event.
+HARD_MESSAGE_BODIES = 16
+# Why a session closes → the status its unfinished contexts end with.
+_CLOSE_STATUS = {1009: 413, 1001: 503}
+# How long the closing session may spend telling its contexts (a client that stopped
+# reading must not hold the close).
+_CLOSE_NOTICE_S = 2.0
 
 
 class _WsSink:
@@ -39,9 +53,7 @@ class _WsSink:
     async def send(self, events: list[dict[str, Any]]) -> None:
         for event in events:
             async with self._lock:
-                await self._ws.send_str(
-                    json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-                )
+                await self._ws.send_str(event_text(event))
 
     async def fail(self, status: int, error: str, message: str, **details: Any) -> None:
         if not self._ws.closed:
@@ -131,6 +143,26 @@ class _WsSession:
             [{"type": "cancelled", "context_id": context_id, "done": True, "status_code": 200}]
         )
 
+    async def end_contexts(self, code: int) -> None:
+        """End every running context with an error event, before the socket closes."""
+        if not self.contexts:
+            return
+        running = dict(self.contexts)
+        self.contexts.clear()
+        for task in running.values():
+            task.cancel()
+        await asyncio.gather(*running.values(), return_exceptions=True)
+        status = _CLOSE_STATUS.get(code, 400)
+        with contextlib.suppress(Exception):  # the client may be gone already
+            async with asyncio.timeout(_CLOSE_NOTICE_S):
+                for context_id in running:
+                    await self.sink(context_id).fail(
+                        status,
+                        "session_closing",
+                        f"the session is closing (WebSocket close code {code}) before this "
+                        "context finished",
+                    )
+
     async def close(self) -> None:
         tasks = list(self.contexts.values())
         for task in tasks:
@@ -138,19 +170,57 @@ class _WsSession:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+class _SessionSocket(web.WebSocketResponse):
+    """A WebSocketResponse that lets its session end running contexts with an error event
+    before any close: aiohttp's own (a message beyond the hard cap, a protocol error), the
+    server's at shutdown, or the client's."""
+
+    session: _WsSession | None = None
+
+    async def close(
+        self, *, code: int = WSCloseCode.OK, message: bytes = b"", drain: bool = True
+    ) -> bool:
+        session, self.session = self.session, None
+        if session is not None and not self.closed:
+            await session.end_contexts(code)
+        return await super().close(code=code, message=message, drain=drain)
+
+
+async def _handle_message(session: _WsSession, text: str, limit: int) -> None:
+    """One client message; whatever it holds, the session goes on."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        await session.sink(None).fail(
+            413,
+            "body_too_large",
+            f"body: the message is {size} bytes; at most {limit} are accepted",
+            errors=[{"field": "body", "message": f"exceeds {limit} bytes"}],
+        )
+        return
+    try:
+        await session.handle(text)
+    except ConnectionResetError:
+        raise
+    except Exception as exc:  # a bug: report it on this message, keep the session
+        session.app[LOG].event("ws_message_failed", level="error", error=repr(exc)[:500])
+        await session.sink(None).fail(500, "internal_error", "the server failed on this message")
+
+
 async def bidirectional_stream(request: web.Request) -> web.StreamResponse:
     app = request.app
     if (body := not_ready_body(app)) is not None:
         return web.json_response(body, status=503)
-    # autoping answers RFC 6455 pings; a message larger than a body is refused like one.
-    ws = web.WebSocketResponse(autoping=True, max_msg_size=app[SETTINGS].max_body_bytes)
+    limit = app[SETTINGS].max_body_bytes
+    # autoping answers RFC 6455 pings; a message larger than a body is refused like one (413).
+    ws = _SessionSocket(autoping=True, max_msg_size=HARD_MESSAGE_BODIES * limit)
     await ws.prepare(request)
     session = _WsSession(app, ws)
+    ws.session = session
     app[STATE].sockets.add(ws)
     try:
         async for message in ws:
             if message.type is WSMsgType.TEXT:
-                await session.handle(message.data)
+                await _handle_message(session, message.data, limit)
             elif message.type is WSMsgType.BINARY:
                 await session.sink(None).fail(
                     422, "invalid_request", "body: send each request as a JSON text message"

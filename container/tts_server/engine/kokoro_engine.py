@@ -37,7 +37,12 @@ from tts_server.engine.g2p import (
     split_phonemized,
 )
 from tts_server.engine.scheduler import InferenceScheduler
-from tts_server.engine.text import SPEED_RANGE, VOLUME_RANGE, segment_text
+from tts_server.engine.text import (
+    SPEED_RANGE,
+    VOLUME_RANGE,
+    effective_ratio_problems,
+    segment_text,
+)
 from tts_server.engine.timing import timings
 
 Mode = Literal["concurrent", "serial"]  # tts_bench.engine_modes names them for the plan
@@ -150,7 +155,7 @@ class KokoroEngine(Engine):
         self._model = self._scheduler = None
 
     def check(self, request: SynthesisRequest) -> list[InputProblem]:
-        _, problems = segment_text(request.text)
+        pieces, problems = segment_text(request.text)
         if request.language not in LANGUAGES:
             problems.append(
                 InputProblem("language", f"unsupported language {request.language!r}; "
@@ -167,6 +172,8 @@ class KokoroEngine(Engine):
         ):
             if not low <= value <= high:
                 problems.append(InputProblem(name, f"{name} {value} is outside [{low}, {high}]"))
+        if not any(p.field in ("speed", "volume") for p in problems):
+            problems.extend(effective_ratio_problems(pieces, request.speed, request.volume))
         return problems
 
     @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ of them at once, so a caller can name every mistake in one answer.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tts_server.engine.base import InputProblem
@@ -107,11 +109,41 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
+# Characters that carry nothing to say: spaces, line and paragraph separators, control and
+# format characters (zero-width space and joiners, direction marks, the BOM).
+_SILENT_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
+
+
+def _is_silent(text: str) -> bool:
+    return all(unicodedata.category(c) in _SILENT_CATEGORIES for c in text)
+
+
+def _first_surrogate(text: str) -> int | None:
+    """Where the first lone UTF-16 surrogate is (valid JSON, not Unicode; G2P raises on it)."""
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            return index
+    return None
+
+
 def segment_text(transcript: str) -> tuple[list[TextPiece], list[InputProblem]]:
     """Tags, then sentences: the pieces an utterance is synthesised in, in order."""
     problems: list[InputProblem] = []
-    if not transcript.strip():
-        return [], [InputProblem(_FIELD, "transcript is empty; send some text to speak")]
+    if (at := _first_surrogate(transcript)) is not None:
+        return [], [
+            InputProblem(
+                _FIELD,
+                f"transcript holds a lone UTF-16 surrogate at character {at}; send valid Unicode",
+            )
+        ]
+    if _is_silent(transcript):
+        return [], [
+            InputProblem(
+                _FIELD,
+                "nothing to say: the transcript is empty or only spaces, control and "
+                "zero-width characters; send some text to speak",
+            )
+        ]
     if len(transcript) > MAX_TRANSCRIPT_CHARS:
         problems.append(
             InputProblem(
@@ -130,3 +162,31 @@ def segment_text(transcript: str) -> tuple[list[TextPiece], list[InputProblem]]:
     if not pieces and not problems:
         problems.append(InputProblem(_FIELD, "transcript holds only tags; add text to speak"))
     return pieces, problems
+
+
+def effective_ratio_problems(
+    pieces: Sequence[TextPiece], speed: float, volume: float
+) -> list[InputProblem]:
+    """The request's speed and volume times each piece's tag ratios, checked against the
+    same ranges as each alone: a 0.25 tag on a 0.25 request would be 1/16 speed, whose one
+    sentence is minutes of audio and gigabytes of model memory."""
+    problems: list[InputProblem] = []
+    seen: set[tuple[str, float]] = set()
+    for piece in pieces:
+        for name, base, ratio, (low, high) in (
+            ("speed", speed, piece.speed_ratio, SPEED_RANGE),
+            ("volume", volume, piece.volume_ratio, VOLUME_RANGE),
+        ):
+            effective = base * ratio
+            if low <= effective <= high or (name, ratio) in seen:
+                continue
+            seen.add((name, ratio))
+            problems.append(
+                InputProblem(
+                    _FIELD,
+                    f"<{name} ratio='{ratio:g}'/> on a request {name} of {base:g} gives an "
+                    f"effective {name} of {effective:g}, outside [{low}, {high}]; the product "
+                    "must lie in that range",
+                )
+            )
+    return problems
