@@ -13,7 +13,7 @@ front end (misaki, spaCy, espeak-ng):
        order, no serving overhead;
    (b) the Q_max ladder against `python -m tts_server --backend torch` in serial mode, then
        in batched (concurrent) mode, on one rung grid, Locust with `--processes N` workers;
-   (c) both qmax artifacts, their plots and `gpu-summary-<gpu>.json` (tts_bench.gpu_summary).
+   (c) both qmax artifacts, their plots and `gpu-summary-<gpu>.json` (tts_bench.measure.gpu_summary).
 
 Usage (from the repository root):
     PYTHONPATH=.:container python benchmarks/gpu_bench.py prepare --out STAGE
@@ -44,7 +44,7 @@ def corpus_pieces(corpus_path: Path | None) -> list[tuple[str, str]]:
     """(language, piece text) for every piece the server will phonemize for the corpus."""
     from tts_server.engine.text import segment_text
 
-    from tts_bench.corpus import load_corpus
+    from tts_bench.measure.corpus import load_corpus
 
     default = REPO / "loadtest" / "corpus" / "en.txt"
     utterances = load_corpus(corpus_path or default)
@@ -93,7 +93,7 @@ def corpus_items(backend, table_path: Path, corpus_path: Path | None):  # type: 
     from tts_server.engine.g2p import Phonemizer, load_table, split_phonemized
     from tts_server.engine.text import segment_text
 
-    from tts_bench.corpus import load_corpus
+    from tts_bench.measure.corpus import load_corpus
 
     phonemizer = Phonemizer(backend.vocab, table=load_table(table_path))
     utterances = load_corpus(corpus_path or REPO / "loadtest" / "corpus" / "en.txt")
@@ -144,10 +144,10 @@ def offline_sweep(args: argparse.Namespace) -> dict[str, object]:
 
 
 def ladder(args: argparse.Namespace, mode: str, rungs: str) -> Path:
-    from tts_bench.fingerprint import Transport
-    from tts_bench.ladder import LadderSchedule, parse_rungs
-    from tts_bench.ladder_locust import LadderRequest, run_ladder
-    from tts_bench.local_server import LocalServer
+    from tts_bench.artifacts.fingerprint import Transport
+    from tts_bench.measure.ladder import LadderSchedule, parse_rungs
+    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+    from tts_bench.measure.local_server import LocalServer
 
     env = {**os.environ, "ENGINE_MODE": mode, "ENGINE_G2P_TABLE": str(args.g2p_table.resolve())}
     env["ENGINE_MAX_BATCH"] = str(max(args.batch_sizes))
@@ -176,9 +176,9 @@ def ladder(args: argparse.Namespace, mode: str, rungs: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts import QmaxArtifact
-    from tts_bench.gpu_summary import OfflineSweep, gpu_summary
-    from tts_bench.report import plot_qmax
+    from tts_bench.artifacts.schema import QmaxArtifact
+    from tts_bench.measure.gpu_summary import OfflineSweep, gpu_summary
+    from tts_bench.measure.plots import plot_qmax
 
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/gpu_bench.py " + shlex.join(sys.argv[1:])
