@@ -36,6 +36,8 @@ from tts_bench.planning.rounding import ceil9, floor9, round9
 
 MIN_SCALE_OUT_COOLDOWN_S, MAX_SCALE_OUT_COOLDOWN_S = 10, 30
 MIN_SCALE_IN_COOLDOWN_S = 300
+# Application Auto Scaling's MinCapacity and MaxCapacity are 32-bit integers.
+MAX_CAPACITY = 2**31 - 1
 
 __all__ = ["PlanRequest", "ceil9", "derive_plan", "floor9", "plan_id", "round9"]
 
@@ -43,7 +45,7 @@ __all__ = ["PlanRequest", "ceil9", "derive_plan", "floor9", "plan_id", "round9"]
 class PlanRequest(BaseModel):
     """The operator's choices that, with the two artifacts, determine a plan."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     peak_rps: NonNegativeFloat
     trough_rps: NonNegativeFloat = 0.0
@@ -169,6 +171,13 @@ def size_fleet(basis: Basis, thresholds: Thresholds, request: PlanRequest, x_cur
     x_trigger = x_curve(thresholds.c_scale_max)
     if x_trigger <= 0:
         return Fleet(0.0, request.min_floor, request.min_floor, None)
+    for flag, rps in (("--peak-rps", request.peak_rps), ("--trough-rps", request.trough_rps)):
+        if not rps / x_trigger <= MAX_CAPACITY:  # also catches an overflow to inf
+            raise RefusalError(
+                f"{flag} {rps:g} needs about {rps / x_trigger:.3g} instances at "
+                f"{x_trigger:.3g} rps each, beyond Application Auto Scaling's MaxCapacity "
+                f"({MAX_CAPACITY}, a 32-bit integer) and any account's quota; check {flag}"
+            )
     min_instances = max(request.min_floor, ceil9(request.trough_rps / x_trigger))
     max_instances = max(min_instances, ceil9(request.peak_rps / x_trigger))
     naive = max(min_instances, ceil9(request.peak_rps * basis.s_mean / thresholds.c_scale_max))
