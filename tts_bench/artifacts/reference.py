@@ -7,7 +7,6 @@ treat it like any other measurement and the reference check of SPEC §6 can be r
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tts_bench.artifacts.schema import (
     TtotalArtifact,
     UncontendedService,
     ladder_outcome,
+    parse_artifact_json,
 )
 from tts_bench.errors import ArtifactError
 
@@ -79,9 +79,13 @@ def _stage_name(label: str) -> str:
 def build_reference(path: Path) -> tuple[QmaxArtifact, TtotalArtifact]:
     """Both artifacts from the published figures at `path`."""
     try:
-        run = _PublishedRun.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ArtifactError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path}: cannot read: {exc}") from None
+    try:
+        run = _PublishedRun.model_validate(parse_artifact_json(raw, path))
     except (ValueError, ValidationError) as exc:
         raise ArtifactError(
             f"{path}: not a published-run file: {str(exc).splitlines()[0]}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -32,6 +33,7 @@ from pydantic import (
 from tts_bench import __version__
 from tts_bench.artifacts.atomic_file import write_atomically
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
+from tts_bench.artifacts.out_paths import usable_folder
 from tts_bench.errors import ArtifactError
 
 SCHEMA_VERSION = 1
@@ -63,7 +65,9 @@ __all__ = [
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # allow_inf_nan=False: an infinite SLO or rate is never a measurement, and JSON has no
+    # way to write one back (pydantic would write null, which the schema then refuses).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Provenance(_Strict):
@@ -371,6 +375,47 @@ def _describe(error: ValidationError) -> str:
     return f"{loc}: {msg}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
+# No artifact field needs more digits; every shorter integer converts to a finite float.
+MAX_INTEGER_DIGITS = 300
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number an artifact may hold; write a finite number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond the float range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is not a measurement")
+    return int(text)
+
+
+def parse_artifact_json(raw: str, path: Path) -> Any:
+    """JSON text as Python values, or `ArtifactError` of one line: never NaN or Infinity,
+    never an integer too long to convert, never a RecursionError from deep nesting."""
+    try:
+        return json.loads(
+            raw,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(
+            f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except RecursionError:
+        raise ArtifactError(f"{path}: nested too deeply to be an artifact") from None
+    except ValueError as exc:
+        raise ArtifactError(f"{path}: {exc}") from None
+
+
 def load_artifact(path: str | os.PathLike[str], model: type[A]) -> A:
     """Read and validate one artifact; any problem is an `ArtifactError` of one line."""
     path = Path(path)
@@ -380,12 +425,7 @@ def load_artifact(path: str | os.PathLike[str], model: type[A]) -> A:
         raise ArtifactError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"{path}: cannot read: {exc}") from None
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(
-            f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
+    data = parse_artifact_json(raw, path)
     kind = model.model_fields["artifact"].default
     if isinstance(data, dict) and data.get("artifact") not in (None, kind):
         raise ArtifactError(
@@ -402,7 +442,7 @@ def load_any(path: str | os.PathLike[str]) -> QmaxArtifact | TtotalArtifact | Pl
     path = Path(path)
     try:
         kind = json.loads(path.read_text(encoding="utf-8")).get("artifact")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         kind = None
     if kind not in ARTIFACT_MODELS:
         # Let the qmax loader produce the precise one-line complaint.
@@ -420,8 +460,7 @@ def write_artifact(artifact: A, directory: str | os.PathLike[str], filename: str
     Overwrites an earlier artifact of the same fingerprint (a re-run); refuses to replace one
     of another fingerprint, or a file it cannot read, so nothing measured is ever lost.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = usable_folder(directory)
     target = directory / filename
     if target.exists():
         try:
@@ -435,7 +474,12 @@ def write_artifact(artifact: A, directory: str | os.PathLike[str], filename: str
                 f"{target}: holds an artifact of another fingerprint; pass another --out "
                 "directory or move it aside, nothing was written"
             )
-    write_atomically(target, dump_json(artifact).encode("utf-8"))
+    try:
+        write_atomically(target, dump_json(artifact).encode("utf-8"))
+    except OSError as exc:
+        raise ArtifactError(
+            f"{target}: cannot write ({exc.strerror or exc}); nothing was written"
+        ) from None
     return target
 
 

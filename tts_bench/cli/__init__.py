@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from tts_bench import __version__
 from tts_bench.errors import TtsBenchError
@@ -32,8 +34,26 @@ COMMANDS = (
 )  # fmt: skip
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage mistake in one line (exit 2), like every refusal here;
+    subcommand parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def non_finite_flag(args: argparse.Namespace) -> str | None:
+    """The first flag holding inf or nan (argparse's float() takes both), as a message."""
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if isinstance(item, float) and not math.isfinite(item):
+                return f"--{name.replace('_', '-')} {item}: not a finite number; give one"
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="tts-bench",
         description="Measure a TTS endpoint, derive its autoscaling plan, gate deployment on it.",
     )
@@ -47,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if (problem := non_finite_flag(args)) is not None:
+        print(f"tts-bench {args.command}: {problem}", file=sys.stderr)
+        return 2
     try:
         return int(args.handler(args))
     except TtsBenchError as exc:

@@ -100,12 +100,20 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.cli.ttotal import serve_flags
     from tts_bench.jobs.local_run import LocalRunSettings, run_local
     from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ladder import LadderSchedule, parse_rungs
+    from tts_bench.measure.ladder import LadderError, LadderSchedule, check_slo_ms, parse_rungs
     from tts_bench.measure.ladder_locust import REPO_ROOT
 
+    # Everything the run ends with (the plan, the artifacts) is checked before it starts.
+    if args.slo_ms is not None:
+        check_slo_ms(args.slo_ms)
+    for flag, rps in (("--peak-rps", args.peak_rps), ("--trough-rps", args.trough_rps)):
+        if rps < 0:
+            raise LadderError(f"{flag} {rps:g}: traffic cannot be negative")
+    usable_folder(args.out)
     corpus_path = args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt"
     settings = LocalRunSettings(
         out=args.out,

@@ -108,10 +108,13 @@ def schedule_of(args: argparse.Namespace) -> LadderSchedule:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.errors import RefusalError
     from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ladder import check_slo_ms
 
     schedule = schedule_of(args)
+    check_slo_ms(args.slo_ms)
     if args.corpus is not None:
         load_corpus(args.corpus)
     if args.dry_run:
@@ -125,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.host:
         raise RefusalError("a local ladder needs --host, e.g. --host http://127.0.0.1:8080")
+    if args.processes is not None and args.processes < 1:
+        raise RefusalError(f"--processes {args.processes}: give at least 1 (or leave it out)")
+    usable_folder(args.out)  # before the ladder: a bad --out must not cost the run
 
     from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
     from tts_bench.measure.server_ping import fetch_ping

@@ -30,15 +30,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_any
     from tts_bench.errors import ArtifactError
     from tts_bench.measure.plots import plot_qmax, plot_ttotal
 
     loaded = [(path, load_any(path)) for path in args.artifacts]  # every file checked first
+    for path, _ in loaded:  # and every folder a PNG goes to
+        usable_folder(args.out or path.parent)
     written = 0
     for path, artifact in loaded:
         directory = args.out or path.parent
-        directory.mkdir(parents=True, exist_ok=True)
         target = directory / (path.name.removesuffix(".json") + ".png")
         if isinstance(artifact, QmaxArtifact):
             print(plot_qmax(artifact, target))

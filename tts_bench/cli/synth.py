@@ -87,10 +87,9 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     from tts_server.engine import SAMPLE_RATE
 
-    if not args.out.parent.is_dir():
-        raise EngineCommandError(
-            f"{args.out.parent} does not exist; create it or pick another --out"
-        )
+    from tts_bench.artifacts.out_paths import usable_file
+
+    usable_file(args.out)  # a folder, a missing folder or a read-only place: one line, first
     segments, first_s, total_s = asyncio.run(_synthesize(args))
     if not segments:
         raise EngineCommandError("nothing to say: the text has no speakable words")

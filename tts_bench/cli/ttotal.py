@@ -61,9 +61,11 @@ def serve_flags(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.fingerprint import ttotal_filename
+    from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.artifacts.schema import Trigger, write_artifact
     from tts_bench.errors import RefusalError
     from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ladder import MAX_PHASE_S
     from tts_bench.measure.ladder_locust import REPO_ROOT
     from tts_bench.measure.ttotal_local import LocalTtotalRequest, local_qmax, measure_local_ttotal
 
@@ -74,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.probe_concurrency < 1:
         raise RefusalError("--probe-concurrency must be at least 1")
+    if not 0 <= args.policy_lag_s <= MAX_PHASE_S:
+        raise RefusalError(f"--policy-lag-s {args.policy_lag_s:g}: give 0 to {MAX_PHASE_S:g} s")
     local_qmax(args.qmax)
+    usable_folder(args.out)  # before the measurement: a bad --out must not cost it
     if not args.host:
         raise RefusalError("--local needs --host: the running server the ladder measured")
     corpus = load_corpus(args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt")

@@ -43,6 +43,9 @@ DEFAULT_HOLD_S = 240.0
 DEFAULT_MEASURE_S = 60.0
 DEFAULT_IDLE_S = 30.0
 DEFAULT_SLO_MS = 3000.0
+# Longest hold, measure window or idle a schedule may ask for: a day. Longer is a typo, and
+# 1e308 s would overflow the schedule's clock arithmetic.
+MAX_PHASE_S = 86_400.0
 
 MIN_IN_FLIGHT_FRACTION = 0.95  # below this share of N the client did not hold the rung
 MAX_CLIENT_CPU_PERCENT = 90.0  # above this a load generator's own timing is suspect
@@ -112,6 +115,13 @@ class LadderSchedule:
             )
         if self.idle_s < 0 or self.final_drain_s < 0:
             raise LadderError("--idle-s cannot be negative")
+        for flag, seconds in (
+            ("--hold-s", self.hold_s),
+            ("--measure-s", self.measure_s),
+            ("--idle-s", self.idle_s),
+        ):
+            if not seconds <= MAX_PHASE_S:  # also refuses nan
+                raise LadderError(f"{flag} {seconds:g}: at most {MAX_PHASE_S:g} s (a day)")
 
     def rung_start_s(self, index: int) -> float:
         return index * (self.hold_s + self.idle_s)
@@ -149,6 +159,21 @@ class LadderSchedule:
             idle_s=self.idle_s,
             start_epoch=start_epoch,
         )
+
+
+# No request outlives SageMaker's 60 s invocation ceiling, so no SLO can be longer.
+MAX_SLO_MS = 60_000.0
+
+
+def check_slo_ms(slo_ms: float) -> float:
+    """A p95 TTFAB SLO the ladder can judge rungs against: above 0, at most the 60 s ceiling.
+    Checked before the first request: a bad one used to hold every rung, then fail at the end."""
+    if not 0 < slo_ms <= MAX_SLO_MS:  # also refuses nan
+        raise LadderError(
+            f"--slo-ms {slo_ms:g}: the SLO must be above 0 and at most {MAX_SLO_MS:g} ms "
+            "(SageMaker's invocation ceiling)"
+        )
+    return slo_ms
 
 
 def format_duration(seconds: float) -> str:
