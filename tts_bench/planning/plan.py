@@ -128,16 +128,26 @@ def check_basis(qmax: QmaxArtifact, ttotal: TtotalArtifact, request: PlanRequest
     )
 
 
-def check_pairing(qmax: QmaxArtifact, ttotal: TtotalArtifact, allow: bool) -> Finding:
-    """Both artifacts must describe the same build over the same transport."""
+def check_pairing(
+    qmax: QmaxArtifact, ttotal: TtotalArtifact, allow: bool, qmax_sha256: str | None = None
+) -> Finding:
+    """Both artifacts must describe the same build over the same transport, and the ttotal
+    must have judged recovery against this very ladder when it records which (`qmax_sha256`
+    is the sha256 of the qmax file given)."""
+    problems: list[str] = []
     if qmax.fingerprint is None or ttotal.fingerprint is None:
         which = "qmax" if qmax.fingerprint is None else "ttotal"
-        problem = f"the {which} artifact has no fingerprint"
-    else:
-        diffs = qmax.fingerprint.differences(ttotal.fingerprint)
-        if not diffs:
-            return finding("fingerprint", Verdict.OK, "qmax and ttotal share one fingerprint")
-        problem = "qmax and ttotal fingerprints differ (" + "; ".join(diffs) + ")"
+        problems.append(f"the {which} artifact has no fingerprint")
+    elif diffs := qmax.fingerprint.differences(ttotal.fingerprint):
+        problems.append("qmax and ttotal fingerprints differ (" + "; ".join(diffs) + ")")
+    if qmax_sha256 and ttotal.qmax_sha256 and ttotal.qmax_sha256 != qmax_sha256:
+        problems.append(
+            f"the ttotal was measured against another qmax artifact (sha256 "
+            f"{ttotal.qmax_sha256[:12]}, this one is {qmax_sha256[:12]})"
+        )
+    if not problems:
+        return finding("fingerprint", Verdict.OK, "qmax and ttotal share one fingerprint")
+    problem = "; ".join(problems)
     if not allow:
         raise RefusalError(
             f"{problem}; measure both against one build, or pass --allow-config-mismatch"
@@ -206,7 +216,10 @@ def derive_plan(
 ) -> PlanArtifact:
     """All of SPEC §6 over one ladder and one scale-out measurement."""
     basis = check_basis(qmax, ttotal, request)
-    pairing = check_pairing(qmax, ttotal, request.allow_config_mismatch)
+    qmax_source = sources.get("qmax")
+    pairing = check_pairing(
+        qmax, ttotal, request.allow_config_mismatch, qmax_source.sha256 if qmax_source else None
+    )
     x_curve = throughput_curve(qmax.rungs)
     thresholds = derive_thresholds(basis, request, cloudwatch_ratio_curve(qmax.rungs))
     fleet = size_fleet(basis, thresholds, request, x_curve)
