@@ -257,9 +257,11 @@ HOSTILE_JSON = [
 ]
 
 
-def _loader_commands(path: Path, tmp_path: Path, pair: tuple[Path, Path]) -> list[list[str]]:
+def _loader_commands(
+    path: Path, tmp_path: Path, pair: tuple[Path, Path], *, report: bool = True
+) -> list[list[str]]:
     q, t = pair
-    return [
+    commands = [
         [
             "plan",
             "--qmax",
@@ -282,10 +284,12 @@ def _loader_commands(path: Path, tmp_path: Path, pair: tuple[Path, Path]) -> lis
             "--out",
             str(tmp_path),
         ],
-        ["report", str(path), "--out", str(tmp_path / "png")],
         ["validate", "--plan", str(path), "--endpoint", "e"],
         ["drift", "--plan", str(path), "--endpoint", "e"],
     ]
+    if report:
+        commands.append(["report", str(path), "--out", str(tmp_path / "png")])
+    return commands
 
 
 @pytest.mark.parametrize("text", HOSTILE_JSON, ids=range(len(HOSTILE_JSON)))
@@ -340,7 +344,9 @@ def test_loaders_never_trace_back_on_generated_hostile_artifacts(capsys, tmp_pat
     q, t = tmp_path / "q0.json", tmp_path / "t0.json"
     q.write_text(dump_json(qmax_artifact(serial_ladder())))
     t.write_text(dump_json(ttotal_artifact()))
-    for argv in _loader_commands(path, tmp_path / "out", (q, t)):
+    # report loads through load_any too; it is left out here because plotting a loadable
+    # artifact takes seconds (the fixed HOSTILE_JSON cases above cover its loader).
+    for argv in _loader_commands(path, tmp_path / "out", (q, t), report=False):
         code, _, err = run_cli(capsys, *argv)
         assert "Traceback" not in err
         if code != 0:  # a hostile value may still be a valid one (a swapped "x" in notes)
