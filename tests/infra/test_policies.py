@@ -111,7 +111,12 @@ DEPLOYMENT: dict[str, dict[str, Any]] = {
         "policyType": "StepScaling",
         "stepScalingPolicyConfiguration": {"cooldown": 960.0},
     },
-    "alarm": {"name": "speech-AllTraffic-low-concurrency", "threshold": 25.0},
+    "alarm": {
+        "name": "speech-AllTraffic-low-concurrency",
+        "threshold": 25.0,
+        "statistic": "Maximum",
+        "period": 10.0,
+    },
 }
 
 
@@ -165,6 +170,17 @@ def _set(path: str, value: Any) -> Callable[[dict[str, dict[str, Any]]], None]:
             "scale-in cooldown 300.0 != the plan's 960",
         ),
         (_set("alarm.threshold", 30.0), "scale-in alarm threshold 30.0 != the plan's 25.0"),
+        # The right value in the wrong statistic, or over the wrong period, is another number.
+        (
+            _set("alarm.statistic", "Average"),
+            "scale-in alarm evaluates Average over 10.0 s, the plan's threshold is in Maximum "
+            "over 10 s units",
+        ),
+        (
+            _set("alarm.period", 60.0),
+            "scale-in alarm evaluates Maximum over 60.0 s",
+        ),
+        (_set("alarm.statistic", UNKNOWN_STRING_VALUE), "statistic is unknown at preview"),
         (
             _set("model.primaryContainer.environment", {}),
             "MAX_QUEUE_DEPTH None != the plan's queue bound 50",
