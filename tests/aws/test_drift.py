@@ -10,6 +10,7 @@ import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.aws.validate import SCALING_SETTINGS
 from tts_bench.cli import main
 from tts_bench.deployment import resource_id, scale_in_alarm_name, scale_in_policy_name
 
@@ -166,7 +167,7 @@ def test_without_scaling_resources_a_plan_reports_each_missing_setting(
     aws.endpoint()
     code, out, _ = drift(capsys, "--plan", str(reference_plan_path))
     assert code == 1
-    assert out.count("plan-mismatch") == 6 and "deployed (none)" in out
+    assert out.count("plan-mismatch") == len(SCALING_SETTINGS) and "deployed (none)" in out
 
 
 def test_a_policy_without_its_target_is_an_orphan(deployed: EmulatedAws, capsys) -> None:
