@@ -232,6 +232,20 @@ def test_an_infeasible_plan_is_refused(
     assert any("missing plan" in v and "is infeasible" in v for v in violations), violations
 
 
+def test_a_plan_whose_target_is_in_other_units_is_refused(
+    make_plan: Callable[..., PlanArtifact], plans_dir: Callable[..., Path]
+) -> None:
+    """Target tracking evaluates the 10 s Maximum: a target in 60 s Average units is a number in
+    the wrong units, however well it matches the deployed value."""
+    units = {"statistic": "Average", "period_s": 60, "cw_ratio": 1.0, "ratio_rule": "ladder-rung"}
+    config = {"plansDir": str(plans_dir(make_plan(target_units=units)))}
+    violations = validate(scaling_plan.POLICY, deployment().args(config))
+    assert any(
+        "the plan's target is in Average (60 s) units" in v and "Maximum (10 s)" in v
+        for v in violations
+    ), violations
+
+
 def test_plans_folder_comes_from_config_relative_to_the_pack(tmp_path: Path) -> None:
     assert scaling_plan.plans_dir(None) == (Path(scaling_plan.__file__).parents[2] / "measurements")
     assert scaling_plan.plans_dir({"plansDir": str(tmp_path)}) == tmp_path
