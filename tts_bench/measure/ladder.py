@@ -36,7 +36,9 @@ from tts_bench.artifacts.schema import (
     ladder_outcome,
 )
 from tts_bench.errors import TtsBenchError
+from tts_bench.measure.playback import playback_figures
 from tts_bench.measure.samples import Outcome, Sample
+from tts_bench.measure.stability import stability
 
 DEFAULT_RUNGS = (1, 5, 10, 20, 30, 40, 50, 60)
 DEFAULT_HOLD_S = 240.0
@@ -235,8 +237,13 @@ def rung_statistics(
     concurrency: int,
     window: tuple[float, float],
     slo_ms: float,
+    underrun_slo_share: float | None = None,
+    held_s: float | None = None,
 ) -> Rung:
-    """One `Rung` from the raw samples of the whole run and the window's epoch bounds."""
+    """One `Rung` from the raw samples of the whole run and the window's epoch bounds.
+
+    With `underrun_slo_share`, a rung whose share of stalled streams exceeds it fails too.
+    """
     w0, w1 = window
     done = in_window(samples, concurrency, w0, w1)
     ok = [s for s in done if s.outcome is Outcome.OK]
@@ -264,6 +271,10 @@ def rung_statistics(
     p95 = percentile(ttfab, 95) if ttfab else None
     failed = rejected + errors
     meets = p95 is not None and p95 <= slo_ms and failed <= MAX_FAILURE_FRACTION * len(done)
+    heard = playback_figures(ok)
+    if underrun_slo_share is not None and (heard.underrun_share or 0.0) > underrun_slo_share:
+        meets = False
+    steady = stability(done, window)
     return Rung(
         concurrency=concurrency,
         achieved_rps=len(ok) / (w1 - w0),
@@ -283,6 +294,13 @@ def rung_statistics(
         unusable_reason="; ".join(reasons) or None,
         client_cpu_percent=cpu_percent,
         server_first_chunk_p95_ms=percentile(server_first, 95) if server_first else None,
+        rtf_p50=heard.rtf_p50,
+        rtf_p95=heard.rtf_p95,
+        underrun_share=heard.underrun_share,
+        stall_ms_p95=heard.stall_ms_p95,
+        sub_window_ttfab_p95_ms=list(steady.sub_window_p95_ms),
+        stable=steady.stable,
+        held_s=held_s,
     )
 
 

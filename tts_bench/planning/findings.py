@@ -32,6 +32,7 @@ FINDING_ORDER = (
     "fleet_sizing",
     "cw_ratio",
     "bracketing",
+    "stability",
     "alarm",
     "fleet_cost",
 )
@@ -202,6 +203,28 @@ def bracketing(qmax: QmaxArtifact, q_max: int) -> Finding:
     )
 
 
+def stability(qmax: QmaxArtifact) -> Finding:
+    """Q_max resting on a rung whose window thirds disagree is a reading of a moving system."""
+    rung = qmax.q_max_rung()
+    if rung is None or rung.stable is None:
+        return finding("stability", Verdict.OK, "the ladder did not judge its rungs' stability")
+    spread = rung.sub_window_ttfab_p95_ms or []
+    shown = ", ".join("-" if v is None else f"{v:.0f}" for v in spread)
+    if rung.stable:
+        return finding(
+            "stability",
+            Verdict.OK,
+            f"Q_max {rung.concurrency} rests on a stable rung (window thirds' p95 TTFAB {shown} ms)",
+        )
+    return finding(
+        "stability",
+        Verdict.WARN,
+        f"Q_max {rung.concurrency} rests on an unstable rung: its window thirds' p95 TTFAB "
+        f"({shown} ms) disagree beyond the stability tolerance; hold longer (--max-hold-s) and re-run",
+        stable=False,
+    )
+
+
 def alarm(chosen: Alarm) -> Finding:
     return finding(
         "alarm",
@@ -231,6 +254,7 @@ def collect_findings(
         fleet_cost(basis),
         cw_ratio(thresholds),
         bracketing(qmax, basis.q_max),
+        stability(qmax),
         alarm(chosen_alarm),
     ]
     found.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
