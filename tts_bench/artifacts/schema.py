@@ -155,9 +155,6 @@ class Rung(_Strict):
     # Stability (measure.stability): p95 TTFAB of each third of the window; null: not judged.
     sub_window_ttfab_p95_ms: list[NonNegativeFloat | None] | None = None
     stable: bool | None = None
-    held_s: PositiveFloat | None = Field(
-        default=None, description="how long the rung was held when an unstable hold was extended"
-    )
 
     @property
     def passes(self) -> bool:

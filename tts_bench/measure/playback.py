@@ -10,15 +10,28 @@ statistics read the per-request totals (`samples.Sample.stall_ms`, `audio_ms`).
 from __future__ import annotations
 
 import binascii
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from tts_bench.errors import TtsBenchError
 from tts_bench.measure.samples import Sample
 
 # The ladder's corpus asks for pcm_s16le (corpus.Utterance.request); bytes per sample by encoding.
 BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4, "pcm_mulaw": 1, "pcm_alaw": 1}
+
+
+class PlaybackError(TtsBenchError):
+    """A playback setting that cannot describe a run."""
+
+
+def check_underrun_slo(share: float) -> float:
+    """--underrun-slo: the largest share of stalled streams a passing rung may have."""
+    if not (math.isfinite(share) and 0 < share <= 1):
+        raise PlaybackError(f"--underrun-slo {share!r}: a share above 0 and at most 1, e.g. 0.05")
+    return share
 
 
 @dataclass(frozen=True, slots=True)
