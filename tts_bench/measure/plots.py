@@ -3,6 +3,7 @@
 - qmax: p95 TTFAB (and p50) against concurrency, the SLO as a horizontal line, the Q_max rung
   marked, rungs that failed or were client-bound marked apart, and achieved throughput on a
   second axis.
+- surge: occupancy over time per rate, measured against the birth–death model's mean.
 - ttotal: the stages as a timeline of bars in order, counted stages coloured, the uncounted
   warm-up grey, the policy lag bound hatched after the measured total.
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.surge import SurgeArtifact
 
 DPI = 120
 TTFAB_COLOUR = "#1f5fa8"
@@ -188,6 +190,46 @@ def plot_ttotal(artifact: TtotalArtifact, path: str | os.PathLike[str]) -> Path:
     ax.set_title(
         f"T_total ({artifact.trigger.value}): {artifact.measured_total_s:.1f} s measured + "
         f"{artifact.policy_lag_bound_s:.1f} s lag bound = {artifact.planned_total_s:.1f} s planned\n"
+        f"{_subject(artifact.fingerprint, artifact.provenance.kind)}",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_surge(artifact: SurgeArtifact, path: str | os.PathLike[str]) -> Path:
+    """Occupancy over time per rate: measured (steps) against the model's mean, Q_max marked."""
+    plt = _pyplot()
+    runs = artifact.runs
+    fig, axes = plt.subplots(
+        len(runs), 1, figsize=(10, 2.9 * len(runs) + 0.8), dpi=DPI, squeeze=False
+    )
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        series = run.occupancy
+        times = [i * series.step_s for i in range(len(series.measured))]
+        ax.step(times, series.measured, where="post", color=TTFAB_COLOUR, lw=1.6,
+                label="measured: admitted requests in flight")  # fmt: skip
+        ax.plot(times, series.model_mean, color=RPS_COLOUR, lw=1.8, ls="--",
+                label=f"birth–death model, mean of {run.prediction.trials} trials")  # fmt: skip
+        ax.axhline(artifact.q_max, color=SLO_COLOUR, ls=":", lw=1.4,
+                   label=f"admission bound Q_max = {artifact.q_max}")  # fmt: skip
+        ax.set_ylim(0, artifact.q_max * 1.3 + 0.5)
+        ax.set_xlim(0, run.duration_s)
+        ax.set_ylabel("occupancy")
+        ax.grid(True, alpha=0.3)
+        ttfab = "-" if run.ttfab_p95_ms is None else f"{run.ttfab_p95_ms:.0f} ms"
+        ax.set_title(
+            f"{run.rate_rps:g} rps: shed {run.shed_share:.1%} (model "
+            f"{run.prediction.shed_share:.1%}), admitted p95 TTFAB {ttfab} from intended send",
+            fontsize=10,
+        )
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    axes[-1, 0].set_xlabel("seconds from the run's start")
+    fig.suptitle(
+        f"Open-loop surge against one instance\n"
         f"{_subject(artifact.fingerprint, artifact.provenance.kind)}",
         fontsize=11,
     )
