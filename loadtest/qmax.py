@@ -52,7 +52,6 @@ from tts_bench.artifacts.schema import (
     Refinement,
     RefinementProbe,
     Rung,
-    ladder_outcome,
     write_artifact,
 )
 from tts_bench.errors import RefusalError, TtsBenchError
@@ -84,6 +83,7 @@ from tts_bench.measure.refine import (
     DEFAULT_REFINE_PCT,
     Bracket,
     check_refine_pct,
+    coarse_bracket,
     narrow,
     next_probe,
     worst_case_probes,
@@ -686,10 +686,7 @@ class Conductor:
             closed_at + 1e-6,
             self.underrun_slo,
         )
-        q_max, bracketed = ladder_outcome(rungs)
-        if not bracketed or q_max is None:
-            return None
-        return Bracket(q_max, rungs[-1].concurrency)
+        return coarse_bracket(rungs)
 
     def refine(self, bracket: Bracket) -> None:
         """Hold the bisection's probes one after another until the bracket is fine enough."""
@@ -748,8 +745,7 @@ class Conductor:
         """The probes recomputed from all samples, when the ladder was refined."""
         if self.refine_pct is None or self.refine_ended_by is None:
             return None
-        q_max, bracketed = ladder_outcome(coarse)
-        if not bracketed or q_max is None:
+        if coarse_bracket(coarse) is None:
             return None
         probes = [
             RefinementProbe(

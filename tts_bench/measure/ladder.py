@@ -39,7 +39,7 @@ from tts_bench.artifacts.schema import (
 )
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.playback import playback_figures
-from tts_bench.measure.refine import Bracket, narrow, worst_case_probes_for_ladder
+from tts_bench.measure.refine import coarse_bracket, narrow, worst_case_probes_for_ladder
 from tts_bench.measure.samples import Outcome, Sample
 from tts_bench.measure.stability import stability
 
@@ -395,10 +395,9 @@ def build_refinement(
     Replays `refine.narrow` over the probes from the coarse bracket, so the recorded Q_max
     is the bisection's own (the artifact's validator checks it is the highest pass).
     """
-    q_max, bracketed = ladder_outcome(list(coarse))
-    if not bracketed or q_max is None:
+    bracket = coarse_bracket(coarse)
+    if bracket is None:
         raise LadderError("only a bracketed ladder can be refined")
-    bracket = Bracket(q_max, coarse[-1].concurrency)
     for probe in probes:
         if not probe.rung.usable:
             break

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tts_bench.artifacts.schema import Rung, ladder_outcome
 from tts_bench.errors import TtsBenchError
 
 DEFAULT_REFINE_PCT = 5.0
@@ -44,6 +45,14 @@ class Bracket:
     @property
     def gap(self) -> int:
         return self.hi - self.lo
+
+
+def coarse_bracket(rungs: Sequence[Rung]) -> Bracket | None:
+    """The coarse ladder's bracket: (Q_max, the failing rung above it); None unless bracketed."""
+    q_max, bracketed = ladder_outcome(list(rungs))
+    if not bracketed or q_max is None:
+        return None
+    return Bracket(q_max, rungs[-1].concurrency)
 
 
 def allowed_gap(q_max: int, pct: float) -> float:
