@@ -569,6 +569,8 @@ class Conductor:
     probe_windows: list[tuple[int, float, float]] = field(default_factory=list)
     refine_ended_by: str | None = None
     written: Path | None = None
+    # The web UI's "Ladder" tab: one row per rung or probe, live while held, final once judged.
+    board: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def collect(self) -> None:
         """Pull the local process's samples (in distributed runs workers push theirs)."""
@@ -611,6 +613,9 @@ class Conductor:
         live = live_figures(self.store.samples, self.store.open_starts(), users, since, now)
         p95 = "-" if live.ttfab_p95_ms is None else f"{live.ttfab_p95_ms:.0f} ms"
         where = f"window opens in {w0 - now:.0f} s" if now < w0 else "measuring"
+        self.board[users] = board_row(
+            label, users, where, live.ttfab_p95_ms, None, live.in_flight, live.playback, None
+        )
         logger.info(
             "%s c=%d: %.0f s left in hold (%s); last 10 s: p95 TTFAB %s over %d requests, "
             "%.2f in flight; at most %s left in the ladder",
@@ -644,6 +649,10 @@ class Conductor:
             else ("passes" if rung.meets_slo else "fails the SLO")
         )
         stalls = "-" if rung.underrun_share is None else f"{rung.underrun_share:.0%}"
+        self.board[users] = board_row(
+            self.board.get(users, {}).get("rung", f"c={users}"), users, verdict, rung.ttfab_p95_ms, rung.achieved_rps,
+            rung.client_mean_in_flight, rung, rung.stable,
+        )  # fmt: skip
         logger.info(
             "rung c=%d %s: p95 TTFAB %s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight, "
             "%s, underrun %s",
@@ -817,6 +826,70 @@ class Conductor:
         )
 
 
+def board_row(
+    label: str,
+    users: int,
+    status: str,
+    ttfab_p95_ms: float | None,
+    rps: float | None,
+    in_flight: float,
+    heard: Any,
+    stable: bool | None,
+) -> dict[str, Any]:
+    """One row of the web UI's Ladder tab (playback figures from a Rung or PlaybackFigures)."""
+
+    def fmt(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    return {
+        "rung": label,
+        "users": users,
+        "status": status,
+        "ttfab_p95_ms": fmt(ttfab_p95_ms, ".0f"),
+        "rps": fmt(rps, ".2f"),
+        "in_flight": fmt(in_flight, ".2f"),
+        "rtf_p50": fmt(heard.rtf_p50, ".2f"),
+        "rtf_p95": fmt(heard.rtf_p95, ".2f"),
+        "underrun_share": fmt(
+            None if heard.underrun_share is None else 100 * heard.underrun_share, ".0f"
+        ),
+        "stall_ms_p95": fmt(heard.stall_ms_p95, ".0f"),
+        "stable": "-" if stable is None else ("yes" if stable else "no"),
+    }
+
+
+BOARD_TAB = "ladder"
+BOARD_COLUMNS = (
+    ("rung", "Rung"), ("users", "Users"), ("status", "Window / verdict"),
+    ("ttfab_p95_ms", "p95 TTFAB (ms)"), ("rps", "Achieved rps"), ("in_flight", "In flight"),
+    ("rtf_p50", "RTF p50"), ("rtf_p95", "RTF p95"), ("underrun_share", "Underrun %"),
+    ("stall_ms_p95", "Stall p95 (ms)"), ("stable", "Stable"),
+)  # fmt: skip
+
+
+def add_ladder_tab(environment: Environment, conductor: Conductor) -> None:
+    """A "Ladder" tab in Locust's web UI: the rung held, its window and playback, as it runs
+    (Locust's extended tabs: the table's rows ride on each /stats/requests answer)."""
+    web_ui = environment.web_ui
+    if web_ui is None:
+        return
+    web_ui.template_args["extended_tabs"] = [{"title": "Ladder", "key": BOARD_TAB}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": BOARD_TAB, "structure": [{"key": k, "title": t} for k, t in BOARD_COLUMNS]}
+    ]
+
+    @web_ui.app.after_request
+    def add_board(response: Any) -> Any:
+        from flask import request
+
+        if request.path != "/stats/requests" or not response.is_json:
+            return response
+        rows = list(conductor.board.values())
+        extended = [{"key": BOARD_TAB, "data": rows}]
+        response.set_data(json.dumps({**response.get_json(), "extended_stats": extended}))
+        return response
+
+
 def conductor_of(environment: Environment) -> Conductor | None:
     return getattr(environment, "qmax_conductor", None)
 
@@ -875,6 +948,7 @@ def on_init(environment: Environment, runner: Runner, **_kw: Any) -> None:
     shape.measure_s, shape.idle_s = schedule.measure_s, schedule.idle_s
     shape.user_class = USER_CLASSES[transport]
     environment.qmax_conductor = conductor  # type: ignore[attr-defined]
+    add_ladder_tab(environment, conductor)
     if isinstance(runner, MasterRunner):
         environment.events.worker_report.add_listener(
             lambda client_id, data, **_: (

@@ -68,7 +68,8 @@ def http_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real ladder through `tts-bench qmax`: local-http, two-sentence texts, rungs 1 and 2.
 
     Holds are tiny but long enough for a contended 2-core machine to finish requests in each
-    window; the SLO is huge, so both rungs pass and Q_max is the top rung, unbracketed.
+    window; the SLO is huge, so both rungs pass and Q_max is the top rung, unbracketed (so
+    `--refine` has nothing to bisect).
     """
     from tts_bench.cli import main
 
@@ -77,7 +78,7 @@ def http_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
         [
             "qmax", "--host", live_server.url, "--rungs", "1,2", "--hold-s", "24",
             "--measure-s", "16", "--idle-s", "0", "--slo-ms", "600000",
-            "--corpus", str(CORPORA / "two_sentences.txt"), "--out", str(out),
+            "--corpus", str(CORPORA / "two_sentences.txt"), "--out", str(out), "--refine",
         ]
     )  # fmt: skip
     assert code == 0

@@ -38,7 +38,7 @@ from tts_bench.artifacts.schema import (
     ladder_outcome,
 )
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.playback import playback_figures
+from tts_bench.measure.playback import PlaybackFigures, playback_figures
 from tts_bench.measure.refine import coarse_bracket, narrow, worst_case_probes_for_ladder
 from tts_bench.measure.samples import Outcome, Sample
 from tts_bench.measure.stability import stability
@@ -419,6 +419,7 @@ class LiveFigures:
     finished: int
     ttfab_p95_ms: float | None
     in_flight: float
+    playback: PlaybackFigures
 
 
 def live_figures(
@@ -430,7 +431,8 @@ def live_figures(
 ) -> LiveFigures:
     """The held rung over [since, now): requests still open count as in flight until `now`."""
     recent = [s for s in samples if s.rung == concurrency and since <= s.end < now]
-    ttfab = [s.ttfab_ms for s in recent if s.outcome is Outcome.OK and s.ttfab_ms is not None]
+    ok = [s for s in recent if s.outcome is Outcome.OK]
+    ttfab = [s.ttfab_ms for s in ok if s.ttfab_ms is not None]
     in_flight = 0.0
     if now > since:
         busy = sum(max(0.0, now - max(start, since)) for start in open_starts)
@@ -439,4 +441,5 @@ def live_figures(
         finished=len(recent),
         ttfab_p95_ms=percentile(ttfab, 95) if ttfab else None,
         in_flight=in_flight,
+        playback=playback_figures(ok),
     )
