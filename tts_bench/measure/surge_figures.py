@@ -188,3 +188,38 @@ def surge_run(
             model_mean=model_occupancy,
         ),
     )
+
+
+# The main job's two rates, as multiples of X(Q_max): one below capacity, one above.
+BELOW_SHARE = 0.5
+ABOVE_SHARE = 1.5
+
+WHY_THEY_DIFFER = (
+    "the model serves at X(n), the closed-loop ladder's average throughput at n users, as a "
+    "memoryless rate; real service times follow utterance length and the engine's batching, and "
+    "an open loop sends bursts the closed loop never did. The run is short (tens of arrivals), "
+    "so its shed share carries Poisson noise of about 1/√arrivals, and the machine is shared, so "
+    "X itself moves between the ladder and the surge."
+)
+
+
+def surge_note(runs: Sequence[SurgeRun], x_at_q_max_rps: float) -> str:
+    """How close the model came, run by run, and why they differ (the main job's report)."""
+    lines = [f"surge check against X(Q_max) = {x_at_q_max_rps:.3f} rps:"]
+    for run in runs:
+        p = run.prediction
+        noise = 1 / math.sqrt(run.arrivals) if run.arrivals else float("nan")
+        lines.append(
+            f"  {run.rate_rps:.3f} rps ({run.rate_rps / x_at_q_max_rps:.2f} × X): shed "
+            f"{run.shed_share:.1%} measured vs {p.shed_share:.1%} modelled "
+            f"(difference {100 * (run.shed_share - p.shed_share):+.1f} points, Poisson noise "
+            f"±{noise:.0%}); mean occupancy {run.mean_occupancy:.2f} vs {p.mean_occupancy:.2f}; "
+            f"admitted p95 TTFAB {_ms(run.ttfab_p95_ms)} from the intended send vs the ladder's "
+            f"{_ms(run.closed_loop_ttfab_p95_ms)} at that occupancy"
+        )
+    lines.append(f"  why they differ: {WHY_THEY_DIFFER}")
+    return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"

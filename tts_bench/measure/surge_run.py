@@ -310,3 +310,36 @@ def measure_surge(
     written_samples = write_samples(samples_path(path), samples)
     png = plot_surge(artifact, path.with_suffix(".png"))
     return SurgeWritten(path, written_samples, png, artifact)
+
+
+LOCAL_SURGE_S = 30.0  # per rate in the main job: tens of arrivals, a minute in all
+
+
+def local_surge_check(
+    qmax_path: Path,
+    utterances: Sequence[Utterance],
+    out: Path,
+    say: Callable[[str], None],
+    server_args: Sequence[str] = (),
+    log_path: Path | None = None,
+    duration_s: float = LOCAL_SURGE_S,
+) -> SurgeWritten | None:
+    """The main job's surge step: one rate below X(Q_max) and one above, against a fresh local
+    server bounded at Q_max; prints how close the model came. None when there is no Q_max."""
+    from tts_bench.artifacts.schema import load_artifact
+    from tts_bench.measure.surge_figures import ABOVE_SHARE, BELOW_SHARE, surge_note
+    from tts_bench.planning.curve import throughput_curve
+
+    qmax = load_artifact(qmax_path, QmaxArtifact)
+    if qmax.refined_q_max is None:
+        say("surge check skipped: the ladder found no Q_max")
+        return None
+    x = throughput_curve(qmax.curve_rungs)(qmax.refined_q_max)
+    request = SurgeRequest(
+        qmax_path=qmax_path, qmax=qmax, rates_rps=[BELOW_SHARE * x, ABOVE_SHARE * x],
+        duration_s=duration_s, transport=Transport.LOCAL_HTTP, utterances=utterances, seed=1,
+    )  # fmt: skip
+    written = measure_surge(request, None, out, say, server_args, log_path)
+    say(surge_note(written.artifact.runs, x))
+    say(f"surge artifact: {written.path} (plot {written.png})")
+    return written
