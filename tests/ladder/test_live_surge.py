@@ -42,6 +42,7 @@ def bounded_server(child_env, http_ladder, tmp_path_factory: pytest.TempPathFact
     from tts_bench.measure.local_server import LocalServer
 
     q_max = load_artifact(http_ladder, QmaxArtifact).q_max
+    assert q_max is not None, "the session's ladder found no Q_max to bound the server at"
     env = {**child_env, "MAX_QUEUE_DEPTH": str(q_max)}
     log = tmp_path_factory.mktemp("bounded") / "server.log"
     with LocalServer(env=env, log_path=log) as server:
