@@ -122,7 +122,9 @@ def test_the_surge_artifact_recomputes_from_its_samples(surged):
         assert artifact == written.artifact and written.png.stat().st_size > 0
         samples = read_samples(samples_path(written.path))
         for run in artifact.runs:
-            again = surge_run(samples, qmax, run.rate_rps, run.duration_s, run.seed, run.start_epoch)
+            again = surge_run(
+                samples, qmax, run.rate_rps, run.duration_s, run.seed, run.start_epoch
+            )
             assert again == run
 
 
