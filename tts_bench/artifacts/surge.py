@@ -79,6 +79,12 @@ class SurgeRun(_Strict):
         description="the same from the actual send time, to show the sender's own lag"
     )
     max_send_lag_ms: NonNegativeFloat
+    served_rps: NonNegativeFloat = Field(
+        description="admitted requests completed before the run ended, per second of the run"
+    )
+    ladder_rps_at_occupancy: NonNegativeFloat = Field(
+        description="the ladder's X(n) at the run's measured mean occupancy: what the model serves"
+    )
     mean_occupancy: NonNegativeFloat
     max_occupancy: NonNegativeInt
     reached_q_max: bool

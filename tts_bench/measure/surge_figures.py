@@ -160,6 +160,8 @@ def surge_run(
     grid = np.arange(0.0, duration_s, OCCUPANCY_STEP_S)
     prediction, model_occupancy = predict(qmax, rate_rps, duration_s, grid)
     mean_occ = mean_in_flight(inside, start_epoch, start_epoch + duration_s)
+    end = start_epoch + duration_s
+    served = sum(1 for s in inside if s.outcome is Outcome.OK and s.end < end) / duration_s
     curve = ttfab_curve(qmax)
     peak = max_occupancy(inside)
     return SurgeRun(
@@ -177,6 +179,8 @@ def surge_run(
         ttfab_p99_ms=percentile(intended, 99) if intended else None,  # type: ignore[arg-type]
         send_ttfab_p95_ms=percentile(sent, 95) if sent else None,  # type: ignore[arg-type]
         max_send_lag_ms=max(((s.start - s.intended_start) * 1000 for s in mine), default=0.0),  # type: ignore[operator]
+        served_rps=served,
+        ladder_rps_at_occupancy=throughput_curve(qmax.curve_rungs)(mean_occ),
         mean_occupancy=mean_occ,
         max_occupancy=peak,
         reached_q_max=peak >= (qmax.refined_q_max or 0),
@@ -214,7 +218,9 @@ def surge_note(runs: Sequence[SurgeRun], x_at_q_max_rps: float) -> str:
             f"{run.shed_share:.1%} measured vs {p.shed_share:.1%} modelled "
             f"(difference {100 * (run.shed_share - p.shed_share):+.1f} points, Poisson noise "
             f"±{noise:.0%}); mean occupancy {run.mean_occupancy:.2f} vs {p.mean_occupancy:.2f}; "
-            f"admitted p95 TTFAB {_ms(run.ttfab_p95_ms)} from the intended send vs the ladder's "
+            f"served {run.served_rps:.3f} rps vs the ladder's X({run.mean_occupancy:.2f}) = "
+            f"{run.ladder_rps_at_occupancy:.3f} rps; admitted p95 TTFAB "
+            f"{_ms(run.ttfab_p95_ms)} from the intended send vs the ladder's "
             f"{_ms(run.closed_loop_ttfab_p95_ms)} at that occupancy"
         )
     lines.append(f"  why they differ: {WHY_THEY_DIFFER}")
