@@ -1,9 +1,8 @@
 """The real ladder with --refine against the real server: probes, playback, recomputation.
 
-One run serves every assertion (the machine has two cores): rungs 1 and 8 of two-sentence
-texts, an SLO between the two (a multiple of c=1's TTFAB measured just before), so c=8
-fails and the refinement bisects 1–8 to one user. Eight concurrent streams on a CPU engine
-are past saturation, so some streams stall between their first and second sentence.
+One run (the session's `refined_ladder`, see conftest) serves every assertion: c=8 fails,
+the refinement bisects 1–8 to one user, and eight concurrent streams on a CPU engine are
+past saturation, so some streams stall between their first and second sentence.
 """
 
 from __future__ import annotations
@@ -12,42 +11,15 @@ import numpy as np
 import pytest
 
 from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
-from tts_bench.measure.corpus import load_corpus
 from tts_bench.measure.ladder import rung_statistics
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
-from tts_bench.measure.ttotal_local import speak
-
-from .conftest import CORPORA
 
 pytestmark = pytest.mark.slow
 
-# c=1's p95 TTFAB is at most about this multiple of a lone request's; c=8 on two cores is
-# well past it (eight requests share the engine: each waits for the others' segments).
-SLO_MULTIPLE = 2.5
-HOLD_PER_LONE_REQUEST = 6.0
-
 
 @pytest.fixture(scope="module")
-def refined(live_server, tmp_path_factory: pytest.TempPathFactory):
-    from tts_bench.cli import main
-
-    corpus = CORPORA / "two_sentences.txt"
-    lone = [speak(live_server.url, u) for u in load_corpus(corpus)]
-    assert all(s.ok and s.ttfab_s for s in lone), [s.detail for s in lone]
-    slo_ms = SLO_MULTIPLE * 1000 * max(s.ttfab_s for s in lone)  # type: ignore[type-var]
-    # Holds long enough for a few requests per window on this machine as it is now.
-    hold_s = max(20.0, HOLD_PER_LONE_REQUEST * max(s.end - s.start for s in lone))
-    out = tmp_path_factory.mktemp("refined-ladder")
-    code = main(
-        [
-            "qmax", "--host", live_server.url, "--rungs", "1,8", "--hold-s", f"{hold_s:.0f}",
-            "--measure-s", f"{0.7 * hold_s:.0f}", "--idle-s", "1", "--slo-ms", f"{slo_ms:.0f}",
-            "--corpus", str(corpus), "--out", str(out), "--refine",
-        ]
-    )  # fmt: skip
-    assert code == 0
-    (path,) = out.glob("qmax-*.json")
-    return path
+def refined(refined_ladder):
+    return refined_ladder.path
 
 
 def test_refinement_bisects_the_bracket_to_one_user(refined):
