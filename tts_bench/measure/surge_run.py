@@ -312,7 +312,16 @@ def measure_surge(
     return SurgeWritten(path, written_samples, png, artifact)
 
 
-LOCAL_SURGE_S = 30.0  # per rate in the main job: tens of arrivals, a minute in all
+# Per rate in the main job: long enough for LOCAL_SURGE_ARRIVALS at the higher rate, within
+# [LOCAL_SURGE_MIN_S, LOCAL_SURGE_MAX_S] so a slow machine still ends in a few minutes.
+LOCAL_SURGE_ARRIVALS = 30
+LOCAL_SURGE_MIN_S = 30.0
+LOCAL_SURGE_MAX_S = 120.0
+
+
+def local_surge_duration_s(higher_rate_rps: float) -> float:
+    wanted = LOCAL_SURGE_ARRIVALS / higher_rate_rps
+    return min(LOCAL_SURGE_MAX_S, max(LOCAL_SURGE_MIN_S, wanted))
 
 
 def local_surge_check(
@@ -322,7 +331,6 @@ def local_surge_check(
     say: Callable[[str], None],
     server_args: Sequence[str] = (),
     log_path: Path | None = None,
-    duration_s: float = LOCAL_SURGE_S,
 ) -> SurgeWritten | None:
     """The main job's surge step: one rate below X(Q_max) and one above, against a fresh local
     server bounded at Q_max; prints how close the model came. None when there is no Q_max."""
@@ -337,7 +345,8 @@ def local_surge_check(
     x = throughput_curve(qmax.curve_rungs)(qmax.refined_q_max)
     request = SurgeRequest(
         qmax_path=qmax_path, qmax=qmax, rates_rps=[BELOW_SHARE * x, ABOVE_SHARE * x],
-        duration_s=duration_s, transport=Transport.LOCAL_HTTP, utterances=utterances, seed=1,
+        duration_s=local_surge_duration_s(ABOVE_SHARE * x), transport=Transport.LOCAL_HTTP,
+        utterances=utterances, seed=1,
     )  # fmt: skip
     written = measure_surge(request, None, out, say, server_args, log_path)
     say(surge_note(written.artifact.runs, x))
