@@ -98,3 +98,18 @@ def test_samples_keep_playback_and_intended_times_through_file_and_wire(tmp_path
     assert Sample.from_wire(s.to_wire()) == s
     # A worker still on the older wire format (no playback fields) is read as before.
     assert Sample.from_wire(s.to_wire()[:9]).audio_ms is None
+
+
+@pytest.mark.parametrize(("underrun_slo", "meets"), [(None, True), (0.6, True), (0.4, False)])
+def test_underrun_slo_fails_a_rung_with_more_stalled_streams(underrun_slo, meets):
+    from tts_bench.measure.ladder import rung_statistics
+
+    # Two users back to back over 10 s, every other request stalled: underrun share 0.5.
+    samples = [
+        Sample(2, "h:1", t, t + 1.0, 200.0, 1000.0, Outcome.OK, audio_ms=2000.0,
+               stall_ms=50.0 if i % 2 else 0.0)
+        for i, t in enumerate(x / 2 for x in range(20))
+    ]  # fmt: skip
+    rung = rung_statistics(samples, [], 2, (1.0, 10.0), 3000.0, underrun_slo)
+    assert rung.underrun_share == pytest.approx(0.5, abs=0.06)
+    assert rung.meets_slo is meets
