@@ -43,7 +43,7 @@ HIGH_MULTIPLE = 6.0  # the high rate, as a multiple of X(Q_max)
 def quiet_schedule(q_max: int, lone_s: float) -> tuple[float, float, int]:
     """(rate, duration, seed) of a run with at least 3 arrivals where no Q_max + 1 of them
     fall within 3 lone-request latencies: shedding one would mean the gate refused with room."""
-    duration = max(30.0, 12 * lone_s)
+    duration = max(30.0, 8 * lone_s)
     rate = 4 / duration
     for seed in range(1, 2000):
         times = poisson_arrivals(rate, duration, seed)
@@ -81,7 +81,7 @@ def surged(bounded_server, ladder, refined_ladder, tmp_path_factory: pytest.Temp
     high = dataclasses.replace(
         low,
         rates_rps=[round(HIGH_MULTIPLE * x_q_max, 4)],
-        duration_s=max(15.0, 5 * refined_ladder.lone_latency_s),
+        duration_s=max(15.0, 3 * refined_ladder.lone_latency_s),
         seed=1,
     )
     out = tmp_path_factory.mktemp("surge")  # one directory per rate: each its own artifact
