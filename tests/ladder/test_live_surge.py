@@ -44,7 +44,7 @@ def quiet_schedule(q_max: int, lone_s: float) -> tuple[float, float, int]:
     """(rate, duration, seed) of a run with at least 3 arrivals where no Q_max + 1 of them
     fall within 3 lone-request latencies: shedding one would mean the gate refused with room."""
     duration = max(30.0, 8 * lone_s)
-    rate = 4 / duration
+    rate = 3 / duration
     for seed in range(1, 2000):
         times = poisson_arrivals(rate, duration, seed)
         spans = times[q_max:] - times[: len(times) - q_max]
