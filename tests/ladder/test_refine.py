@@ -26,9 +26,10 @@ def stand_in_p95_ms(concurrency: int) -> float:
 
 
 def rung(concurrency: int, passes: bool, usable: bool = True) -> Rung:
+    """A rung whose p95 TTFAB agrees with its verdict at a 3000 ms SLO."""
     return Rung(
-        concurrency=concurrency, achieved_rps=1.0, ttfab_p50_ms=1.0, ttfab_p95_ms=1.0,
-        ttfab_p99_ms=1.0, latency_mean_ms=1.0, latency_p95_ms=1.0, completed=10, ok=10,
+        concurrency=concurrency, achieved_rps=1.0, ttfab_p50_ms=1.0,
+        ttfab_p95_ms=1.0 if passes else 5000.0, ttfab_p99_ms=5000.0, latency_mean_ms=1.0, latency_p95_ms=1.0, completed=10, ok=10,
         rejected=0, errors=0, client_mean_in_flight=float(concurrency), cloudwatch_ratio=None,
         meets_slo=passes, usable=usable, unusable_reason=None if usable else "client-bound",
     )  # fmt: skip

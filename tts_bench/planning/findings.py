@@ -289,11 +289,12 @@ def bracketing(qmax: QmaxArtifact, q_max: int) -> Finding:
     )
 
 
-def stability(qmax: QmaxArtifact) -> Finding:
-    """Q_max resting on a rung whose window thirds disagree is a reading of a moving system."""
+def stability(qmax: QmaxArtifact) -> Finding | None:
+    """Q_max resting on a rung whose window thirds disagree is a reading of a moving system.
+    None for a ladder that did not judge stability (older or reference artifacts)."""
     rung = qmax.q_max_rung()
     if rung is None or rung.stable is None:
-        return finding("stability", Verdict.OK, "the ladder did not judge its rungs' stability")
+        return None
     spread = rung.sub_window_ttfab_p95_ms or []
     shown = ", ".join("-" if v is None else f"{v:.0f}" for v in spread)
     if rung.stable:
@@ -342,8 +343,8 @@ def collect_findings(
         threshold_order(request, thresholds),
         slo_budget(basis, thresholds.w_max_s),
         bracketing(qmax, basis.q_max),
-        stability(qmax),
         alarm(chosen_alarm),
     ]
+    found += [f for f in (stability(qmax),) if f is not None]
     found.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
     return found
