@@ -131,12 +131,24 @@ def _ratio_keys(ratios: dict[str, float]) -> dict[str, float]:
 MAX_FAILURE_FRACTION: Final = 0.01
 
 
-def rung_meets_slo(ttfab_p95_ms: float | None, failed: int, completed: int, slo_ms: float) -> bool:
-    """SPEC §4: p95 TTFAB at or under the SLO, and at most 1 % of the window's requests failed."""
+def rung_meets_slo(
+    ttfab_p95_ms: float | None,
+    failed: int,
+    completed: int,
+    slo_ms: float,
+    underrun_share: float | None = None,
+    underrun_slo_share: float | None = None,
+) -> bool:
+    """SPEC §4: p95 TTFAB at or under the SLO, and at most 1 % of the window's requests failed;
+    with an underrun SLO (`--underrun-slo`), also at most that share of streams stalled."""
+    stalled_too_often = (
+        underrun_slo_share is not None and (underrun_share or 0.0) > underrun_slo_share
+    )
     return (
         ttfab_p95_ms is not None
         and ttfab_p95_ms <= slo_ms
         and failed <= MAX_FAILURE_FRACTION * completed
+        and not stalled_too_often
     )
 
 
@@ -350,7 +362,11 @@ class QmaxArtifact(_Strict):
         for r in self.rungs:
             if not r.usable:
                 continue
-            meets = rung_meets_slo(r.ttfab_p95_ms, r.rejected + r.errors, r.completed, self.slo_ms)
+            underrun_slo = self.ladder.underrun_slo_share if self.ladder else None
+            meets = rung_meets_slo(
+                r.ttfab_p95_ms, r.rejected + r.errors, r.completed, self.slo_ms,
+                r.underrun_share, underrun_slo,
+            )  # fmt: skip
             if r.meets_slo != meets:
                 p95 = "none" if r.ttfab_p95_ms is None else f"{r.ttfab_p95_ms:g} ms"
                 raise ValueError(

@@ -290,10 +290,8 @@ def rung_statistics(
 
     p95 = percentile(ttfab, 95) if ttfab else None
     failed = rejected + errors
-    meets = rung_meets_slo(p95, failed, len(done), slo_ms)
     heard = playback_figures(ok)
-    if underrun_slo_share is not None and (heard.underrun_share or 0.0) > underrun_slo_share:
-        meets = False
+    meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
     steady = stability(done, window)
     return Rung(
         concurrency=concurrency,
