@@ -47,7 +47,13 @@ from locust.env import Environment
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerRunner
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport, qmax_filename
-from tts_bench.artifacts.schema import Provenance, write_artifact
+from tts_bench.artifacts.schema import (
+    Provenance,
+    Refinement,
+    RefinementProbe,
+    Rung,
+    write_artifact,
+)
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.measure.corpus import Utterance, load_corpus
 from tts_bench.measure.ladder import (
@@ -59,12 +65,28 @@ from tts_bench.measure.ladder import (
     FINAL_DRAIN_S,
     CpuReading,
     LadderSchedule,
+    Phase,
     build_qmax_artifact,
+    build_refinement,
     format_duration,
     ladder_rungs,
     live_figures,
     parse_rungs,
     rung_statistics,
+)
+from tts_bench.measure.playback import (
+    PlaybackTracker,
+    base64_audio_seconds,
+    check_underrun_slo,
+)
+from tts_bench.measure.refine import (
+    DEFAULT_REFINE_PCT,
+    Bracket,
+    check_refine_pct,
+    coarse_bracket,
+    narrow,
+    next_probe,
+    worst_case_probes,
 )
 from tts_bench.measure.samples import Outcome, Sample, samples_path, write_samples
 from tts_bench.measure.server_ping import fetch_ping
@@ -111,6 +133,25 @@ def add_ladder_arguments(parser: Any, **_kw: Any) -> None:
     for name, default, text in flags:
         kind = str if isinstance(default, str) else float
         group.add_argument(name, type=kind, default=default, help=text, include_in_web_ui=False)
+    group.add_argument(
+        "--refine",
+        type=float,
+        nargs="?",
+        const=DEFAULT_REFINE_PCT,
+        default=None,
+        metavar="PCT",
+        help="after a bracketed ladder, bisect to max(1 user, PCT %% of Q_max) "
+        f"(PCT defaults to {DEFAULT_REFINE_PCT:g})",
+        include_in_web_ui=False,
+    )
+    group.add_argument(
+        "--underrun-slo",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="a rung whose share of stalled streams exceeds SHARE fails",
+        include_in_web_ui=False,
+    )
     group.add_argument(
         "--transport",
         default=Transport.LOCAL_HTTP.value,
@@ -234,10 +275,17 @@ class RequestTiming:
     outcome: Outcome | None = None
     detail: str = ""
     server_first_chunk_ms: float | None = None
+    heard: PlaybackTracker = field(default_factory=PlaybackTracker)
 
     def first_audio(self) -> None:
         if self.ttfab_ms is None:
             self.ttfab_ms = (time.perf_counter() - self.started) * 1000
+
+    def audio(self, event: dict[str, Any]) -> None:
+        """A chunk arrived now: feed its duration to the listener model (measure.playback)."""
+        data, rate = event.get("data"), event.get("sampling_rate")
+        if isinstance(data, str) and isinstance(rate, int) and rate > 0:
+            self.heard.add(time.perf_counter(), base64_audio_seconds(data, rate))
 
     def done(self) -> None:
         self.outcome = Outcome.OK
@@ -270,6 +318,7 @@ def timed_request(environment: Environment) -> Iterator[RequestTiming]:
     finally:
         latency_ms = (time.perf_counter() - timing.started) * 1000
         outcome = timing.outcome or Outcome.ERROR
+        heard = timing.heard.result()
         sample = Sample(
             rung,
             recorder.worker,
@@ -280,6 +329,8 @@ def timed_request(environment: Environment) -> Iterator[RequestTiming]:
             outcome,
             timing.detail,
             timing.server_first_chunk_ms,
+            audio_ms=heard.audio_s * 1000 if heard.audio_s else None,
+            stall_ms=heard.stall_s * 1000 if heard.audio_s else None,
         )
         recorder.closed(token, sample)
         if outcome is not Outcome.CANCELLED:
@@ -319,6 +370,7 @@ def read_event(raw: bytes | str, timing: RequestTiming, context_id: str) -> bool
     kind = event.get("type")
     if kind == "chunk":
         timing.first_audio()
+        timing.audio(event)
     elif kind == "done":
         timing.done()
         server_ms = event.get("first_chunk_latency_ms")
@@ -443,6 +495,12 @@ class QmaxLadderShape(LoadTestShape):
     """The transport's user class; None lets Locust use every user class in the file."""
 
     start_epoch: float = 0.0
+    coarse_end_s: float | None = None
+    """Set when refinement begins: the coarse schedule ends here and the probes follow."""
+    probes: tuple[Phase, ...] = ()
+    """Refinement probes (run-time seconds), appended by the conductor before each begins."""
+    refining: bool = False
+    """While true, the run idles (0 users) between probes instead of ending."""
 
     def reset_time(self) -> None:
         super().reset_time()
@@ -453,8 +511,32 @@ class QmaxLadderShape(LoadTestShape):
             self.rungs, self.hold_s, self.measure_s, self.idle_s, self.final_drain_s
         )
 
+    def begin_refinement(self, coarse_end_s: float) -> None:
+        self.coarse_end_s, self.refining = coarse_end_s, True
+
+    def add_probe(self, users: int, start_s: float) -> Phase:
+        phase = Phase(users, start_s, start_s + self.hold_s, users)
+        self.probes = (*self.probes, phase)
+        return phase
+
+    def end_refinement(self) -> None:
+        self.refining = False
+
+    def phase_now(self) -> Phase | None:
+        """The phase at the current run time: coarse, then probes once refinement began."""
+        t = self.get_run_time()
+        if self.coarse_end_s is None or t < self.coarse_end_s:
+            return self.schedule().phase_at(t)
+        probe = next((p for p in self.probes if p.start_s <= t < p.end_s), None)
+        if probe is not None:
+            return probe
+        last_end = max([self.coarse_end_s, *(p.end_s for p in self.probes)])
+        if self.refining or t < last_end + self.final_drain_s:
+            return Phase(0, t, t, None)
+        return None
+
     def tick(self) -> tuple[int, float] | tuple[int, float, list[type[User]]] | None:
-        phase = self.schedule().phase_at(self.get_run_time())
+        phase = self.phase_now()
         if phase is None:
             return None
         rate = float(max(self.rungs))  # a rung starts (and ends) at once
@@ -478,9 +560,17 @@ class Conductor:
     out: Path
     fingerprint: Fingerprint | None = None
     source: str = ""
+    refine_pct: float | None = None  # --refine: bisect a bracketed ladder to this precision
+    underrun_slo: float | None = None  # --underrun-slo: a rung with more stalled streams fails
     store: Store = field(default_factory=Store)
     greenlet: gevent.Greenlet | None = None
+    refiner: gevent.Greenlet | None = None
+    # Refinement: each probe's level and measure window (epoch), and why it ended.
+    probe_windows: list[tuple[int, float, float]] = field(default_factory=list)
+    refine_ended_by: str | None = None
     written: Path | None = None
+    # The web UI's "Ladder" tab: one row per rung or probe, live while held, final once judged.
+    board: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def collect(self) -> None:
         """Pull the local process's samples (in distributed runs workers push theirs)."""
@@ -498,24 +588,24 @@ class Conductor:
         for index, users in enumerate(schedule.rungs):
             rung_start = t0 + schedule.rung_start_s(index)
             w0, w1 = (t0 + s for s in schedule.window_s(index))
-            gevent.sleep(max(0.0, rung_start - time.time()))
-            self.runner.send_message(RUNG_MESSAGE, {"rung": users})
-            while (now := time.time()) < w1:
-                gevent.sleep(min(PROGRESS_EVERY_S, max(0.05, w1 - now)))
-                if time.time() < w1 - 0.5:
-                    self.progress(index, total, users, rung_start, w0, w1, t0 + schedule.duration_s)
-            self.runner.send_message(RUNG_MESSAGE, {"rung": None})
+            label = f"rung {index + 1}/{total}"
+            self.hold(label, users, rung_start, w0, w1, t0 + schedule.duration_s)
             gevent.spawn(self.judge, users, w0, w1)
 
+    def hold(
+        self, label: str, users: int, rung_start: float, w0: float, w1: float, end: float
+    ) -> None:
+        """Tell every process the rung from its start to its window's end; log progress."""
+        gevent.sleep(max(0.0, rung_start - time.time()))
+        self.runner.send_message(RUNG_MESSAGE, {"rung": users})
+        while (now := time.time()) < w1:
+            gevent.sleep(min(PROGRESS_EVERY_S, max(0.05, w1 - now)))
+            if time.time() < w1 - 0.5:
+                self.progress(label, users, rung_start, w0, w1, end)
+        self.runner.send_message(RUNG_MESSAGE, {"rung": None})
+
     def progress(
-        self,
-        index: int,
-        total: int,
-        users: int,
-        rung_start: float,
-        w0: float,
-        w1: float,
-        end: float,
+        self, label: str, users: int, rung_start: float, w0: float, w1: float, end: float
     ) -> None:
         self.collect()
         now = time.time()
@@ -523,11 +613,13 @@ class Conductor:
         live = live_figures(self.store.samples, self.store.open_starts(), users, since, now)
         p95 = "-" if live.ttfab_p95_ms is None else f"{live.ttfab_p95_ms:.0f} ms"
         where = f"window opens in {w0 - now:.0f} s" if now < w0 else "measuring"
+        self.board[users] = board_row(
+            label, users, where, live.ttfab_p95_ms, None, live.in_flight, live.playback, None
+        )
         logger.info(
-            "rung %d/%d c=%d: %.0f s left in hold (%s); last 10 s: p95 TTFAB %s over %d requests, "
+            "%s c=%d: %.0f s left in hold (%s); last 10 s: p95 TTFAB %s over %d requests, "
             "%.2f in flight; at most %s left in the ladder",
-            index + 1,
-            total,
+            label,
             users,
             w1 - now,
             where,
@@ -537,8 +629,8 @@ class Conductor:
             format_duration(max(0.0, end - now)),
         )
 
-    def judge(self, users: int, w0: float, w1: float) -> None:
-        """Wait until the window's requests are all reported, judge the rung, stop if it fails."""
+    def measure(self, users: int, w0: float, w1: float) -> Rung:
+        """Wait until the window's requests are all reported, then the rung's statistics."""
         deadline = w1 + SETTLE_LIMIT_S
         delay = WORKER_REPORT_INTERVAL + 0.5 if isinstance(self.runner, MasterRunner) else 0.0
         gevent.sleep(max(0.0, w1 + delay - time.time()))
@@ -547,15 +639,23 @@ class Conductor:
             if self.store.settled(w1) or time.time() > deadline:
                 break
             gevent.sleep(0.25)
-        rung = rung_statistics(self.store.samples, self.store.cpu, users, (w0, w1), self.slo_ms)
+        rung = rung_statistics(
+            self.store.samples, self.store.cpu, users, (w0, w1), self.slo_ms, self.underrun_slo
+        )
         p95 = "-" if rung.ttfab_p95_ms is None else f"{rung.ttfab_p95_ms:.0f} ms"
         verdict = (
             f"unusable ({rung.unusable_reason})"
             if not rung.usable
             else ("passes" if rung.meets_slo else "fails the SLO")
         )
+        stalls = "-" if rung.underrun_share is None else f"{rung.underrun_share:.0%}"
+        self.board[users] = board_row(
+            self.board.get(users, {}).get("rung", f"c={users}"), users, verdict, rung.ttfab_p95_ms, rung.achieved_rps,
+            rung.client_mean_in_flight, rung, rung.stable,
+        )  # fmt: skip
         logger.info(
-            "rung c=%d %s: p95 TTFAB %s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight",
+            "rung c=%d %s: p95 TTFAB %s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight, "
+            "%s, underrun %s",
             users,
             verdict,
             p95,
@@ -564,28 +664,115 @@ class Conductor:
             rung.ok,
             rung.completed,
             rung.client_mean_in_flight,
+            "stable" if rung.stable else "UNSTABLE",
+            stalls,
         )
-        if not rung.passes:
-            logger.info("the ladder stops after its first failing rung (c=%d)", users)
-            if self.greenlet is not None:
-                self.greenlet.kill(block=False)
+        return rung
+
+    def judge(self, users: int, w0: float, w1: float) -> None:
+        """Judge a coarse rung; after the first failure stop, or bisect when it bracketed."""
+        rung = self.measure(users, w0, w1)
+        if rung.passes:
+            return
+        logger.info("the coarse ladder stops after its first failing rung (c=%d)", users)
+        if self.greenlet is not None:
+            self.greenlet.kill(block=False)
+        bracket = self.bracket(w1)
+        if self.refine_pct is None or bracket is None:
             gevent.spawn(self.quit_when_steady)
+            return
+        self.shape.begin_refinement(w1 - self.shape.start_epoch)
+        self.refiner = gevent.spawn(self.refine, bracket)
+
+    def bracket(self, closed_at: float) -> Bracket | None:
+        """The coarse ladder's bracket once the rung whose window ends at `closed_at` is judged."""
+        rungs = ladder_rungs(
+            self.store.samples,
+            self.store.cpu,
+            self.shape.schedule(),
+            self.shape.start_epoch,
+            self.slo_ms,
+            closed_at + 1e-6,
+            self.underrun_slo,
+        )
+        return coarse_bracket(rungs)
+
+    def refine(self, bracket: Bracket) -> None:
+        """Hold the bisection's probes one after another until the bracket is fine enough."""
+        pct = self.refine_pct or DEFAULT_REFINE_PCT
+        self.refine_ended_by = "interrupted"
+        worst = worst_case_probes(bracket, pct)
+        logger.info(
+            "refining Q_max between %d (passes) and %d (fails) to max(1 user, %g %%): at most "
+            "%d probes",
+            bracket.lo,
+            bracket.hi,
+            pct,
+            worst,
+        )
+        t0 = self.shape.start_epoch
+        done = 0
+        while (probe := next_probe(bracket, pct)) is not None:
+            start_s = self.shape.get_run_time() + max(self.shape.idle_s, 1.0)
+            phase = self.shape.add_probe(probe, start_s)
+            w1 = t0 + phase.end_s
+            w0 = w1 - self.shape.measure_s
+            left = (worst - done) * (self.shape.hold_s + max(self.shape.idle_s, 1.0))
+            label = f"probe {done + 1} of at most {worst}"
+            self.hold(label, probe, t0 + start_s, w0, w1, time.time() + left)
+            rung = self.measure(probe, w0, w1)
+            self.probe_windows.append((probe, w0, w1))
+            done += 1
+            if not rung.usable:
+                self.refine_ended_by = "client-bound"
+                break
+            bracket = narrow(bracket, probe, rung.meets_slo)
+        else:
+            self.refine_ended_by = "resolution"
+        logger.info(
+            "refined: Q_max %d, failing at %d (resolution %d users, %s)",
+            bracket.lo,
+            bracket.hi,
+            bracket.gap,
+            self.refine_ended_by,
+        )
+        self.shape.end_refinement()
+        self.quit_when_steady()
 
     def quit_when_steady(self) -> None:
         """Quit once the shape's last change has taken effect (two overlapping stops of the
         same users make Locust raise), or after a few seconds regardless."""
         deadline = time.time() + 10.0
         while time.time() < deadline:
-            phase = self.shape.schedule().phase_at(self.shape.get_run_time())
+            phase = self.shape.phase_now()
             if phase is None or self.runner.user_count == phase.users:
                 break
             gevent.sleep(0.2)
         self.runner.quit()
 
+    def refinement(self, coarse: list[Rung]) -> Refinement | None:
+        """The probes recomputed from all samples, when the ladder was refined."""
+        if self.refine_pct is None or self.refine_ended_by is None:
+            return None
+        if coarse_bracket(coarse) is None:
+            return None
+        probes = [
+            RefinementProbe(
+                rung=rung_statistics(
+                    self.store.samples, self.store.cpu, n, (w0, w1), self.slo_ms, self.underrun_slo
+                ),
+                window_start_epoch=w0,
+                window_end_epoch=w1,
+            )
+            for n, w0, w1 in self.probe_windows
+        ]
+        return build_refinement(coarse, probes, self.refine_pct, self.refine_ended_by)
+
     def finish(self) -> None:
         """Compute every closed rung from all samples and write the artifact and its samples."""
-        if self.greenlet is not None:
-            self.greenlet.kill(block=False)
+        for greenlet in (self.greenlet, self.refiner):
+            if greenlet is not None:
+                greenlet.kill(block=False)
         self.collect()
         if self.fingerprint is None:
             return
@@ -597,6 +784,7 @@ class Conductor:
             self.shape.start_epoch,
             self.slo_ms,
             time.time(),
+            self.underrun_slo,
         )
         if not rungs:
             logger.error("no rung finished its measure window: nothing to write")
@@ -608,7 +796,14 @@ class Conductor:
             command=" ".join(["locust", *sys.argv[1:]]),
         )
         artifact = build_qmax_artifact(
-            rungs, self.fingerprint, schedule, self.slo_ms, provenance, self.shape.start_epoch
+            rungs,
+            self.fingerprint,
+            schedule,
+            self.slo_ms,
+            provenance,
+            self.shape.start_epoch,
+            underrun_slo_share=self.underrun_slo,
+            refinement=self.refinement(rungs),
         )
         try:
             path = write_artifact(artifact, self.out, qmax_filename(self.fingerprint))
@@ -620,12 +815,79 @@ class Conductor:
         self.written = path
         self.environment.process_exit_code = 0
         logger.info(
-            "wrote %s (Q_max %s at %g ms, %s)",
+            "wrote %s (Q_max %s at %g ms, %s%s)",
             path,
-            artifact.q_max,
+            artifact.refined_q_max,
             self.slo_ms,
             "bracketed" if artifact.bracketed else "not bracketed",
+            ""
+            if artifact.refinement is None
+            else f", refined to {artifact.refinement.q_max_resolution} user(s)",
         )
+
+
+def board_row(
+    label: str,
+    users: int,
+    status: str,
+    ttfab_p95_ms: float | None,
+    rps: float | None,
+    in_flight: float,
+    heard: Any,
+    stable: bool | None,
+) -> dict[str, Any]:
+    """One row of the web UI's Ladder tab (playback figures from a Rung or PlaybackFigures)."""
+
+    def fmt(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    return {
+        "rung": label,
+        "users": users,
+        "status": status,
+        "ttfab_p95_ms": fmt(ttfab_p95_ms, ".0f"),
+        "rps": fmt(rps, ".2f"),
+        "in_flight": fmt(in_flight, ".2f"),
+        "rtf_p50": fmt(heard.rtf_p50, ".2f"),
+        "rtf_p95": fmt(heard.rtf_p95, ".2f"),
+        "underrun_share": fmt(
+            None if heard.underrun_share is None else 100 * heard.underrun_share, ".0f"
+        ),
+        "stall_ms_p95": fmt(heard.stall_ms_p95, ".0f"),
+        "stable": "-" if stable is None else ("yes" if stable else "no"),
+    }
+
+
+BOARD_TAB = "ladder"
+BOARD_COLUMNS = (
+    ("rung", "Rung"), ("users", "Users"), ("status", "Window / verdict"),
+    ("ttfab_p95_ms", "p95 TTFAB (ms)"), ("rps", "Achieved rps"), ("in_flight", "In flight"),
+    ("rtf_p50", "RTF p50"), ("rtf_p95", "RTF p95"), ("underrun_share", "Underrun %"),
+    ("stall_ms_p95", "Stall p95 (ms)"), ("stable", "Stable"),
+)  # fmt: skip
+
+
+def add_ladder_tab(environment: Environment, conductor: Conductor) -> None:
+    """A "Ladder" tab in Locust's web UI: the rung held, its window and playback, as it runs
+    (Locust's extended tabs: the table's rows ride on each /stats/requests answer)."""
+    web_ui = environment.web_ui
+    if web_ui is None:
+        return
+    web_ui.template_args["extended_tabs"] = [{"title": "Ladder", "key": BOARD_TAB}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": BOARD_TAB, "structure": [{"key": k, "title": t} for k, t in BOARD_COLUMNS]}
+    ]
+
+    @web_ui.app.after_request
+    def add_board(response: Any) -> Any:
+        from flask import request
+
+        if request.path != "/stats/requests" or not response.is_json:
+            return response
+        rows = list(conductor.board.values())
+        extended = [{"key": BOARD_TAB, "data": rows}]
+        response.set_data(json.dumps({**response.get_json(), "extended_stats": extended}))
+        return response
 
 
 def conductor_of(environment: Environment) -> Conductor | None:
@@ -673,6 +935,10 @@ def on_init(environment: Environment, runner: Runner, **_kw: Any) -> None:
         conductor = Conductor(
             environment, runner, shape, transport, options.slo_ms, Path(options.out)
         )
+        if options.refine is not None:
+            conductor.refine_pct = check_refine_pct(options.refine)
+        if options.underrun_slo is not None:
+            conductor.underrun_slo = check_underrun_slo(options.underrun_slo)
         if environment.host:
             check_target(conductor)
     except TtsBenchError as exc:
@@ -682,6 +948,7 @@ def on_init(environment: Environment, runner: Runner, **_kw: Any) -> None:
     shape.measure_s, shape.idle_s = schedule.measure_s, schedule.idle_s
     shape.user_class = USER_CLASSES[transport]
     environment.qmax_conductor = conductor  # type: ignore[attr-defined]
+    add_ladder_tab(environment, conductor)
     if isinstance(runner, MasterRunner):
         environment.events.worker_report.add_listener(
             lambda client_id, data, **_: (

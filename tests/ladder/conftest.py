@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,8 @@ def http_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real ladder through `tts-bench qmax`: local-http, two-sentence texts, rungs 1 and 2.
 
     Holds are tiny but long enough for a contended 2-core machine to finish requests in each
-    window; the SLO is huge, so both rungs pass and Q_max is the top rung, unbracketed.
+    window; the SLO is huge, so both rungs pass and Q_max is the top rung, unbracketed (so
+    `--refine` has nothing to bisect).
     """
     from tts_bench.cli import main
 
@@ -77,9 +79,48 @@ def http_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
         [
             "qmax", "--host", live_server.url, "--rungs", "1,2", "--hold-s", "24",
             "--measure-s", "16", "--idle-s", "0", "--slo-ms", "600000",
-            "--corpus", str(CORPORA / "two_sentences.txt"), "--out", str(out),
+            "--corpus", str(CORPORA / "two_sentences.txt"), "--out", str(out), "--refine",
         ]
     )  # fmt: skip
     assert code == 0
     (artifact,) = out.glob("qmax-*.json")
     return artifact
+
+
+# c=1's p95 TTFAB is at most about this multiple of a lone request's; c=8 on two cores is well
+# past it (eight requests share the engine: each waits for the others' segments).
+SLO_MULTIPLE = 2.5
+HOLD_PER_LONE_REQUEST = 6.0  # holds long enough for a few requests per window, however loaded
+
+
+@dataclass(frozen=True)
+class CalibratedLadder:
+    path: Path
+    lone_latency_s: float  # the slowest of a few lone requests, just before the ladder
+
+
+@pytest.fixture(scope="session")
+def refined_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> CalibratedLadder:
+    """`tts-bench qmax --refine` on two-sentence texts, rungs 1 and 8, with an SLO and holds
+    scaled to this machine's lone-request speed as it is now, so c=1 passes and c=8 fails."""
+    from tts_bench.cli import main
+    from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ttotal_local import speak
+
+    corpus = CORPORA / "two_sentences.txt"
+    lone = [speak(live_server.url, u) for u in load_corpus(corpus)]
+    assert all(s.ok and s.ttfab_s for s in lone), [s.detail for s in lone]
+    slo_ms = SLO_MULTIPLE * 1000 * max(s.ttfab_s for s in lone)  # type: ignore[type-var]
+    lone_s = max(s.end - s.start for s in lone)
+    hold_s = max(20.0, HOLD_PER_LONE_REQUEST * lone_s)
+    out = tmp_path_factory.mktemp("refined-ladder")
+    code = main(
+        [
+            "qmax", "--host", live_server.url, "--rungs", "1,8", "--hold-s", f"{hold_s:.0f}",
+            "--measure-s", f"{0.7 * hold_s:.0f}", "--idle-s", "1", "--slo-ms", f"{slo_ms:.0f}",
+            "--corpus", str(corpus), "--out", str(out), "--refine",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    (path,) = out.glob("qmax-*.json")
+    return CalibratedLadder(path, lone_s)

@@ -29,6 +29,8 @@ def main() -> None:
     for key, value in json.loads(settings).items():
         if key == "user_class":
             value = getattr(module, value) if value else None
+        if key == "probes":  # refinement probes: [users, start_s, end_s] each
+            value = tuple(module.Phase(u, a, b, u) for u, a, b in value)
         setattr(shape, key, tuple(value) if key == "rungs" else value)
     answers = []
     for t in times:

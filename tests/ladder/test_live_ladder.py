@@ -44,6 +44,9 @@ def test_every_rung_is_measured_from_raw_samples_in_its_window(http_ladder):
         assert rung.latency_p95_ms == pytest.approx(np.percentile(latency, 95), rel=1e-12)
         assert rung.latency_mean_ms == pytest.approx(np.mean(latency), rel=1e-12)
     assert (artifact.q_max, artifact.bracketed) == (2, False) == ladder_outcome(artifact.rungs)
+    # --refine was asked, but nothing failed above Q_max: no probe was held.
+    assert artifact.refinement is None and artifact.q_max_resolution is None
+    assert {s.rung for s in samples} <= {1, 2, None}
 
 
 def test_ttfab_times_the_first_chunk_not_the_end_of_the_stream(http_ladder):

@@ -9,6 +9,7 @@ import matplotlib.image
 import pytest
 
 from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.measure.server_ping import PingError, fetch_ping
 
 from .conftest import CORPORA, REPO
@@ -40,6 +41,12 @@ def test_local_run_leaves_artifacts_and_plots_and_stops_its_server(child_env, tm
         assert matplotlib.image.imread(png).shape[1] >= 1000
     assert "qmax: rung 1/2 c=1" in run.stderr  # progress: rung, seconds left, live p95
     assert "server stopped" in run.stderr
+    if qmax.q_max is not None:  # the surge check: two rates around X(Q_max), model beside run
+        (surge_path,) = out.glob("surge-kokoro-82m-local-http-*.json")
+        surge = SurgeArtifact.model_validate_json(surge_path.read_text())
+        below, above = surge.runs
+        assert below.rate_rps < above.rate_rps and surge.q_max == qmax.refined_q_max
+        assert "why they differ" in run.stderr
     url = next(line for line in run.stderr.splitlines() if "server ready at" in line).split()[-1]
     with pytest.raises(PingError, match="cannot reach"):
         fetch_ping(url, timeout_s=2)  # the server it started is gone

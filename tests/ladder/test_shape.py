@@ -91,3 +91,15 @@ def test_schedule_windows_sit_at_the_end_of_each_hold(rungs, hold, measure_share
 def test_window_longer_than_hold_is_refused():
     with pytest.raises(LadderError, match="--measure-s 70 exceeds --hold-s 60"):
         LadderSchedule((1,), hold_s=60, measure_s=70)
+
+
+@pytest.mark.parametrize("refining", [True, False])
+def test_refinement_cuts_the_coarse_schedule_and_holds_each_probe(tick_answers, refining):
+    # Rung 5 failed (its hold ended at 23 s); one probe at 3 users from 25 s to 35 s.
+    settings = {**SETTINGS, "coarse_end_s": 23.0, "probes": [[3, 25.0, 35.0]], "refining": refining}
+    times = [13.0, 22.9, 23.0, 24.9, 25.0, 30.0, 34.9, 35.0, 39.9, 40.0, 500.0]
+    users = [None if t is None else t[0] for t in tick_answers(settings, times)]
+    # The coarse rung 10 (due at 26 s) never starts; after the probe the run idles while more
+    # probes may come, and ends final_drain_s (5 s) after the last once refinement is over.
+    after = [0, 0, 0] if refining else [0, None, None]
+    assert users == [5, 5, 0, 0, 3, 3, 3, 0, *after]

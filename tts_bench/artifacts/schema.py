@@ -52,6 +52,8 @@ __all__ = [
     "PlanInputs",
     "Provenance",
     "QmaxArtifact",
+    "Refinement",
+    "RefinementProbe",
     "Rung",
     "SourceArtifact",
     "Stage",
@@ -133,12 +135,24 @@ def _ratio_keys(ratios: dict[str, float]) -> dict[str, float]:
 MAX_FAILURE_FRACTION: Final = 0.01
 
 
-def rung_meets_slo(ttfab_p95_ms: float | None, failed: int, completed: int, slo_ms: float) -> bool:
-    """SPEC §4: p95 TTFAB at or under the SLO, and at most 1 % of the window's requests failed."""
+def rung_meets_slo(
+    ttfab_p95_ms: float | None,
+    failed: int,
+    completed: int,
+    slo_ms: float,
+    underrun_share: float | None = None,
+    underrun_slo_share: float | None = None,
+) -> bool:
+    """SPEC §4: p95 TTFAB at or under the SLO, and at most 1 % of the window's requests failed;
+    with an underrun SLO (`--underrun-slo`), also at most that share of streams stalled."""
+    stalled_too_often = (
+        underrun_slo_share is not None and (underrun_share or 0.0) > underrun_slo_share
+    )
     return (
         ttfab_p95_ms is not None
         and ttfab_p95_ms <= slo_ms
         and failed <= MAX_FAILURE_FRACTION * completed
+        and not stalled_too_often
     )
 
 
@@ -162,6 +176,9 @@ class LadderSettings(_Strict):
     idle_s: NonNegativeFloat
     start_epoch: float | None = Field(
         default=None, description="unix time the first rung began, the raw samples' clock"
+    )
+    underrun_slo_share: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        default=None, description="a rung whose underrun_share exceeds this fails"
     )
 
     def measure_window(self, index: int) -> tuple[float, float]:
@@ -199,6 +216,18 @@ class Rung(_Strict):
     client_cpu_percent: NonNegativeFloat | None = None
     # Server-side FirstChunkLatency p95 (queue wait excluded); a batching engine's alarm uses it.
     server_first_chunk_p95_ms: NonNegativeFloat | None = None
+    # Playback (measure.playback): stream duration / audio duration, and listener stalls.
+    rtf_p50: NonNegativeFloat | None = None
+    rtf_p95: NonNegativeFloat | None = None
+    underrun_share: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        default=None, description="share of successful requests whose playback stalled"
+    )
+    stall_ms_p95: NonNegativeFloat | None = Field(
+        default=None, description="p95 over successful requests of their total stall time"
+    )
+    # Stability (measure.stability): p95 TTFAB of each third of the window; null: not judged.
+    sub_window_ttfab_p95_ms: list[NonNegativeFloat | None] | None = None
+    stable: bool | None = None
 
     @field_validator("cloudwatch_ratios")
     @classmethod
@@ -271,6 +300,39 @@ def ladder_outcome(rungs: list[Rung]) -> tuple[int | None, bool]:
     return q_max, False
 
 
+class RefinementProbe(_Strict):
+    """One bisection rung, held with the ladder's hold and window, and where its window lay."""
+
+    rung: Rung
+    window_start_epoch: float
+    window_end_epoch: float
+
+    @model_validator(mode="after")
+    def _window(self) -> RefinementProbe:
+        if not self.window_end_epoch > self.window_start_epoch:
+            raise ValueError("a probe's window must end after it starts")
+        return self
+
+
+class Refinement(_Strict):
+    """Q_max bisected between the coarse ladder's last pass and first failure (measure.refine)."""
+
+    resolution_pct: Annotated[float, Field(gt=0, lt=100)]
+    probes: list[RefinementProbe]
+    q_max: PositiveInt = Field(description="the highest passing level, coarse or probe")
+    failing_above: PositiveInt = Field(description="the lowest failing level, coarse or probe")
+    q_max_resolution: PositiveInt = Field(
+        description="failing_above − q_max: Q_max lies in [q_max, failing_above − 1]"
+    )
+    ended_by: Literal["resolution", "client-bound", "interrupted"]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Refinement:
+        if self.q_max_resolution != self.failing_above - self.q_max:
+            raise ValueError("q_max_resolution must equal failing_above − q_max")
+        return self
+
+
 class QmaxArtifact(_Strict):
     artifact: Literal["qmax"] = "qmax"
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -281,6 +343,9 @@ class QmaxArtifact(_Strict):
     uncontended_service_s: UncontendedService | None
     rungs: list[Rung] = Field(min_length=1)
     ladder: LadderSettings | None = None
+    refinement: Refinement | None = Field(
+        default=None, description="bisection after a bracketed ladder; its rungs kept apart"
+    )
     verification: list[VerificationRung] = Field(
         default_factory=list,
         description="rungs held after the ladder at C_scale_max and C_scale_min (not ladder rungs)",
@@ -301,7 +366,11 @@ class QmaxArtifact(_Strict):
         for r in self.rungs:
             if not r.usable:
                 continue
-            meets = rung_meets_slo(r.ttfab_p95_ms, r.rejected + r.errors, r.completed, self.slo_ms)
+            underrun_slo = self.ladder.underrun_slo_share if self.ladder else None
+            meets = rung_meets_slo(
+                r.ttfab_p95_ms, r.rejected + r.errors, r.completed, self.slo_ms,
+                r.underrun_share, underrun_slo,
+            )  # fmt: skip
             if r.meets_slo != meets:
                 p95 = "none" if r.ttfab_p95_ms is None else f"{r.ttfab_p95_ms:g} ms"
                 raise ValueError(
@@ -319,7 +388,55 @@ class QmaxArtifact(_Strict):
                 f"q_max={self.q_max}, bracketed={self.bracketed} disagree with the rungs "
                 f"(which give q_max={q_max}, bracketed={bracketed})"
             )
+        if self.refinement is not None:
+            self._check_refinement(self.refinement)
         return self
+
+    def _check_refinement(self, refinement: Refinement) -> None:
+        """Refined Q_max = the highest pass, the bound above = the lowest failure, both inside
+        the coarse bracket."""
+        if not self.bracketed or self.q_max is None:
+            raise ValueError("only a bracketed ladder can be refined")
+        failing = next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
+        levels = [p.rung.concurrency for p in refinement.probes]
+        if any(not self.q_max < n < failing for n in levels) or len(set(levels)) != len(levels):
+            raise ValueError(
+                f"refinement probes {levels} must be distinct and inside ({self.q_max}, {failing})"
+            )
+        judged = [p.rung for p in refinement.probes if p.rung.usable]
+        q_max = max([self.q_max, *(r.concurrency for r in judged if r.meets_slo)])
+        above = min([failing, *(r.concurrency for r in judged if not r.meets_slo)])
+        if (refinement.q_max, refinement.failing_above) != (q_max, above):
+            raise ValueError(
+                f"refinement says Q_max {refinement.q_max} below {refinement.failing_above}; "
+                f"its probes give {q_max} below {above}"
+            )
+
+    @property
+    def refined_q_max(self) -> int | None:
+        """The Q_max a plan uses: the refinement's when there is one, else the coarse ladder's."""
+        return self.refinement.q_max if self.refinement is not None else self.q_max
+
+    @property
+    def q_max_resolution(self) -> int | None:
+        """Users between Q_max and the failure above it; None when nothing failed above."""
+        if self.refinement is not None:
+            return self.refinement.q_max_resolution
+        if not self.bracketed or self.q_max is None:
+            return None
+        failing = next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
+        return failing - self.q_max
+
+    @property
+    def curve_rungs(self) -> list[Rung]:
+        """Coarse and refinement rungs together, by concurrency (the measured curve X(N))."""
+        probes = [p.rung for p in self.refinement.probes] if self.refinement else []
+        return sorted([*self.rungs, *probes], key=lambda r: r.concurrency)
+
+    def q_max_rung(self) -> Rung | None:
+        """The rung the refined Q_max rests on."""
+        level = self.refined_q_max
+        return next((r for r in self.curve_rungs if r.concurrency == level), None)
 
     def rung(self, concurrency: int) -> Rung | None:
         return next((r for r in self.rungs if r.concurrency == concurrency), None)

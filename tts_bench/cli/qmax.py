@@ -21,6 +21,8 @@ from tts_bench.measure.ladder import (
     describe_schedule,
     parse_rungs,
 )
+from tts_bench.measure.playback import check_underrun_slo
+from tts_bench.measure.refine import DEFAULT_REFINE_PCT, check_refine_pct
 
 
 def add_ladder_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +55,23 @@ def add_ladder_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_SLO_MS,
         help="p95 TTFAB SLO, ms (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--refine",
+        type=float,
+        nargs="?",
+        const=DEFAULT_REFINE_PCT,
+        default=None,
+        metavar="PCT",
+        help="after a bracketed ladder, bisect until the gap is at most max(1 user, PCT %% of "
+        f"Q_max) (PCT defaults to {DEFAULT_REFINE_PCT:g})",
+    )
+    parser.add_argument(
+        "--underrun-slo",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="a rung whose share of stalled streams exceeds SHARE fails (e.g. 0.05)",
     )
     parser.add_argument(
         "--transport",
@@ -115,10 +134,12 @@ def run(args: argparse.Namespace) -> int:
 
     schedule = schedule_of(args)
     check_slo_ms(args.slo_ms)
+    refine_pct = None if args.refine is None else check_refine_pct(args.refine)
+    underrun_slo = None if args.underrun_slo is None else check_underrun_slo(args.underrun_slo)
     if args.corpus is not None:
         load_corpus(args.corpus)
     if args.dry_run:
-        print(describe_schedule(schedule, args.slo_ms))
+        print(describe_schedule(schedule, args.slo_ms, refine_pct))
         return 0
     transport = Transport(args.transport)
     if not transport.is_local:
@@ -143,8 +164,9 @@ def run(args: argparse.Namespace) -> int:
     request = LadderRequest(
         host=args.host, schedule=schedule, slo_ms=args.slo_ms, transport=transport.value,
         corpus=args.corpus, model=args.model, out=args.out, processes=args.processes,
+        refine_pct=refine_pct, underrun_slo=underrun_slo,
     )  # fmt: skip
-    print(describe_schedule(schedule, args.slo_ms), file=sys.stderr)
+    print(describe_schedule(schedule, args.slo_ms, refine_pct), file=sys.stderr)
     path = run_ladder(
         request, fingerprint, lambda line: print(f"qmax: {line}", file=sys.stderr, flush=True)
     )

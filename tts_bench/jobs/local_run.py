@@ -99,6 +99,23 @@ def calibrate(url: str, utterances: Sequence[Utterance], say: Callable[[str], No
     return out
 
 
+def surge_check(
+    qmax_path: Path, settings: LocalRunSettings, step: Callable[[str], None], logs: Path
+) -> None:
+    """Issue 16: check the surge model with an open loop at two rates (one below X(Q_max), one
+    above) against a fresh server bounded at Q_max; prints how close model and run came."""
+    from tts_bench.measure.surge_run import local_surge_check
+
+    step("surge check: open-loop Poisson arrivals against one instance bounded at Q_max")
+    try:
+        local_surge_check(
+            qmax_path, settings.utterances, settings.out, step, settings.server_args,
+            logs / "surge-server.log",
+        )  # fmt: skip
+    except TtsBenchError as exc:  # a check beside the plan: its failure loses nothing above
+        step(f"surge check failed: {exc}")
+
+
 def run_local(settings: LocalRunSettings, say: Callable[[str], None]) -> LocalRunResult:
     from tts_bench.measure.plots import plot_qmax, plot_ttotal
 
@@ -190,6 +207,7 @@ def run_local(settings: LocalRunSettings, say: Callable[[str], None]) -> LocalRu
         plot_ttotal(ttotal, ttotal_path.with_suffix(".png")),
     )
     step(f"plots: {', '.join(str(p) for p in pngs)}")
+    surge_check(qmax_path, settings, step, logs)
     return LocalRunResult(
         qmax_path=qmax_path, ttotal_path=ttotal_path, plan_path=plan_path, plan_exit_code=plan_code,
         pngs=pngs, slo_ms=slo_ms, slo_reason=reason, q_max=qmax.q_max, bracketed=qmax.bracketed,

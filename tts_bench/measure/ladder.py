@@ -31,13 +31,18 @@ from tts_bench.artifacts.schema import (
     LadderSettings,
     Provenance,
     QmaxArtifact,
+    Refinement,
+    RefinementProbe,
     Rung,
     UncontendedService,
     ladder_outcome,
     rung_meets_slo,
 )
 from tts_bench.errors import TtsBenchError
+from tts_bench.measure.playback import PlaybackFigures, playback_figures
+from tts_bench.measure.refine import coarse_bracket, narrow, worst_case_probes_for_ladder
 from tts_bench.measure.samples import Outcome, Sample
+from tts_bench.measure.stability import stability
 
 DEFAULT_RUNGS = (1, 5, 10, 20, 30, 40, 50, 60)
 DEFAULT_HOLD_S = 240.0
@@ -183,7 +188,18 @@ def format_duration(seconds: float) -> str:
     return f"{h} h {m:02d} min {s:02d} s" if h else (f"{m} min {s:02d} s" if m else f"{s} s")
 
 
-def describe_schedule(schedule: LadderSchedule, slo_ms: float) -> str:
+def refinement_worst_case_s(schedule: LadderSchedule, refine_pct: float) -> tuple[int, float]:
+    """The most probes a refinement can hold after this ladder, and their wall-clock time.
+
+    Each probe is held `hold_s` after at least `idle_s` (and at least 1 s) without load.
+    """
+    probes = worst_case_probes_for_ladder(schedule.rungs, refine_pct)
+    return probes, probes * (schedule.hold_s + max(schedule.idle_s, 1.0))
+
+
+def describe_schedule(
+    schedule: LadderSchedule, slo_ms: float, refine_pct: float | None = None
+) -> str:
     """The dry run's text: one line per rung and the wall-clock estimate."""
     lines = [
         f"ladder: {len(schedule.rungs)} rungs, hold {schedule.hold_s:g} s, measure the trailing "
@@ -200,6 +216,13 @@ def describe_schedule(schedule: LadderSchedule, slo_ms: float) -> str:
         f"wall clock at most {format_duration(schedule.duration_s)} "
         f"({schedule.duration_s:.0f} s; the ladder stops early after the first failing rung)"
     )
+    if refine_pct is not None:
+        probes, probe_s = refinement_worst_case_s(schedule, refine_pct)
+        lines.append(
+            f"refinement to max(1 user, {refine_pct:g} % of Q_max): at most {probes} probes of "
+            f"{schedule.hold_s:g} s, {format_duration(probe_s)} more; worst case in all "
+            f"{format_duration(schedule.duration_s + probe_s)}"
+        )
     return "\n".join(lines)
 
 
@@ -260,8 +283,12 @@ def rung_statistics(
     concurrency: int,
     window: tuple[float, float],
     slo_ms: float,
+    underrun_slo_share: float | None = None,
 ) -> Rung:
-    """One `Rung` from the raw samples of the whole run and the window's epoch bounds."""
+    """One `Rung` from the raw samples of the whole run and the window's epoch bounds.
+
+    With `underrun_slo_share`, a rung whose share of stalled streams exceeds it fails too.
+    """
     w0, w1 = window
     done = in_window(samples, concurrency, w0, w1)
     ok = [s for s in done if s.outcome is Outcome.OK]
@@ -288,7 +315,9 @@ def rung_statistics(
 
     p95 = percentile(ttfab, 95) if ttfab else None
     failed = rejected + errors
-    meets = rung_meets_slo(p95, failed, len(done), slo_ms)
+    heard = playback_figures(ok)
+    meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
+    steady = stability(done, window)
     return Rung(
         concurrency=concurrency,
         achieved_rps=len(ok) / (w1 - w0),
@@ -308,6 +337,12 @@ def rung_statistics(
         unusable_reason="; ".join(reasons) or None,
         client_cpu_percent=cpu_percent,
         server_first_chunk_p95_ms=percentile(server_first, 95) if server_first else None,
+        rtf_p50=heard.rtf_p50,
+        rtf_p95=heard.rtf_p95,
+        underrun_share=heard.underrun_share,
+        stall_ms_p95=heard.stall_ms_p95,
+        sub_window_ttfab_p95_ms=list(steady.sub_window_p95_ms),
+        stable=steady.stable,
     )
 
 
@@ -318,6 +353,7 @@ def ladder_rungs(
     start_epoch: float,
     slo_ms: float,
     now: float,
+    underrun_slo_share: float | None = None,
 ) -> list[Rung]:
     """Rungs whose window closed by `now`, in order, up to and including the first that fails."""
     rungs: list[Rung] = []
@@ -326,7 +362,12 @@ def ladder_rungs(
         if start_epoch + w1 > now:
             break
         rung = rung_statistics(
-            samples, cpu, concurrency, (start_epoch + w0, start_epoch + w1), slo_ms
+            samples,
+            cpu,
+            concurrency,
+            (start_epoch + w0, start_epoch + w1),
+            slo_ms,
+            underrun_slo_share,
         )
         rungs.append(rung)
         if not rung.passes:
@@ -349,8 +390,13 @@ def build_qmax_artifact(
     slo_ms: float,
     provenance: Provenance,
     start_epoch: float | None = None,
+    underrun_slo_share: float | None = None,
+    refinement: Refinement | None = None,
 ) -> QmaxArtifact:
     q_max, bracketed = ladder_outcome(rungs)
+    settings = schedule.settings(start_epoch).model_copy(
+        update={"underrun_slo_share": underrun_slo_share}
+    )
     return QmaxArtifact(
         fingerprint=fingerprint,
         slo_ms=slo_ms,
@@ -358,8 +404,34 @@ def build_qmax_artifact(
         bracketed=bracketed,
         uncontended_service_s=uncontended_service(rungs),
         rungs=rungs,
-        ladder=schedule.settings(start_epoch),
+        ladder=settings,
+        refinement=refinement,
         provenance=provenance,
+    )
+
+
+def build_refinement(
+    coarse: Sequence[Rung], probes: Sequence[RefinementProbe], pct: float, ended_by: str
+) -> Refinement:
+    """The refinement record: probes in the order held, the bracket they leave.
+
+    Replays `refine.narrow` over the probes from the coarse bracket, so the recorded Q_max
+    is the bisection's own (the artifact's validator checks it is the highest pass).
+    """
+    bracket = coarse_bracket(coarse)
+    if bracket is None:
+        raise LadderError("only a bracketed ladder can be refined")
+    for probe in probes:
+        if not probe.rung.usable:
+            break
+        bracket = narrow(bracket, probe.rung.concurrency, probe.rung.meets_slo)
+    return Refinement(
+        resolution_pct=pct,
+        probes=list(probes),
+        q_max=bracket.lo,
+        failing_above=bracket.hi,
+        q_max_resolution=bracket.gap,
+        ended_by=ended_by,  # type: ignore[arg-type]
     )
 
 
@@ -370,6 +442,7 @@ class LiveFigures:
     finished: int
     ttfab_p95_ms: float | None
     in_flight: float
+    playback: PlaybackFigures
 
 
 def live_figures(
@@ -381,7 +454,8 @@ def live_figures(
 ) -> LiveFigures:
     """The held rung over [since, now): requests still open count as in flight until `now`."""
     recent = [s for s in samples if s.rung == concurrency and since <= s.end < now]
-    ttfab = [s.ttfab_ms for s in recent if s.outcome is Outcome.OK and s.ttfab_ms is not None]
+    ok = [s for s in recent if s.outcome is Outcome.OK]
+    ttfab = [s.ttfab_ms for s in ok if s.ttfab_ms is not None]
     in_flight = 0.0
     if now > since:
         busy = sum(max(0.0, now - max(start, since)) for start in open_starts)
@@ -390,4 +464,5 @@ def live_figures(
         finished=len(recent),
         ttfab_p95_ms=percentile(ttfab, 95) if ttfab else None,
         in_flight=in_flight,
+        playback=playback_figures(ok),
     )

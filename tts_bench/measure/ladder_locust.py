@@ -42,6 +42,8 @@ class LadderRequest:
     model: str
     out: Path
     processes: int | None = None
+    refine_pct: float | None = None
+    underrun_slo: float | None = None
 
     def locust_command(self) -> list[str]:
         s = self.schedule
@@ -57,6 +59,10 @@ class LadderRequest:
             command += ["--corpus", str(self.corpus)]
         if self.processes:
             command += ["--processes", str(self.processes)]
+        if self.refine_pct is not None:
+            command += ["--refine", f"{self.refine_pct!r}"]
+        if self.underrun_slo is not None:
+            command += ["--underrun-slo", f"{self.underrun_slo!r}"]
         return command
 
 

@@ -1,8 +1,10 @@
 """Plots of the measurements (matplotlib, Agg): the ladder's curve and T_total's stages.
 
 - qmax: p95 TTFAB (and p50) against concurrency, the SLO as a horizontal line, the Q_max rung
-  marked, rungs that failed or were client-bound marked apart, and achieved throughput on a
-  second axis.
+  marked, rungs that failed or were client-bound marked apart, refinement probes as diamonds,
+  achieved throughput on a second axis; below, when recorded, the playback panel (share of
+  stalled streams, RTF p50/p95).
+- surge: occupancy over time per rate, measured against the birth–death model's mean.
 - ttotal: the stages as a timeline of bars in order, counted stages coloured, the uncounted
   warm-up grey, the policy lag bound hatched after the measured total.
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.surge import SurgeArtifact
 
 DPI = 120
 TTFAB_COLOUR = "#1f5fa8"
@@ -47,7 +50,13 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     plt = _pyplot()
     rungs = artifact.rungs
     levels = [r.concurrency for r in rungs]
-    fig, ax = plt.subplots(figsize=(9.5, 5.6), dpi=DPI)
+    heard = [r for r in artifact.curve_rungs if r.underrun_share is not None]
+    if heard:
+        fig, (ax, ax_play) = plt.subplots(
+            2, 1, figsize=(9.5, 7.4), dpi=DPI, height_ratios=(3, 1.25), sharex=True
+        )
+    else:
+        fig, ax = plt.subplots(figsize=(9.5, 5.6), dpi=DPI)
     twin = ax.twinx()
 
     rps = [r.achieved_rps for r in rungs]
@@ -95,7 +104,15 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     if unusable:
         ax.plot([], [], "X", ms=9, color="#555555", label="client-bound (unusable)")
 
-    q = artifact.rung(artifact.q_max) if artifact.q_max else None
+    probes = [p.rung for p in artifact.refinement.probes] if artifact.refinement else []
+    probed = [r for r in probes if r.ttfab_p95_ms is not None]
+    if probed:
+        ax.plot(
+            [r.concurrency for r in probed], [r.ttfab_p95_ms for r in probed], "D", ms=7,
+            color=TTFAB_COLOUR, mfc="white", mew=1.8,
+            label=f"refinement probes (resolution {artifact.q_max_resolution} users)",
+        )  # fmt: skip
+    q = artifact.q_max_rung()
     if q is not None and q.ttfab_p95_ms is not None:
         ax.axvline(q.concurrency, color=QMAX_COLOUR, lw=1.2, ls=":")
         ax.plot(
@@ -116,9 +133,13 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
             color=QMAX_COLOUR, fontsize=10, fontweight="bold",
         )  # fmt: skip
 
-    ax.set_xlabel("concurrency per instance (closed-loop users)")
+    if heard:
+        _playback_panel(ax_play, heard)
+        ax_play.set_xlabel("concurrency per instance (closed-loop users)")
+    else:
+        ax.set_xlabel("concurrency per instance (closed-loop users)")
     ax.set_ylabel("time to first audio byte (ms)")
-    ax.set_xticks(levels)
+    ax.set_xticks(sorted({*levels, *(r.concurrency for r in probes)}))
     ax.set_ylim(0, top * 1.18)
     ax.set_xlim(0, levels[-1] + max(1.0, levels[-1] * 0.06))
     ax.grid(True, alpha=0.3)
@@ -126,7 +147,7 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     ax.patch.set_visible(False)
     outcome = (
         "no rung passed" if artifact.q_max is None
-        else f"Q_max {artifact.q_max}, {'bracketed' if artifact.bracketed else 'NOT bracketed (lower bound)'}"
+        else f"Q_max {artifact.refined_q_max}, {'bracketed' if artifact.bracketed else 'NOT bracketed (lower bound)'}"
     )  # fmt: skip
     ax.set_title(
         f"Q_max ladder: {outcome}\n{_subject(artifact.fingerprint, artifact.provenance.kind)}",
@@ -140,6 +161,26 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _playback_panel(ax: Any, rungs: list[Any]) -> None:
+    """Share of streams that stalled (bars) and RTF p50/p95 (lines) per rung."""
+    xs = [r.concurrency for r in rungs]
+    ax.bar(xs, [100 * r.underrun_share for r in rungs], width=0.6, color=SLO_COLOUR, alpha=0.35,
+           label="streams that stalled (%)")  # fmt: skip
+    ax.set_ylabel("stalled (%)", color=SLO_COLOUR)
+    ax.set_ylim(0, 105)
+    ax.grid(True, alpha=0.3)
+    rtf = ax.twinx()
+    for attr, style, name in (("rtf_p50", "o--", "RTF p50"), ("rtf_p95", "o-", "RTF p95")):
+        pts = [(r.concurrency, getattr(r, attr)) for r in rungs if getattr(r, attr) is not None]
+        if pts:
+            rtf.plot(*zip(*pts, strict=True), style, color=TTFAB_COLOUR, ms=4, label=name)
+    rtf.axhline(1.0, color="#555555", lw=0.8, ls=":")
+    rtf.set_ylabel("stream ÷ audio duration")
+    bars, bar_labels = ax.get_legend_handles_labels()
+    lines, line_labels = rtf.get_legend_handles_labels()
+    ax.legend(bars + lines, bar_labels + line_labels, loc="upper left", fontsize=8, framealpha=0.9)
 
 
 def plot_ttotal(artifact: TtotalArtifact, path: str | os.PathLike[str]) -> Path:
@@ -188,6 +229,46 @@ def plot_ttotal(artifact: TtotalArtifact, path: str | os.PathLike[str]) -> Path:
     ax.set_title(
         f"T_total ({artifact.trigger.value}): {artifact.measured_total_s:.1f} s measured + "
         f"{artifact.policy_lag_bound_s:.1f} s lag bound = {artifact.planned_total_s:.1f} s planned\n"
+        f"{_subject(artifact.fingerprint, artifact.provenance.kind)}",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_surge(artifact: SurgeArtifact, path: str | os.PathLike[str]) -> Path:
+    """Occupancy over time per rate: measured (steps) against the model's mean, Q_max marked."""
+    plt = _pyplot()
+    runs = artifact.runs
+    fig, axes = plt.subplots(
+        len(runs), 1, figsize=(10, 2.9 * len(runs) + 0.8), dpi=DPI, squeeze=False
+    )
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        series = run.occupancy
+        times = [i * series.step_s for i in range(len(series.measured))]
+        ax.step(times, series.measured, where="post", color=TTFAB_COLOUR, lw=1.6,
+                label="measured: admitted requests in flight")  # fmt: skip
+        ax.plot(times, series.model_mean, color=RPS_COLOUR, lw=1.8, ls="--",
+                label=f"birth–death model, mean of {run.prediction.trials} trials")  # fmt: skip
+        ax.axhline(artifact.q_max, color=SLO_COLOUR, ls=":", lw=1.4,
+                   label=f"admission bound Q_max = {artifact.q_max}")  # fmt: skip
+        ax.set_ylim(0, artifact.q_max * 1.3 + 0.5)
+        ax.set_xlim(0, run.duration_s)
+        ax.set_ylabel("occupancy")
+        ax.grid(True, alpha=0.3)
+        ttfab = "-" if run.ttfab_p95_ms is None else f"{run.ttfab_p95_ms:.0f} ms"
+        ax.set_title(
+            f"{run.rate_rps:g} rps: shed {run.shed_share:.1%} (model "
+            f"{run.prediction.shed_share:.1%}), admitted p95 TTFAB {ttfab} from intended send",
+            fontsize=10,
+        )
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    axes[-1, 0].set_xlabel("seconds from the run's start")
+    fig.suptitle(
+        f"Open-loop surge against one instance\n"
         f"{_subject(artifact.fingerprint, artifact.provenance.kind)}",
         fontsize=11,
     )

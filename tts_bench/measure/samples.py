@@ -42,6 +42,18 @@ class Sample:
     detail: str = ""  # status code or error text for failures
     # The server's own FirstChunkLatency (its `done` event), ms; None when it sent none.
     server_first_chunk_ms: float | None = None
+    # Playback (measure.playback): audio received and the listener's total stall, ms.
+    audio_ms: float | None = None
+    stall_ms: float | None = None
+    # Open loop (surge): when the request was meant to be sent; `start` is when it was sent.
+    intended_start: float | None = None
+
+    @property
+    def intended_ttfab_ms(self) -> float | None:
+        """TTFAB from the intended send time (no coordinated omission); send-time TTFAB otherwise."""
+        if self.ttfab_ms is None or self.intended_start is None:
+            return self.ttfab_ms
+        return self.ttfab_ms + (self.start - self.intended_start) * 1000
 
     def to_row(self) -> list[str]:
         return [
@@ -60,19 +72,21 @@ class Sample:
             latency_ms=float(row["latency_ms"]),
             outcome=Outcome(row["outcome"]),
             detail=row["detail"],
-            server_first_chunk_ms=(
-                float(row["server_first_chunk_ms"]) if row.get("server_first_chunk_ms") else None
-            ),
+            server_first_chunk_ms=_optional_float(row, "server_first_chunk_ms"),
+            audio_ms=_optional_float(row, "audio_ms"),
+            stall_ms=_optional_float(row, "stall_ms"),
+            intended_start=_optional_float(row, "intended_start"),
         )
 
     def to_wire(self) -> list[object]:
         """A plain list for Locust's worker → master messages (msgpack)."""
-        return [*astuple(self)[:6], self.outcome.value, self.detail, self.server_first_chunk_ms]
+        values = astuple(self)
+        return [*values[:6], self.outcome.value, *values[7:]]
 
     @classmethod
     def from_wire(cls, data: list[object]) -> Sample:
         rung, worker, start, end, ttfab, latency, outcome, detail, *rest = data
-        server_first = rest[0] if rest else None
+        server_first, audio, stall, intended = [*rest, None, None, None, None][:4]
         return cls(
             rung=None if rung is None else int(rung),  # type: ignore[call-overload]
             worker=str(worker),
@@ -83,12 +97,21 @@ class Sample:
             outcome=Outcome(str(outcome)),
             detail=str(detail),
             server_first_chunk_ms=None if server_first is None else float(server_first),  # type: ignore[arg-type]
+            audio_ms=None if audio is None else float(audio),  # type: ignore[arg-type]
+            stall_ms=None if stall is None else float(stall),  # type: ignore[arg-type]
+            intended_start=None if intended is None else float(intended),  # type: ignore[arg-type]
         )
 
 
+def _optional_float(row: dict[str, str], key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if value else None
+
+
 COLUMNS = tuple(f.name for f in fields(Sample))
-# Sample files written before the server reported its own first-chunk latency.
-_COLUMNS_BEFORE_SERVER_FIRST_CHUNK = COLUMNS[:-1]
+# Older sample files end earlier: before playback figures (3 fewer), before the server's own
+# first-chunk latency (4 fewer).
+_ACCEPTED_COLUMNS = (COLUMNS, COLUMNS[:-3], COLUMNS[:-4])
 
 
 def samples_path(artifact_path: str | os.PathLike[str]) -> Path:
@@ -114,7 +137,7 @@ def read_samples(path: str | os.PathLike[str]) -> list[Sample]:
     try:
         with gzip.open(path, "rt", encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)
-            if tuple(reader.fieldnames or ()) not in (COLUMNS, _COLUMNS_BEFORE_SERVER_FIRST_CHUNK):
+            if tuple(reader.fieldnames or ()) not in _ACCEPTED_COLUMNS:
                 raise ArtifactError(f"{path}: columns {reader.fieldnames} are not {list(COLUMNS)}")
             return [Sample.from_row(row) for row in reader]
     except FileNotFoundError:

@@ -64,3 +64,72 @@ def shed_probability(
         running = step & ~reached
     count = int(reached.sum())
     return SurgeOutcome(probability=count / trials, trials=trials, reached=count)
+
+
+@dataclass(frozen=True)
+class LossOutcome:
+    """An instance that refuses arrivals at `limit` (its admission bound), over a horizon."""
+
+    shed_share: float  # refused arrivals ÷ all arrivals, pooled over the trials
+    arrivals_per_trial: float
+    mean_occupancy: float  # time-average over the horizon, mean over trials
+    occupancy_at: tuple[float, ...]  # mean occupancy over trials at each of `grid_s`
+    trials: int
+
+
+def loss_system(
+    arrival_rps: float,
+    service_rps: Callable[[np.ndarray], np.ndarray],
+    limit: int,
+    horizon_s: float,
+    grid_s: np.ndarray,
+    *,
+    start: int = 0,
+    trials: int = DEFAULT_TRIALS,
+    seed: int = DEFAULT_SEED,
+) -> LossOutcome:
+    """The same birth–death chain as `shed_probability`, run to the horizon with arrivals at
+    `limit` refused (shed) instead of ending the trial: what an open-loop surge against one
+    bounded instance should see. Lockstep trials, one seeded generator, as above."""
+    if trials < 1 or limit < 1:
+        raise ValueError("trials and limit must be positive")
+    grid_s = np.asarray(grid_s, dtype=float)
+    rng = np.random.default_rng(seed)
+    n = np.full(trials, min(start, limit), dtype=np.int64)
+    t = np.zeros(trials)
+    arrivals = np.zeros(trials, dtype=np.int64)
+    shed = np.zeros(trials, dtype=np.int64)
+    area = np.zeros(trials)  # ∫ n dt
+    at_grid = np.zeros((trials, grid_s.size))
+    running = np.ones(trials, dtype=bool)
+    if arrival_rps <= 0 or horizon_s <= 0:
+        running[:] = False
+    while running.any():
+        death = np.asarray(service_rps(n.astype(float)), dtype=float)
+        total = arrival_rps + death
+        dt = rng.exponential(1.0, trials) / total
+        is_birth = rng.random(trials) * total < arrival_rps
+        t_next = np.minimum(t + dt, horizon_s)
+        # Occupancy n holds over [t, t_next): record it at the grid points in that span.
+        covered = (
+            running[:, None] & (grid_s[None, :] >= t[:, None]) & (grid_s[None, :] < t_next[:, None])
+        )
+        at_grid = np.where(covered, n[:, None], at_grid)
+        area += np.where(running, n * (t_next - t), 0.0)
+        step = running & (t + dt <= horizon_s)
+        born = step & is_birth
+        arrivals += born
+        refused = born & (n >= limit)
+        shed += refused
+        n = np.where(step & ~refused, n + np.where(is_birth, 1, -1), n)
+        t = np.where(running, t_next, t)
+        running = step
+    at_grid = np.where(grid_s[None, :] >= horizon_s, n[:, None], at_grid)
+    total_arrivals = int(arrivals.sum())
+    return LossOutcome(
+        shed_share=float(shed.sum()) / total_arrivals if total_arrivals else 0.0,
+        arrivals_per_trial=total_arrivals / trials,
+        mean_occupancy=float(area.mean() / horizon_s) if horizon_s > 0 else 0.0,
+        occupancy_at=tuple(float(v) for v in at_grid.mean(axis=0)),
+        trials=trials,
+    )

@@ -35,6 +35,7 @@ FINDING_ORDER = (
     "fleet_sizing",
     "slo_budget",
     "bracketing",
+    "stability",
     "alarm",
     "fleet_cost",
 )
@@ -288,6 +289,29 @@ def bracketing(qmax: QmaxArtifact, q_max: int) -> Finding:
     )
 
 
+def stability(qmax: QmaxArtifact) -> Finding | None:
+    """Q_max resting on a rung whose window thirds disagree is a reading of a moving system.
+    None for a ladder that did not judge stability (older or reference artifacts)."""
+    rung = qmax.q_max_rung()
+    if rung is None or rung.stable is None:
+        return None
+    spread = rung.sub_window_ttfab_p95_ms or []
+    shown = ", ".join("-" if v is None else f"{v:.0f}" for v in spread)
+    if rung.stable:
+        return finding(
+            "stability",
+            Verdict.OK,
+            f"Q_max {rung.concurrency} rests on a stable rung (window thirds' p95 TTFAB {shown} ms)",
+        )
+    return finding(
+        "stability",
+        Verdict.WARN,
+        f"Q_max {rung.concurrency} rests on an unstable rung: its window thirds' p95 TTFAB "
+        f"({shown} ms) disagree beyond the stability tolerance; hold longer (--max-hold-s) and re-run",
+        stable=False,
+    )
+
+
 def alarm(chosen: Alarm) -> Finding:
     return finding(
         "alarm",
@@ -321,5 +345,6 @@ def collect_findings(
         bracketing(qmax, basis.q_max),
         alarm(chosen_alarm),
     ]
+    found += [f for f in (stability(qmax),) if f is not None]
     found.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
     return found

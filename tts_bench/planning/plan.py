@@ -139,7 +139,7 @@ def check_basis(qmax: QmaxArtifact, ttotal: TtotalArtifact, request: PlanRequest
         raise RefusalError("the ladder has no c=1 rung with TTFAB samples; add rung 1 and re-run")
     return Basis(
         h=h,
-        q_max=qmax.q_max,
+        q_max=qmax.refined_q_max,
         s_mean=qmax.uncontended_service_s.mean,
         s_p95=qmax.uncontended_service_s.p95,
         c1_ttfab_p95_ms=c1.ttfab_p95_ms,
@@ -273,7 +273,7 @@ def derive_plan(
     pairing = check_pairing(
         qmax, ttotal, request.allow_config_mismatch, qmax_source.sha256 if qmax_source else None
     )
-    x_curve = throughput_curve(qmax.rungs)
+    x_curve = throughput_curve(qmax.curve_rungs)  # refinement probes are points of X(N) too
     thresholds = derive_thresholds(basis, request, qmax)
     fleet = size_fleet(basis, thresholds, request, x_curve)
     alarm = alarm_threshold(qmax, thresholds.c_scale_max, basis.c1_ttfab_p95_ms)

@@ -1,0 +1,89 @@
+"""`tts-bench surge`: open-loop Poisson arrivals against one instance bounded at Q_max.
+
+Records the shed share and the admitted requests' TTFAB (from each request's intended send
+time) beside the birth–death model's prediction for the same rate and duration, from the
+same qmax artifact. Without `--host` it starts a local server with MAX_QUEUE_DEPTH = Q_max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tts_bench.artifacts.fingerprint import Transport
+
+DEFAULT_DURATION_S = 60.0
+DEFAULT_SEED = 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "surge",
+        help="check the surge model with an open-loop run against one bounded instance",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("--qmax", type=Path, required=True, help="the ladder's qmax artifact")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        action="append",
+        required=True,
+        metavar="RPS",
+        help="Poisson arrival rate, requests/s; repeat for several runs, one after another",
+    )
+    parser.add_argument(
+        "--duration-s",
+        type=float,
+        default=DEFAULT_DURATION_S,
+        help="seconds of arrivals per rate (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--host",
+        default=None,
+        help="a server already bounded at Q_max (default: start one locally)",
+    )
+    parser.add_argument(
+        "--transport",
+        default=Transport.LOCAL_HTTP.value,
+        choices=[t.value for t in Transport],
+        help="how requests reach the model (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--corpus", type=Path, default=None, help="utterance file (default: the shipped corpus)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="arrival schedule seed (default: 1)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("measurements"),
+        help="artifact directory (default: %(default)s)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+    from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ladder_locust import REPO_ROOT
+    from tts_bench.measure.surge_figures import check_rate
+    from tts_bench.measure.surge_run import SurgeRequest, describe_run, measure_surge
+
+    for rate in args.rate:
+        check_rate(rate, args.duration_s)
+    qmax = load_artifact(args.qmax, QmaxArtifact)
+    corpus = args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt"
+    request = SurgeRequest(
+        qmax_path=args.qmax, qmax=qmax, rates_rps=args.rate, duration_s=args.duration_s,
+        transport=Transport(args.transport), utterances=load_corpus(corpus), seed=args.seed,
+    )  # fmt: skip
+    written = measure_surge(
+        request, args.host, args.out, lambda line: print(f"surge: {line}", file=sys.stderr)
+    )
+    for surge_run in written.artifact.runs:
+        print(describe_run(surge_run), file=sys.stderr)
+    print(written.path)
+    print(f"plot: {written.png}", file=sys.stderr)
+    return 0

@@ -1,0 +1,354 @@
+"""`tts-bench surge`: open-loop Poisson arrivals against one instance bounded at Q_max.
+
+Why its own asyncio loop and not Locust: Locust's users are closed loops (a user sends when
+its last request ended), which is exactly what hides coordinated omission. Here one
+dispatcher sends each request at its intended time from a fixed Poisson schedule
+(`surge_figures.poisson_arrivals`), whatever is still outstanding, and every request is its
+own task; the sender's own lag is recorded (`Sample.start − Sample.intended_start`) and the
+latency is taken from the intended time. Times come from one monotonic clock anchored to the
+epoch once, so a request can never appear to leave before it was meant to.
+
+Locally (no `--host`) it starts `python -m tts_server` with `MAX_QUEUE_DEPTH` = the ladder's
+Q_max; with `--host` the server's /ping must report that bound and the ladder's fingerprint.
+The SageMaker transports arrive with the live chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
+from tts_bench.artifacts.schema import Provenance, QmaxArtifact, sha256_file, write_artifact
+from tts_bench.artifacts.surge import SurgeArtifact, SurgeRun, surge_filename
+from tts_bench.errors import RefusalError
+from tts_bench.measure.corpus import Utterance
+from tts_bench.measure.local_server import LocalServer
+from tts_bench.measure.playback import PlaybackTracker, base64_audio_seconds
+from tts_bench.measure.samples import Outcome, Sample, samples_path, write_samples
+from tts_bench.measure.server_ping import PingStatus, fetch_ping
+from tts_bench.measure.surge_figures import poisson_arrivals, surge_run
+
+REQUEST_TIMEOUT_S = 70.0  # the server ends every invocation within SageMaker's 60 s ceiling
+IDLE_BETWEEN_RATES_S = 2.0  # the next rate starts on an idle server
+
+
+class EpochClock:
+    """Epoch seconds read from the monotonic clock: never steps back, one anchor for all."""
+
+    def __init__(self) -> None:
+        self._offset = time.time() - time.perf_counter()
+
+    def now(self) -> float:
+        return time.perf_counter() + self._offset
+
+    def perf_of(self, epoch: float) -> float:
+        return epoch - self._offset
+
+
+@dataclass
+class _Timing:
+    intended: float
+    start: float = 0.0
+    ttfab_ms: float | None = None
+    outcome: Outcome | None = None
+    detail: str = ""
+    server_first_chunk_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        self.heard = PlaybackTracker()
+
+    def event(self, raw: str | bytes, clock: EpochClock, context_id: str) -> bool:
+        """Apply one stream event; True when the stream is over."""
+        event = json.loads(raw)
+        if event.get("context_id") not in (None, context_id):
+            return False
+        kind = event.get("type")
+        if kind == "chunk":
+            now = clock.now()
+            if self.ttfab_ms is None:
+                self.ttfab_ms = (now - self.start) * 1000
+            data, rate = event.get("data"), event.get("sampling_rate")
+            if isinstance(data, str) and isinstance(rate, int) and rate > 0:
+                self.heard.add(now, base64_audio_seconds(data, rate))
+        elif kind == "done":
+            self.outcome = Outcome.OK
+            server_ms = event.get("first_chunk_latency_ms")
+            if isinstance(server_ms, int | float):
+                self.server_first_chunk_ms = float(server_ms)
+            return True
+        elif kind == "error":
+            saturated = event.get("status_code") == 503 and event.get("error") == "queue_saturated"
+            self.outcome = Outcome.REJECTED if saturated else Outcome.ERROR
+            self.detail = f"{event.get('status_code')}: {event.get('error')}"
+            return True
+        return False
+
+
+class OpenLoopSender:
+    """Sends one request per intended time over a local transport and records its sample."""
+
+    def __init__(
+        self, host: str, transport: Transport, utterances: Sequence[Utterance], clock: EpochClock
+    ) -> None:
+        self.host = host.rstrip("/")
+        self.transport = transport
+        self.utterances = utterances
+        self.clock = clock
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+
+    async def run(self, intended: Sequence[float]) -> list[Sample]:
+        """Send at each intended epoch time; wait for every stream to end."""
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+        connector = aiohttp.TCPConnector(limit=0, force_close=True)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+            tasks = []
+            for i, at in enumerate(intended):
+                delay = self.clock.perf_of(at) - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                while self.clock.now() < at:  # asyncio may wake a hair early
+                    await asyncio.sleep(0)
+                utterance = self.utterances[i % len(self.utterances)]
+                tasks.append(asyncio.create_task(self.one(session, utterance, at)))
+            return list(await asyncio.gather(*tasks))
+
+    async def one(self, session: aiohttp.ClientSession, utterance: Utterance, at: float) -> Sample:
+        context_id = uuid.uuid4().hex[:12]
+        body = utterance.request(context_id)
+        timing = _Timing(intended=at)
+        timing.start = self.clock.now()
+        try:
+            if self.transport is Transport.LOCAL_WS:
+                await self._ws(session, body, timing, context_id)
+            else:
+                await self._http(session, body, timing, context_id)
+            if timing.outcome is None:
+                timing.outcome, timing.detail = Outcome.ERROR, "stream ended without a done event"
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            timing.outcome, timing.detail = Outcome.ERROR, f"{type(exc).__name__}: {exc}"
+        end = self.clock.now()
+        heard = timing.heard.result()
+        return Sample(
+            rung=None,
+            worker=self.worker,
+            start=timing.start,
+            end=end,
+            ttfab_ms=timing.ttfab_ms,
+            latency_ms=(end - timing.start) * 1000,
+            outcome=timing.outcome or Outcome.ERROR,
+            detail=timing.detail,
+            server_first_chunk_ms=timing.server_first_chunk_ms,
+            audio_ms=heard.audio_s * 1000 if heard.audio_s else None,
+            stall_ms=heard.stall_s * 1000 if heard.audio_s else None,
+            intended_start=at,
+        )
+
+    async def _http(
+        self, session: aiohttp.ClientSession, body: dict, timing: _Timing, context_id: str
+    ) -> None:
+        headers = {"Accept": "application/jsonlines"}
+        async with session.post(f"{self.host}/invocations", json=body, headers=headers) as resp:
+            if resp.status != 200:
+                text = (await resp.text())[:200]
+                saturated = resp.status == 503 and "queue_saturated" in text
+                timing.outcome = Outcome.REJECTED if saturated else Outcome.ERROR
+                timing.detail = f"HTTP {resp.status}: {text}"
+                return
+            while line := await resp.content.readline():
+                if line.strip() and timing.event(line, self.clock, context_id):
+                    return
+
+    async def _ws(
+        self, session: aiohttp.ClientSession, body: dict, timing: _Timing, context_id: str
+    ) -> None:
+        url = "ws" + self.host.removeprefix("http") + "/invocations-bidirectional-stream"
+        async with session.ws_connect(url) as ws:
+            await ws.send_str(json.dumps(body))
+            async for message in ws:
+                if message.type is not aiohttp.WSMsgType.TEXT:
+                    break
+                if timing.event(message.data, self.clock, context_id):
+                    return
+
+
+@dataclass(frozen=True, slots=True)
+class SurgeRequest:
+    qmax_path: Path
+    qmax: QmaxArtifact
+    rates_rps: Sequence[float]
+    duration_s: float
+    transport: Transport
+    utterances: Sequence[Utterance]
+    seed: int
+
+
+def check_target(ping: PingStatus, qmax: QmaxArtifact, transport: Transport) -> Fingerprint:
+    """The server must be the ladder's build, ready, and bounded at the ladder's Q_max."""
+    if not ping.ready:
+        raise RefusalError(f"/ping says {ping.status!r}: wait until the server is ready")
+    if ping.queue_max_depth != qmax.refined_q_max:
+        raise RefusalError(
+            f"the server's admission bound is {ping.queue_max_depth}, not the ladder's Q_max "
+            f"{qmax.refined_q_max}: start it with MAX_QUEUE_DEPTH={qmax.refined_q_max}"
+        )
+    fingerprint = ping.fingerprint(transport)
+    if (
+        qmax.fingerprint is not None
+        and fingerprint.model_copy(update={"transport": qmax.fingerprint.transport})
+        != qmax.fingerprint
+    ):
+        raise RefusalError(
+            "the server is not the build the ladder measured (fingerprints differ): "
+            "surge the same image and performance settings"
+        )
+    return fingerprint
+
+
+def run_surge(
+    request: SurgeRequest,
+    host: str,
+    fingerprint: Fingerprint,
+    say: Callable[[str], None],
+) -> tuple[SurgeArtifact, list[Sample]]:
+    """One open-loop run per rate, one after another, on a server bounded at Q_max."""
+    clock = EpochClock()
+    sender = OpenLoopSender(host, request.transport, request.utterances, clock)
+    samples: list[Sample] = []
+    runs: list[SurgeRun] = []
+    for i, rate in enumerate(request.rates_rps):
+        seed = request.seed + i
+        offsets = poisson_arrivals(rate, request.duration_s, seed)
+        start = clock.now() + 0.5
+        say(
+            f"rate {rate:g} rps for {request.duration_s:g} s: {len(offsets)} arrivals "
+            f"(seed {seed}), admission bound {request.qmax.refined_q_max}"
+        )
+        got = asyncio.run(sender.run([start + float(o) for o in offsets]))
+        samples.extend(got)
+        run = surge_run(samples, request.qmax, rate, request.duration_s, seed, start)
+        runs.append(run)
+        say(describe_run(run))
+        time.sleep(IDLE_BETWEEN_RATES_S)
+    artifact = SurgeArtifact(
+        fingerprint=fingerprint,
+        q_max=request.qmax.refined_q_max,  # type: ignore[arg-type]
+        qmax_path=str(request.qmax_path),
+        qmax_sha256=sha256_file(request.qmax_path),
+        runs=runs,
+        provenance=Provenance.now("measured", host),
+    )
+    return artifact, samples
+
+
+def describe_run(run: SurgeRun) -> str:
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0f} ms"
+
+    p = run.prediction
+    return (
+        f"rate {run.rate_rps:g} rps: {run.arrivals} arrivals, shed {run.shed} "
+        f"({run.shed_share:.1%}; model {p.shed_share:.1%}), admitted TTFAB p95 "
+        f"{ms(run.ttfab_p95_ms)} p99 {ms(run.ttfab_p99_ms)} from the intended send time "
+        f"(p95 {ms(run.send_ttfab_p95_ms)} from the send), mean occupancy "
+        f"{run.mean_occupancy:.2f} (model {p.mean_occupancy:.2f}), peak {run.max_occupancy}, "
+        f"Q_max reached: {'yes' if run.reached_q_max else 'no'} (model "
+        f"{p.reach_probability:.0%} of {p.trials} trials)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SurgeWritten:
+    path: Path
+    samples_path: Path
+    png: Path
+    artifact: SurgeArtifact
+
+
+def measure_surge(
+    request: SurgeRequest,
+    host: str | None,
+    out: Path,
+    say: Callable[[str], None],
+    server_args: Sequence[str] = (),
+    log_path: Path | None = None,
+) -> SurgeWritten:
+    """Run the surge (starting a bounded local server when no `host` is given) and write
+    the artifact, its raw samples and the occupancy plot."""
+    from tts_bench.measure.plots import plot_surge
+
+    if not request.transport.is_local:
+        raise RefusalError(
+            f"--transport {request.transport.value}: the SageMaker transports arrive with the "
+            "live chain; use local-http or local-ws"
+        )
+    q_max = request.qmax.refined_q_max
+    if q_max is None:
+        raise RefusalError(
+            "the ladder found no Q_max: there is no admission bound to surge against"
+        )
+    if host is None:
+        env = {**os.environ, "MAX_QUEUE_DEPTH": str(q_max)}
+        say(f"starting a local server bounded at MAX_QUEUE_DEPTH={q_max}")
+        with LocalServer(server_args, env=env, log_path=log_path) as server:
+            ping = server.wait_ready(progress=say)
+            fingerprint = check_target(ping, request.qmax, request.transport)
+            artifact, samples = run_surge(request, server.url, fingerprint, say)
+    else:
+        fingerprint = check_target(fetch_ping(host), request.qmax, request.transport)
+        artifact, samples = run_surge(request, host, fingerprint, say)
+    path = write_artifact(artifact, out, surge_filename(fingerprint))  # type: ignore[type-var]
+    written_samples = write_samples(samples_path(path), samples)
+    png = plot_surge(artifact, path.with_suffix(".png"))
+    return SurgeWritten(path, written_samples, png, artifact)
+
+
+# Per rate in the main job: long enough for LOCAL_SURGE_ARRIVALS at the higher rate, within
+# [LOCAL_SURGE_MIN_S, LOCAL_SURGE_MAX_S] so a slow machine still ends in a few minutes.
+LOCAL_SURGE_ARRIVALS = 30
+LOCAL_SURGE_MIN_S = 30.0
+LOCAL_SURGE_MAX_S = 120.0
+
+
+def local_surge_duration_s(higher_rate_rps: float) -> float:
+    wanted = LOCAL_SURGE_ARRIVALS / higher_rate_rps
+    return min(LOCAL_SURGE_MAX_S, max(LOCAL_SURGE_MIN_S, wanted))
+
+
+def local_surge_check(
+    qmax_path: Path,
+    utterances: Sequence[Utterance],
+    out: Path,
+    say: Callable[[str], None],
+    server_args: Sequence[str] = (),
+    log_path: Path | None = None,
+) -> SurgeWritten | None:
+    """The main job's surge step: one rate below X(Q_max) and one above, against a fresh local
+    server bounded at Q_max; prints how close the model came. None when there is no Q_max."""
+    from tts_bench.artifacts.schema import load_artifact
+    from tts_bench.measure.surge_figures import ABOVE_SHARE, BELOW_SHARE, surge_note
+    from tts_bench.planning.curve import throughput_curve
+
+    qmax = load_artifact(qmax_path, QmaxArtifact)
+    if qmax.refined_q_max is None:
+        say("surge check skipped: the ladder found no Q_max")
+        return None
+    x = throughput_curve(qmax.curve_rungs)(qmax.refined_q_max)
+    request = SurgeRequest(
+        qmax_path=qmax_path, qmax=qmax, rates_rps=[BELOW_SHARE * x, ABOVE_SHARE * x],
+        duration_s=local_surge_duration_s(ABOVE_SHARE * x), transport=Transport.LOCAL_HTTP,
+        utterances=utterances, seed=1,
+    )  # fmt: skip
+    written = measure_surge(request, None, out, say, server_args, log_path)
+    say(surge_note(written.artifact.runs, x))
+    say(f"surge artifact: {written.path} (plot {written.png})")
+    return written
