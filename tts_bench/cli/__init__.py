@@ -26,7 +26,7 @@ COMMANDS = (
     # the main job: serve, ladder, T_total, plan and plots on this machine
     "local_run",
     # the measurement chain, in the order it runs (SPEC §4)
-    "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference",
+    "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference", "simulate",
     # infrastructure
     "preview", "image",
 )  # fmt: skip
