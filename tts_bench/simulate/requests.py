@@ -41,11 +41,13 @@ class RequestQueues:
     ) -> None:
         self.curves = curves
         self.rng = rng
-        self.arrivals_s = arrivals_s
+        self.arrivals_s = arrivals_s.tolist()  # plain floats: numpy scalars are slow one at a time
+        self.service_rps = curves.service_rps.tolist()
         self.next_arrival = 0
         self.now_s = 0.0
         self.instances: list[Instance] = []
         self.finishes: list[tuple[float, int, int]] = []  # (time, instance id, version)
+        self._exponentials: list[float] = []
         self._stamps = 0  # one counter for all instances, so a reused id never revives an event
         self.add(in_service)
 
@@ -60,10 +62,16 @@ class RequestQueues:
         instance = self.instances[index]
         self._stamps += 1
         instance.version = self._stamps
-        rate = self.curves.service_rps[len(instance.requests)]
+        rate = self.service_rps[len(instance.requests)]
         if rate > 0:
-            when = self.now_s + self.rng.exponential(1 / rate)
+            when = self.now_s + self._unit_exponential() / rate
             heapq.heappush(self.finishes, (when, index, instance.version))
+
+    def _unit_exponential(self) -> float:
+        # Drawn from the Generator a block at a time: one scalar call per event costs more than the event.
+        if not self._exponentials:
+            self._exponentials = self.rng.standard_exponential(4096).tolist()
+        return self._exponentials.pop()
 
     def _next_finish(self) -> tuple[float, int]:
         while self.finishes:
