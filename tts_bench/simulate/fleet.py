@@ -7,7 +7,7 @@ itself (no time step): an arrival joins the lowest occupied level (shed when tha
 queue_max_depth), a departure leaves level n with probability ∝ instances_at[n] · X(n), and
 the time to the next departure is exponential at the total rate Σ instances_at[n] · X(n),
 redrawn after every event (memorylessness makes that exact). Arrivals come from the traffic's
-per-tick counts, spread uniformly within each tick (sequential uniform order statistics).
+per-tick counts, spread uniformly within each tick (uniform order statistics: normalised sums of exponentials).
 
 Why numba: a fleet day at 5000 requests/s is about 430 million events; the state is tiny, so
 the cost is per event, which rules out array-at-a-time numpy (a step loop over 280-element
@@ -26,32 +26,46 @@ from numba import njit
 from tts_bench.simulate.service import ServiceCurves
 from tts_bench.simulate.traffic import Traffic
 
-# float state: now, next arrival, previous arrival (or tick start), occupancy·time integral
-_NOW, _NEXT, _PREV, _AREA = range(4)
-# int state: tick, arrivals left in it, then this segment's arrivals, shed, over-SLO, peak total
-_TICK, _LEFT, _ARRIVED, _SHED, _OVER, _PEAK = range(6)
+# float state: now, next arrival, departure clock budget, occupancy·time integral
+_NOW, _NEXT, _BUDGET, _AREA = range(4)
+# int state: tick, arrivals of the tick taken, then this segment's arrivals, shed, over-SLO, peak
+_TICK, _TAKEN, _ARRIVED, _SHED, _OVER, _PEAK = range(6)
 
 
 @njit(cache=True)
-def _next_arrival(counts, tick_s, fstate, istate, rng) -> None:
-    while istate[_LEFT] == 0:
-        istate[_TICK] += 1
-        if istate[_TICK] >= counts.size:
+def _next_arrival(counts, tick_s, spacing, fstate, istate, rng) -> None:
+    """The next arrival time: a tick's `count` arrivals are uniform order statistics on it,
+    drawn at the tick's start as normalised sums of count + 1 exponentials into `spacing`."""
+    tick = istate[_TICK]
+    while tick < 0 or istate[_TAKEN] >= counts[tick]:
+        tick += 1
+        istate[_TICK] = tick
+        istate[_TAKEN] = 0
+        if tick >= counts.size:
             fstate[_NEXT] = np.inf
             return
-        istate[_LEFT] = counts[istate[_TICK]]
-        fstate[_PREV] = istate[_TICK] * tick_s
-    end = (istate[_TICK] + 1) * tick_s
-    # The earliest of `left` uniform points on (prev, end).
-    spread = 1.0 - rng.random() ** (1.0 / istate[_LEFT])
-    fstate[_NEXT] = fstate[_PREV] + (end - fstate[_PREV]) * spread
+        if counts[tick] > 0:
+            cumulative = 0.0
+            for j in range(counts[tick] + 1):
+                cumulative += rng.standard_exponential()
+                spacing[j] = cumulative
+            scale = tick_s / cumulative
+            for j in range(counts[tick]):
+                spacing[j] = tick * tick_s + spacing[j] * scale
+    fstate[_NEXT] = spacing[istate[_TAKEN]]
+    istate[_TAKEN] += 1
 
 
 @njit(cache=True)
 def advance_fleet(
-    instances_at, service_rps, over_slo_from, counts, tick_s, fstate, istate, until_s, rng
+    instances_at, service_rps, over_slo_from, counts, tick_s, spacing, fstate, istate, until_s, rng
 ):
-    """Run the chain from fstate[_NOW] to `until_s`, updating the histogram and the tallies."""
+    """Run the chain from fstate[_NOW] to `until_s`, updating the histogram and the tallies.
+
+    The departure clock is a unit exponential `budget` spent at the current total rate (the
+    next-reaction form of the same chain): an arrival changes the rate but not the budget
+    left, so only departures draw a new one.
+    """
     top = instances_at.size - 1
     total = 0
     rate = 0.0
@@ -65,17 +79,23 @@ def advance_fleet(
     if total > istate[_PEAK]:
         istate[_PEAK] = total
     now = fstate[_NOW]
+    budget = fstate[_BUDGET]
     while True:
-        departs = now + rng.standard_exponential() / rate if rate > 0.0 else np.inf
+        departs = now + budget / rate if rate > 0.0 else np.inf
         arrives = fstate[_NEXT]
         event = min(departs, arrives)
         if event >= until_s:
             fstate[_AREA] += total * (until_s - now)
+            if rate > 0.0:
+                budget -= rate * (until_s - now)
+            fstate[_BUDGET] = budget
             fstate[_NOW] = until_s
             return
         fstate[_AREA] += total * (event - now)
-        now = event
         if arrives <= departs:
+            if rate > 0.0:
+                budget -= rate * (event - now)
+            now = event
             istate[_ARRIVED] += 1
             if hi < 0 or lo >= top:
                 istate[_SHED] += 1
@@ -92,10 +112,10 @@ def advance_fleet(
                     lo += 1
                 if total > istate[_PEAK]:
                     istate[_PEAK] = total
-            istate[_LEFT] -= 1
-            fstate[_PREV] = now
-            _next_arrival(counts, tick_s, fstate, istate, rng)
+            _next_arrival(counts, tick_s, spacing, fstate, istate, rng)
         else:
+            now = event
+            budget = rng.standard_exponential()
             pick = rng.random() * rate
             level = hi
             while level > 1:
@@ -141,10 +161,12 @@ class FleetQueues:
         self.instances_at[0] = in_service
         self.counts = np.ascontiguousarray(traffic.counts, dtype=np.int64)
         self.tick_s = float(traffic.tick_s)
+        self.spacing = np.zeros(int(self.counts.max(initial=0)) + 1)
         self.fstate = np.zeros(4)
+        self.fstate[_BUDGET] = rng.standard_exponential()
         self.istate = np.zeros(6, dtype=np.int64)
         self.istate[_TICK] = -1
-        _next_arrival(self.counts, self.tick_s, self.fstate, self.istate, rng)
+        _next_arrival(self.counts, self.tick_s, self.spacing, self.fstate, self.istate, rng)
 
     @property
     def in_service(self) -> int:
@@ -155,7 +177,7 @@ class FleetQueues:
         self.fstate[_AREA] = 0.0
         advance_fleet(
             self.instances_at, self.curves.service_rps, self.curves.over_slo_from,
-            self.counts, self.tick_s, self.fstate, self.istate, until_s, self.rng,
+            self.counts, self.tick_s, self.spacing, self.fstate, self.istate, until_s, self.rng,
         )  # fmt: skip
         return Segment(
             int(self.istate[_ARRIVED]), int(self.istate[_SHED]), int(self.istate[_OVER]),
@@ -173,10 +195,12 @@ class FleetQueues:
 
 def compile_fleet_model() -> None:
     """Compile (or load from numba's cache) the loop, so a timed run measures only the run."""
-    curves_rps = np.zeros(3)
-    counts = np.zeros(1, dtype=np.int64)
-    fstate, istate = np.zeros(4), np.zeros(6, dtype=np.int64)
+    counts = np.ones(1, dtype=np.int64)
+    spacing, fstate, istate = np.zeros(2), np.ones(4), np.zeros(6, dtype=np.int64)
     istate[_TICK] = -1
     rng = np.random.default_rng(0)
-    _next_arrival(counts, 1.0, fstate, istate, rng)
-    advance_fleet(np.zeros(3, dtype=np.int64), curves_rps, 3, counts, 1.0, fstate, istate, 1.0, rng)
+    _next_arrival(counts, 1.0, spacing, fstate, istate, rng)
+    instances_at = np.array([1, 0, 0], dtype=np.int64)
+    advance_fleet(
+        instances_at, np.array([0.0, 1.0, 1.0]), 3, counts, 1.0, spacing, fstate, istate, 1.0, rng
+    )
