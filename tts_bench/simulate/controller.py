@@ -83,7 +83,7 @@ class Controller:
             and now_s - self._last_burst_s >= burst.cooldown_s
         ):
             self._last_burst_s = now_s
-            wanted = max(wanted, self.desired + max(1, ceil9(self.desired * burst.added_share)))
+            wanted = max(wanted, ceil9(in_service * burst.factor))
         return min(wanted, self.policy.max_instances)
 
     def _scale_in(self, now_s: float, datapoint: float) -> int:
