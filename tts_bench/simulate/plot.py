@@ -2,7 +2,7 @@
 
 Four panels over time, one colour per policy: offered load (one line, the same for all);
 instances in service (solid) and desired (dashed); the mean occupancy per instance against
-C_scale_max and Q_max; shed and over-SLO requests per second.
+C_scale_max and Q_max; shed and over-SLO requests per second (symlog: linear below 1/s).
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def plot_timeline(
     fleet_ax.set_ylabel("instances")
     occupancy_ax.set_ylabel("mean in flight\nper instance")
     loss_ax.set_ylabel("shed, over SLO\n(requests/s)")
+    loss_ax.set_yscale(
+        "symlog", linthresh=1.0
+    )  # a policy shedding thousands beside one shedding few
     loss_ax.set_xlabel(f"time ({unit})")
     for ax in axes:
         ax.grid(alpha=0.3)
