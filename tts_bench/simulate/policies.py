@@ -8,8 +8,8 @@
   at `queue_max_depth`, so when the fleet is shedding it sees at most Q_max / target of the
   load (×1.33 for h = 0.25) and waits three datapoints to act. The burst is a second step
   policy on the same high-resolution metric (Maximum, 10 s) whose alarm fires on ONE
-  datapoint at or above the midpoint between C_scale_max and Q_max, where a fleet is only
-  when a surge is already arriving. Near Q_max the metric can no longer tell how much load
+  datapoint at or above the midpoint between C_scale_max and Q_max, which a fleet reaches
+  only on its way to shedding. Near Q_max the metric can no longer tell how much load
   there is, so the burst sizes the fleet for the largest load the plan promises to absorb:
   surge_ratio times the load that fills every instance to Q_max, brought back to C_scale_max
   by target tracking's own proportional rule, desired = ceil(in service × surge_ratio ×
