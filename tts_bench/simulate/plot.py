@@ -64,9 +64,9 @@ def plot_timeline(
     fleet_ax.set_ylabel("instances")
     occupancy_ax.set_ylabel("mean in flight\nper instance")
     loss_ax.set_ylabel("shed, over SLO\n(requests/s)")
-    loss_ax.set_yscale(
-        "symlog", linthresh=1.0
-    )  # a policy shedding thousands beside one shedding few
+    # symlog: a policy shedding thousands a second beside one shedding a few
+    loss_ax.set_yscale("symlog", linthresh=1.0)
+    loss_ax.set_ylim(bottom=0)
     loss_ax.set_xlabel(f"time ({unit})")
     for ax in axes:
         ax.grid(alpha=0.3)
