@@ -8,8 +8,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from tts_bench.simulate.from_files import SimulationRequest, simulate_from_files
-from tts_bench.simulate.outcome import render_table
 from tts_bench.simulate.policies import POLICY_NAMES
 from tts_bench.simulate.traffic import SYNTHETIC_HELP
 
@@ -62,6 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the fleet model loads numba, which no other subcommand needs.
+    from tts_bench.simulate.from_files import SimulationRequest, simulate_from_files
+    from tts_bench.simulate.outcome import render_table
+
     request = SimulationRequest(
         plan=args.plan,
         qmax=args.qmax,
