@@ -49,7 +49,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "container": frozenset({"leaves"}),
     "program": frozenset({"artifacts", "planning", "infra", "leaves"}),
     "loadtest": frozenset({"artifacts", "measure", "leaves"}),
-    "benchmarks": frozenset({"artifacts", "planning", "measure", "leaves"}),
+    "benchmarks": frozenset({"artifacts", "planning", "measure", "simulate", "leaves"}),
 }
 OUTSIDE = {
     "container": REPO / "container",

@@ -50,11 +50,13 @@ __all__ = [
     "Fingerprint",
     "PlanArtifact",
     "PlanInputs",
+    "PolicyOutcome",
     "Provenance",
     "QmaxArtifact",
     "Refinement",
     "RefinementProbe",
     "Rung",
+    "SimulationArtifact",
     "SourceArtifact",
     "Stage",
     "Transport",
@@ -616,13 +618,64 @@ class PlanArtifact(_Strict):
         return next((f for f in self.findings if f.name == name), None)
 
 
+# --------------------------------------------------------------------------- simulation
+
+
+class InputFile(_Strict):
+    """A file a simulation read, by path and content hash."""
+
+    path: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class PolicyOutcome(_Strict):
+    """One policy's totals over one simulated traffic (`tts-bench simulate`)."""
+
+    policy: str
+    requests: NonNegativeInt
+    shed: NonNegativeInt
+    shed_share: NonNegativeFloat
+    over_slo: NonNegativeInt
+    over_slo_share: NonNegativeFloat
+    instance_hours: NonNegativeFloat
+    cost_usd: NonNegativeFloat | None
+    peak_instances: NonNegativeInt
+
+
+class SimulationInputs(_Strict):
+    traffic: str = Field(description="the synthetic spec or the trace file's description")
+    duration_s: PositiveFloat
+    seed: int
+    price_per_hour_usd: NonNegativeFloat | None
+    model: Literal["fleet", "requests"]
+    over_slo_rule: str
+    plan_id: str
+    files: dict[str, InputFile] = Field(description="plan, qmax, ttotal and the trace, if any")
+
+
+class SimulationArtifact(_Strict):
+    artifact: Literal["simulation"] = "simulation"
+    schema_version: Literal[1] = SCHEMA_VERSION
+    fingerprint: Fingerprint | None
+    policies: list[PolicyOutcome] = Field(min_length=1)
+    inputs: SimulationInputs
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _simulated(self) -> SimulationArtifact:
+        if self.provenance.kind != "simulated":
+            raise ValueError("a simulation artifact's provenance is 'simulated'")
+        return self
+
+
 # --------------------------------------------------------------------------- files
 
-A = TypeVar("A", QmaxArtifact, TtotalArtifact, PlanArtifact)
+A = TypeVar("A", QmaxArtifact, TtotalArtifact, PlanArtifact, SimulationArtifact)
 ARTIFACT_MODELS: dict[str, type[BaseModel]] = {
     "qmax": QmaxArtifact,
     "ttotal": TtotalArtifact,
     "plan": PlanArtifact,
+    "simulation": SimulationArtifact,
 }
 
 

@@ -29,8 +29,8 @@ COMMANDS = (
     "local_run",
     # the measurement chain, in the order it runs (SPEC §4)
     "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference",
-    # checks of the plan's models against a real run
-    "surge",
+    # checks of the plan's models: against a real run, and a fleet replayed under the policy
+    "surge", "simulate",
     # infrastructure
     "preview", "image",
 )  # fmt: skip

@@ -1,0 +1,183 @@
+"""`tts-bench simulate` end to end: refusals as one line, the JSON, the artifact and its PNG."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REFERENCE_PLAN, REFERENCE_QMAX, REFERENCE_TTOTAL
+from tests.core.ladders import qmax_artifact, serial_ladder
+from tts_bench.artifacts.schema import (
+    PlanArtifact,
+    SimulationArtifact,
+    dump_json,
+    load_artifact,
+    sha256_file,
+)
+from tts_bench.cli import main
+
+OUTCOME_KEYS = {
+    "policy", "requests", "shed", "shed_share", "over_slo", "over_slo_share",
+    "instance_hours", "cost_usd", "peak_instances",
+}  # fmt: skip
+
+
+def simulate(
+    capsys, out: Path, *args: str, artifacts: tuple[Path, Path, Path] | None = None
+) -> tuple[int, str, str]:
+    plan, qmax, ttotal = artifacts or (REFERENCE_PLAN, REFERENCE_QMAX, REFERENCE_TTOTAL)
+    code = main(
+        [
+            "simulate",
+            "--plan",
+            str(plan),
+            "--qmax",
+            str(qmax),
+            "--ttotal",
+            str(ttotal),
+            "--out",
+            str(out),
+            *args,
+        ]
+    )
+    stdout, stderr = capsys.readouterr()
+    return code, stdout, stderr
+
+
+def test_json_prints_policies_inputs_and_provenance_only(capsys, tmp_path) -> None:
+    code, out, err = simulate(
+        capsys, tmp_path, "--synthetic", "surge:40:1.25:60", "--duration-s", "300",
+        "--policy", "plan", "--policy", "fixed:3", "--price-per-hour", "1.5", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    payload = json.loads(out)
+    assert set(payload) == {"policies", "inputs", "provenance"}
+    assert [p["policy"] for p in payload["policies"]] == ["plan", "fixed:3"]
+    assert all(set(p) == OUTCOME_KEYS for p in payload["policies"])
+    assert payload["provenance"]["kind"] == "simulated"
+    fixed = payload["policies"][1]
+    assert fixed["instance_hours"] == pytest.approx(3 * 300 / 3600, abs=1e-3)
+    assert fixed["cost_usd"] == pytest.approx(1.5 * fixed["instance_hours"], abs=0.01)
+    assert payload["inputs"]["files"]["plan"]["sha256"] == sha256_file(REFERENCE_PLAN)
+
+
+def test_writes_the_artifact_and_its_plot_and_prints_the_table(capsys, tmp_path) -> None:
+    code, out, _ = simulate(
+        capsys, tmp_path, "--synthetic", "steady:30", "--duration-s", "120", "--policy", "naive"
+    )
+    assert code == 0
+    assert out.splitlines()[0].split()[:3] == ["policy", "requests", "shed"]
+    (written,) = tmp_path.glob("simulate-kokoro-82m-g5xlarge-8b1b96bc-*.json")
+    artifact = load_artifact(written, SimulationArtifact)
+    assert artifact.policies[0].policy == "naive" and artifact.policies[0].cost_usd is None
+    assert set(artifact.inputs.files) == {"plan", "qmax", "ttotal"}
+    assert written.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_trace_is_replayed_and_hashed(capsys, tmp_path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("timestamp_s,text\n" + "".join(f"{i * 0.05:.3f},hi\n" for i in range(1200)))
+    code, out, err = simulate(
+        capsys, tmp_path / "out", "--trace", str(trace), "--policy", "fixed:2", "--json"
+    )
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["policies"][0]["requests"] == 1200
+    assert payload["inputs"]["files"]["trace"]["sha256"] == sha256_file(trace)
+
+
+def test_a_per_minute_trace_keeps_its_counts(capsys, tmp_path) -> None:
+    trace = tmp_path / "minutes.csv"
+    trace.write_text("minute,count\n0,600\n1,1200\n3,300\n")
+    code, out, err = simulate(
+        capsys, tmp_path / "out", "--trace", str(trace), "--policy", "fixed:4", "--json"
+    )
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["policies"][0]["requests"] == 2100
+    assert payload["inputs"]["duration_s"] == 240
+
+
+def _other_build_plan(tmp_path: Path) -> Path:
+    plan = load_artifact(REFERENCE_PLAN, PlanArtifact)
+    other = plan.fingerprint.model_copy(update={"image_digest": "sha256:" + "cd" * 32})
+    path = tmp_path / "other-plan.json"
+    path.write_text(dump_json(plan.model_copy(update={"fingerprint": other})))
+    return path
+
+
+BAD_TRACES = {
+    "not-a-number": ("timestamp_s\n0.5\nsoon\n", "is not a number"),
+    "unsorted": ("timestamp_s\n0.5\n2.0\n1.0\n", "comes before 2; sort the trace"),
+    "no-column": ("time,count\n1,2\n", "has no timestamp_s column"),
+    "empty": ("", "the trace is empty"),
+    "minutes-unsorted": ("minute,count\n2,5\n1,5\n", "does not come after 2; sort the trace"),
+    "negative": ("timestamp_s\n-1\n", "must be a non-negative number"),
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "args", "expected_error"),
+    [
+        *[(f"trace-{name}", ["--trace", name], error) for name, (_, error) in BAD_TRACES.items()],
+        ("missing-trace", ["--trace", "/nonexistent/trace.csv"], "no such trace file"),
+        (
+            "unknown-policy",
+            ["--synthetic", "steady:5", "--policy", "autoscale"],
+            "unknown policy 'autoscale'",
+        ),
+        ("fixed-zero", ["--synthetic", "steady:5", "--policy", "fixed:0"], "fixed:N needs N ≥ 1"),
+        ("bad-synthetic", ["--synthetic", "sine:1:2"], "expected steady:RPS"),
+        (
+            "trough-above-peak",
+            ["--synthetic", "diurnal:50:10:600"],
+            "trough 50 is above the peak 10",
+        ),
+        (
+            "fingerprint",
+            ["--synthetic", "steady:5", "--plan-other-build"],
+            "plan and qmax fingerprints differ (image_digest",
+        ),
+        (
+            "other-qmax",
+            ["--synthetic", "steady:5", "--qmax-other-file"],
+            "is not the qmax artifact the plan was derived from",
+        ),
+        (
+            "negative-duration",
+            ["--synthetic", "steady:5", "--duration-s", "-3"],
+            "must be positive",
+        ),
+    ],
+)
+def test_refusals_are_one_line_and_write_nothing(
+    capsys, tmp_path, case, args, expected_error
+) -> None:
+    artifacts = [REFERENCE_PLAN, REFERENCE_QMAX, REFERENCE_TTOTAL]
+    if "--plan-other-build" in args:
+        args = [a for a in args if a != "--plan-other-build"]
+        artifacts[0] = _other_build_plan(tmp_path)
+    if "--qmax-other-file" in args:
+        args = [a for a in args if a != "--qmax-other-file"]
+        artifacts[1] = tmp_path / "q.json"
+        artifacts[1].write_text(
+            dump_json(
+                qmax_artifact(
+                    serial_ladder(),
+                    fingerprint=load_artifact(REFERENCE_PLAN, PlanArtifact).fingerprint,
+                )
+            )
+        )
+    if args[0] == "--trace" and args[1] in BAD_TRACES:
+        trace = tmp_path / f"{args[1]}.csv"
+        trace.write_text(BAD_TRACES[args[1]][0])
+        args = ["--trace", str(trace), *args[2:]]
+    out_dir = tmp_path / "out"
+    code, out, err = simulate(capsys, out_dir, *args, artifacts=tuple(artifacts))  # type: ignore[arg-type]
+    assert code == 2, err
+    assert out == ""
+    assert expected_error in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not out_dir.exists(), "a refused simulation writes nothing"

@@ -1,0 +1,89 @@
+"""Determinism per seed, more instances never shedding more, and the traffic parsers."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.simulate.conftest import request_for, run_policy, traffic_of
+from tts_bench.simulate.from_files import simulate_from_files
+from tts_bench.simulate.traffic import TrafficError, load_trace, parse_synthetic
+
+
+def test_one_seed_gives_one_result_and_another_seed_another(tmp_path: Path) -> None:
+    def outcomes(seed: int, out: str) -> list[dict]:
+        request = request_for(
+            tmp_path / out, synthetic="surge:40:1.25:60", duration_s=400.0, seed=seed,
+            policies=("plan", "plan+burst", "fixed:2"),
+        )  # fmt: skip
+        return [p.model_dump() for p in simulate_from_files(request).artifact.policies]
+
+    first = outcomes(7, "a")
+    assert outcomes(7, "b") == first
+    assert outcomes(8, "c") != first
+
+
+@pytest.mark.parametrize("rate", [20, 45, 70])
+def test_one_more_instance_never_sheds_more_on_the_same_arrivals(reference, rate) -> None:
+    for seed in range(3):
+        traffic = traffic_of(f"steady:{rate}", 600, reference, seed)
+        shed = [run_policy(reference, f"fixed:{n}", traffic, seed).shed for n in range(1, 7)]
+        assert all(b <= a for a, b in itertools.pairwise(shed)), (rate, seed, shed)
+        assert shed[0] > 0
+
+
+def test_the_fleet_model_counts_every_arrival_of_the_traffic(reference) -> None:
+    traffic = traffic_of("diurnal:5:40:600", 600, reference, 11)
+    run = run_policy(reference, "plan", traffic, 11)
+    assert run.requests == traffic.requests == int(run.timeline.offered.sum())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0, 500, allow_nan=False), min_size=1, max_size=200))
+def test_a_timestamp_trace_keeps_every_arrival(tmp_path_factory, times) -> None:
+    times = sorted(times)
+    path = tmp_path_factory.mktemp("trace") / "t.csv"
+    path.write_text("timestamp_s\n" + "".join(f"{t!r}\n" for t in times))
+    traffic = load_trace(path, None)
+    assert traffic.requests == len(times)
+    assert traffic.duration_s > times[-1]
+    assert np.array_equal(traffic.arrival_times_s(np.random.default_rng(0)), np.array(times))
+
+
+@given(
+    st.floats(0, 1e4, allow_nan=False),
+    st.floats(0, 1e4, allow_nan=False),
+    st.floats(1, 1e6, allow_nan=False),
+)
+def test_diurnal_specs_parse_to_their_trough_and_peak(low, high, period) -> None:
+    low, high = min(low, high), max(low, high)
+    shape = parse_synthetic(f"diurnal:{low!r}:{high!r}:{period!r}")
+    rate = shape.rate_rps(np.array([0.0, period / 2]), surge_hold_s=0)
+    assert rate == pytest.approx([low, high])
+
+
+def test_a_surge_multiplies_the_rate_for_one_hold() -> None:
+    shape = parse_synthetic("diurnal:10:5000:86400+surge:1.25:21600")
+    before, during, after = shape.rate_rps(np.array([21599.0, 21600.0, 21600.0 + 320.2]), 320.2)
+    assert during == pytest.approx(1.25 * (10 + 4990 * (1 - math.cos(math.pi / 2)) / 2))
+    assert before == pytest.approx(during / 1.25, rel=1e-3) and after < during
+    with pytest.raises(TrafficError, match="cannot carry another surge"):
+        parse_synthetic("surge:1:2:3+surge:1.5:10")
+
+
+def test_an_instance_asked_for_serves_one_planned_t_total_after_its_alarm(reference) -> None:
+    traffic = traffic_of("surge:30:1.25:60", 900, reference, 5)
+    line = run_policy(reference, "plan", traffic, 5).timeline
+    asked = int(np.flatnonzero(line.desired > line.desired[0])[0])
+    alarm_s = line.end_s[asked]
+    # Target tracking waited for three datapoints above the target before it asked.
+    assert (line.datapoint[asked - 2 : asked + 1] > reference.shape.target_value).all()
+    serving = int(np.flatnonzero(line.in_service > line.in_service[asked])[0])
+    start_delay_s = reference.shape.start_delay_s
+    assert line.end_s[serving] - 10 < alarm_s + start_delay_s <= line.end_s[serving]

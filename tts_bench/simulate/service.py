@@ -1,0 +1,69 @@
+"""Per-instance behaviour from the ladder: service rate X(n), the SLO line, the CloudWatch ratio.
+
+The simulation needs these at integer occupancies only (an instance holds a whole number of
+requests), so the measured curves are tabulated at n = 0 … queue_max_depth once, with the
+interpolation the plan uses (`planning.curve`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tts_bench.artifacts.schema import QmaxArtifact
+from tts_bench.planning.curve import Curve, cloudwatch_ratio_curve, throughput_curve
+
+
+@dataclass(frozen=True)
+class ServiceCurves:
+    """What one instance does at each occupancy n (requests in flight, queued + executing).
+
+    `service_rps[n]` is X(n), the departure rate at occupancy n (X(0) = 0). A request admitted
+    into occupancy n (itself included) is over the SLO when the ladder's p95 TTFAB at
+    concurrency n, interpolated between rungs, exceeds the SLO: `over_slo_from` is the lowest
+    such n (past `queue_max_depth` when admission already keeps every request within it).
+    """
+
+    service_rps: np.ndarray  # float64[queue_max_depth + 1]
+    queue_max_depth: int
+    over_slo_from: int
+    cw_ratio: Curve | None  # CloudWatch value / client in-flight; None = 1.0 (not measured)
+    slo_ms: float
+
+    def cloudwatch_value(self, occupancy: float) -> float:
+        """The ConcurrentRequestsPerModel reading for a mean client occupancy."""
+        return occupancy * (self.cw_ratio(occupancy) if self.cw_ratio else 1.0)
+
+
+def ttfab_p95_curve(qmax: QmaxArtifact) -> Curve:
+    """p95 TTFAB (ms) against concurrency over the usable rungs that have TTFAB samples."""
+    rungs = [r for r in qmax.rungs if r.usable and r.ttfab_p95_ms is not None]
+    if not rungs:
+        raise ValueError("the ladder has no usable rung with TTFAB samples")
+    return Curve(
+        xs=tuple(float(r.concurrency) for r in rungs),
+        ys=tuple(float(r.ttfab_p95_ms) for r in rungs),  # type: ignore[arg-type]
+    )
+
+
+def service_curves(qmax: QmaxArtifact, queue_max_depth: int) -> ServiceCurves:
+    occupancy = np.arange(queue_max_depth + 1, dtype=float)
+    x = throughput_curve(qmax.rungs).at(occupancy)
+    ttfab = ttfab_p95_curve(qmax).at(occupancy)
+    over = np.flatnonzero(ttfab[1:] > qmax.slo_ms)
+    return ServiceCurves(
+        service_rps=np.ascontiguousarray(x, dtype=np.float64),
+        queue_max_depth=queue_max_depth,
+        over_slo_from=int(over[0]) + 1 if over.size else queue_max_depth + 1,
+        cw_ratio=cloudwatch_ratio_curve(qmax.rungs),
+        slo_ms=qmax.slo_ms,
+    )
+
+
+def flat_curves(service_rps: float, queue_max_depth: int) -> ServiceCurves:
+    """X(n) = μ for n ≥ 1: the M/M/1/K instance the theory checks use."""
+    x = np.full(queue_max_depth + 1, float(service_rps))
+    x[0] = 0.0
+    return ServiceCurves(x, queue_max_depth, queue_max_depth + 1, None, math.inf)
