@@ -22,9 +22,9 @@ from components import (
 )
 from tts_bench.deployment import TAG_IMAGE_DIGEST, TAG_MODEL, TAG_PLAN_ID
 from tts_bench.errors import TtsBenchError
-from tts_bench.iam_documents import AccountScope
-from tts_bench.plan_gate import GateQuery
-from tts_bench.stack_config import StackConfig
+from tts_bench.infra.iam_documents import AccountScope
+from tts_bench.infra.stack_config import StackConfig
+from tts_bench.planning.gate import GateQuery
 from tts_bench.telemetry import (
     ENV_ENDPOINT_NAME,
     ENV_IMAGE_DIGEST,

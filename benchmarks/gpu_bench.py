@@ -13,7 +13,7 @@ front end (misaki, spaCy, espeak-ng):
        order, no serving overhead;
    (b) the Q_max ladder against `python -m tts_server --backend torch` in serial mode, then
        in batched (concurrent) mode, on one rung grid, Locust with `--processes N` workers;
-   (c) both qmax artifacts, their plots and `gpu-summary-<gpu>.json` (tts_bench.gpu_summary).
+   (c) both qmax artifacts, their plots and `gpu-summary-<gpu>.json` (tts_bench.measure.gpu_summary).
 
 Usage (from the repository root):
     PYTHONPATH=.:container python benchmarks/gpu_bench.py prepare --out STAGE
@@ -46,7 +46,7 @@ def corpus_pieces(corpus_path: Path | None) -> list[tuple[str, str]]:
     """(language, piece text) for every piece the server will phonemize for the corpus."""
     from tts_server.engine.text import segment_text
 
-    from tts_bench.corpus import load_corpus
+    from tts_bench.measure.corpus import load_corpus
 
     default = REPO / "loadtest" / "corpus" / "en.txt"
     utterances = load_corpus(corpus_path or default)
@@ -95,7 +95,7 @@ def corpus_items(backend, table_path: Path, corpus_path: Path | None):  # type: 
     from tts_server.engine.g2p import Phonemizer, load_table, split_phonemized
     from tts_server.engine.text import segment_text
 
-    from tts_bench.corpus import load_corpus
+    from tts_bench.measure.corpus import load_corpus
 
     phonemizer = Phonemizer(backend.vocab, table=load_table(table_path))
     utterances = load_corpus(corpus_path or REPO / "loadtest" / "corpus" / "en.txt")
@@ -263,7 +263,7 @@ def _fresh_caches(root: Path) -> dict[str, str]:
 
 def time_to_ready(args: argparse.Namespace, label: str, extra: dict[str, str]) -> dict[str, object]:
     """A fresh server process from spawn to ready (/ping 200), with its start-up markers."""
-    from tts_bench.local_server import LocalServer
+    from tts_bench.measure.local_server import LocalServer
 
     env = _server_env(args, "concurrent", {**_fresh_caches(args.cache_root), **extra})
     with LocalServer(
@@ -330,10 +330,10 @@ def refined_grid(last_pass: int, first_fail: int, step: float) -> list[int]:
 
 def ladder(args: argparse.Namespace, mode: str, rungs: list[int], hold: tuple[float, float, float],
            out: Path, extra_env: dict[str, str], label: str) -> Path:  # fmt: skip
-    from tts_bench.fingerprint import Transport
-    from tts_bench.ladder import LadderSchedule
-    from tts_bench.ladder_locust import LadderRequest, run_ladder
-    from tts_bench.local_server import LocalServer
+    from tts_bench.artifacts.fingerprint import Transport
+    from tts_bench.measure.ladder import LadderSchedule
+    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+    from tts_bench.measure.local_server import LocalServer
 
     out.mkdir(parents=True, exist_ok=True)
     env = _server_env(args, mode, {**_fresh_caches(args.cache_root), **extra_env})
@@ -358,7 +358,7 @@ def ladder(args: argparse.Namespace, mode: str, rungs: list[int], hold: tuple[fl
 
 
 def _bracket(path: Path) -> tuple[int | None, int | None]:
-    from tts_bench.artifacts import QmaxArtifact
+    from tts_bench.artifacts.schema import QmaxArtifact
 
     artifact = QmaxArtifact.model_validate_json(path.read_text())
     fails = [r.concurrency for r in artifact.rungs if not r.passes]
@@ -391,9 +391,9 @@ def device_ladders(args: argparse.Namespace) -> int:
 def summarize(args: argparse.Namespace) -> int:
     """The summary from a device run's folder: both final qmax artifacts (with plots), the
     shipped engine's and the wave-1 engine's offline sweeps, parity and start-up times."""
-    from tts_bench.artifacts import QmaxArtifact
-    from tts_bench.gpu_summary import EngineFacts, OfflineSweep, Parity, gpu_summary
-    from tts_bench.report import plot_qmax
+    from tts_bench.artifacts.schema import QmaxArtifact
+    from tts_bench.measure.gpu_summary import EngineFacts, OfflineSweep, Parity, gpu_summary
+    from tts_bench.measure.plots import plot_qmax
 
     found: dict[str, tuple[Path, QmaxArtifact]] = {}
     for path in sorted(args.run.glob("qmax-*.json")):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from tts_bench.artifacts import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
     SCALE_IN_ADJUSTMENT,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from tts_bench.iam_documents import (
+from tts_bench.infra.iam_documents import (
     AccountScope,
     assume_role_document,
     build_role_document,

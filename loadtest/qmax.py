@@ -7,7 +7,7 @@ N users per rung, each one request at a time with no think time, so N are outsta
 construction. Every request's time to first audio byte (TTFAB) and total latency are fired as
 Locust request metrics (so the UI, CSV and distributed mode work as usual) and kept as raw
 samples; each rung's statistics come from the samples that ended in the trailing measure
-window of its hold (`tts_bench.ladder`). The ladder stops after the first rung that fails the
+window of its hold (`tts_bench.measure.ladder`). The ladder stops after the first rung that fails the
 SLO or is client-bound, and writes `<out>/qmax-<model>-<transport>-<slug>.json` with the raw
 samples beside it (`….samples.csv.gz`) when Locust quits.
 
@@ -46,11 +46,11 @@ from locust import FastHttpUser, LoadTestShape, User, events, task
 from locust.env import Environment
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerRunner
 
-from tts_bench.artifacts import Provenance, write_artifact
-from tts_bench.corpus import Utterance, load_corpus
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport, qmax_filename
+from tts_bench.artifacts.schema import Provenance, write_artifact
 from tts_bench.errors import RefusalError, TtsBenchError
-from tts_bench.fingerprint import Fingerprint, Transport, qmax_filename
-from tts_bench.ladder import (
+from tts_bench.measure.corpus import Utterance, load_corpus
+from tts_bench.measure.ladder import (
     DEFAULT_HOLD_S,
     DEFAULT_IDLE_S,
     DEFAULT_MEASURE_S,
@@ -66,8 +66,8 @@ from tts_bench.ladder import (
     parse_rungs,
     rung_statistics,
 )
-from tts_bench.samples import Outcome, Sample, samples_path, write_samples
-from tts_bench.server_ping import fetch_ping
+from tts_bench.measure.samples import Outcome, Sample, samples_path, write_samples
+from tts_bench.measure.server_ping import fetch_ping
 
 logger = logging.getLogger("qmax")
 

@@ -1,5 +1,5 @@
 """IAM least privilege: no wildcard actions, and `Resource: "*"` only for actions that cannot
-be scoped (`tts_bench.iam_documents.UNSCOPABLE_ACTIONS`)."""
+be scoped (`tts_bench.infra.iam_documents.UNSCOPABLE_ACTIONS`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from tts_bench.iam_documents import UNSCOPABLE_ACTIONS
+from tts_bench.infra.iam_documents import UNSCOPABLE_ACTIONS
 from tts_policies.preview_values import read, unknowns_reported
 from tts_policies.resource_types import (
     IAM_GROUP_POLICY,

@@ -2,7 +2,7 @@
 
 For each SageMaker scalable target in the stack, the rule finds the variant's Model (through
 the endpoint and its configuration), reads the image digest, the model id tag and the instance
-type from literals, applies the same gate as the program (`tts_bench.plan_gate`) to the plans
+type from literals, applies the same gate as the program (`tts_bench.planning.gate`) to the plans
 folder, and compares every deployed number with the plan's.
 """
 
@@ -22,7 +22,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from tts_bench.artifacts import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
     SERVICE_NAMESPACE,
@@ -37,7 +37,7 @@ from tts_bench.deployment import (
     parse_resource_id,
     scale_in_alarm_name,
 )
-from tts_bench.plan_gate import GateQuery, evaluate, performance_env_of
+from tts_bench.planning.gate import GateQuery, evaluate, performance_env_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 from tts_policies.preview_values import read, unknowns_reported
 from tts_policies.resource_types import (

@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from tts_bench.artifacts import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     SCALABLE_DIMENSION,

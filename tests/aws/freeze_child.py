@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 import time
 
-from tts_bench.aws import AwsSession
-from tts_bench.freeze import frozen_scaling
+from tts_bench.aws.freeze import frozen_scaling
+from tts_bench.aws.session import AwsSession
 
 
 def main(endpoint: str) -> int:

@@ -14,16 +14,16 @@ import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tests.conftest import REPO
-from tts_bench.aws import AwsSession
-from tts_bench.cli import main
-from tts_bench.errors import RefusalError
-from tts_bench.freeze import (
+from tts_bench.aws.freeze import (
     FreezeError,
     FreezeRecords,
     apply_freeze,
     frozen_scaling,
     read_prior_state,
 )
+from tts_bench.aws.session import AwsSession
+from tts_bench.cli import main
+from tts_bench.errors import RefusalError
 
 CHILD = Path(__file__).with_name("freeze_child.py")
 PRIOR = {"min": 1, "max": 4, "suspended": [], "desired": 2}

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tests.conftest import REFERENCE_PLAN
-from tts_bench.artifacts import PlanArtifact, load_artifact
-from tts_bench.cli import main
-from tts_bench.deployed import (
+from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.aws.deployed import (
     Alarm,
     DeployedSnapshot,
     ScalableTarget,
@@ -21,6 +20,8 @@ from tts_bench.deployed import (
     SuspendedState,
     Variant,
 )
+from tts_bench.aws.validate import Outcome, Setting, compare_to_plan, planned_values
+from tts_bench.cli import main
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     OperatorBounds,
@@ -30,7 +31,6 @@ from tts_bench.deployment import (
     target_tracking_policy_name,
 )
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
-from tts_bench.validate import Outcome, Setting, compare_to_plan, planned_values
 
 REFERENCE = load_artifact(REFERENCE_PLAN, PlanArtifact)
 

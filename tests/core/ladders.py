@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tts_bench.artifacts import (
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
+from tts_bench.artifacts.schema import (
     Provenance,
     QmaxArtifact,
     Rung,
@@ -15,7 +16,6 @@ from tts_bench.artifacts import (
     UncontendedService,
     ladder_outcome,
 )
-from tts_bench.fingerprint import Fingerprint, Transport
 
 DIGEST = "sha256:" + "ab" * 32
 FINGERPRINT = Fingerprint(

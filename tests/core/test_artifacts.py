@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.core.ladders import FINGERPRINT, qmax_artifact, serial_ladder, ttotal_artifact
-from tts_bench.artifacts import (
+from tts_bench.artifacts.schema import (
     PlanArtifact,
     QmaxArtifact,
     TtotalArtifact,

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tts_bench.fingerprint import (
+from tts_bench.artifacts.fingerprint import (
     Fingerprint,
     Transport,
     condense_instance_type,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.core.ladders import FINGERPRINT, qmax_artifact, rung, serial_ladder, ttotal_artifact
-from tts_bench.artifacts import dump_json
+from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.artifacts.schema import dump_json
 from tts_bench.cli import main
-from tts_bench.fingerprint import Transport
 
 
 def _write(directory: Path, name: str, artifact) -> str:

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.core.ladders import SOURCES, qmax_artifact, rung, ttotal_artifact
-from tts_bench.curve import Curve
-from tts_bench.plan import PlanRequest, ceil9, derive_plan, floor9
-from tts_bench.surge import shed_probability
+from tts_bench.planning.birth_death import shed_probability
+from tts_bench.planning.curve import Curve
+from tts_bench.planning.plan import PlanRequest, ceil9, derive_plan, floor9
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

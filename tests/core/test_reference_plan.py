@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tts_bench.artifacts import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.reference import build_reference
+from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
 from tts_bench.cli import main
-from tts_bench.reference import build_reference
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts import QmaxArtifact
+from tts_bench.artifacts.schema import QmaxArtifact
 from tts_bench.engine_modes import BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE, engine_batches
-from tts_bench.gpu_summary import GpuSummaryError, recompute
-from tts_bench.plan import _alarm
+from tts_bench.measure.gpu_summary import GpuSummaryError, recompute
+from tts_bench.planning.findings import alarm_threshold
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
 RUNS = [MEASUREMENTS, MEASUREMENTS / "h200-run1"]
@@ -61,10 +61,11 @@ def test_engine_batches_only_when_concurrent_with_a_batch_above_one(env, expecte
 def test_the_plan_takes_the_batched_alarm_from_the_server_at_the_trigger_rung() -> None:
     found = artifacts_of(MEASUREMENTS)
     batched = found[BATCHING_ENGINE_MODE]
-    threshold, rule, _ = _alarm(batched, c_scale_max=100.0, c1_p95=150.0)
+    chosen = alarm_threshold(batched, c_scale_max=100.0, c1_p95_ms=150.0)
+    threshold, rule = chosen.threshold_ms, chosen.rule
     trigger = next(r for r in batched.rungs if r.concurrency >= 100)
     assert rule == "server-first-chunk-p95-at-trigger"
     assert trigger.server_first_chunk_p95_ms is not None
     assert threshold <= trigger.server_first_chunk_p95_ms < threshold + 1
-    _, serial_rule, _ = _alarm(found[SERIAL_ENGINE_MODE], c_scale_max=10.0, c1_p95=150.0)
+    serial_rule = alarm_threshold(found[SERIAL_ENGINE_MODE], c_scale_max=10.0, c1_p95_ms=150.0).rule
     assert serial_rule == "ttfab-p95-c1"

@@ -12,8 +12,8 @@ from tts_server.engine.base import EngineError
 from tts_server.engine.g2p import Phonemizer, g2p_tokens, load_table
 from tts_server.protocol import done_event
 
-from tts_bench.ladder import rung_statistics
-from tts_bench.samples import Outcome, Sample, read_samples, write_samples
+from tts_bench.measure.ladder import rung_statistics
+from tts_bench.measure.samples import Outcome, Sample, read_samples, write_samples
 
 
 def test_the_done_event_carries_the_server_first_chunk_latency_only_when_known() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tts_bench.artifacts import PlanArtifact, load_artifact
+from tts_bench.artifacts.schema import PlanArtifact, load_artifact
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

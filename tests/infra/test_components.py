@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from tts_bench.artifacts import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact
 from tts_bench.deployment import OperatorBounds
 
 CHECKS_RUN: list[str] = []

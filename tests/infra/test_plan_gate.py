@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
-from tts_bench.artifacts import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact
 from tts_bench.deployment import OperatorBounds
-from tts_bench.image_ref import ImageReferenceError, parse_pinned, parse_repository
-from tts_bench.plan_gate import GateCondition, GateQuery, evaluate, performance_env_of
-from tts_bench.stack_config import StackConfigError, set_stack_value, stack_values
+from tts_bench.infra.image_ref import ImageReferenceError, parse_pinned, parse_repository
+from tts_bench.infra.stack_config import StackConfigError, set_stack_value, stack_values
+from tts_bench.planning.gate import GateCondition, GateQuery, evaluate, performance_env_of
 
 
 def query(**changes: Any) -> GateQuery:

@@ -21,7 +21,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, unkn
 from tts_policies import POLICIES, buckets, iam, images, scaling_plan
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
-from tts_bench.artifacts import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact
 
 OPTS = PolicyResourceOptions(False, [], None, [], None, [], None)
 

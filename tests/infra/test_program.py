@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO, copy_program
-from tts_bench.artifacts import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact
 from tts_bench.deployment import (
     SCALE_IN_COMPARISON,
     SCALE_IN_EVALUATION_PERIODS,
@@ -26,8 +26,8 @@ from tts_bench.deployment import (
     first_chunk_alarm_name,
     scale_in_alarm_name,
 )
-from tts_bench.preview import PreviewError, record
-from tts_bench.preview_recorder import Recording
+from tts_bench.infra.preview import PreviewError, record
+from tts_bench.infra.preview_recorder import Recording
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 SCALING_TYPES = {

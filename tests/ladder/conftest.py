@@ -55,7 +55,7 @@ CORPORA = Path(__file__).resolve().parent / "corpora"
 @pytest.fixture(scope="session")
 def live_server(child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
     """One real `python -m tts_server` (real offline weights) on a free loopback port."""
-    from tts_bench.local_server import LocalServer
+    from tts_bench.measure.local_server import LocalServer
 
     log = tmp_path_factory.mktemp("server") / "server.log"
     with LocalServer(env=child_env, log_path=log) as server:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tts_bench.samples import Outcome, Sample
+from tts_bench.measure.samples import Outcome, Sample
 
 
 def closed_loop(

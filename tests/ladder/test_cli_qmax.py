@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
+from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.cli import main
 from tts_bench.errors import RefusalError
-from tts_bench.fingerprint import Transport
-from tts_bench.server_ping import PingError, parse_ping
+from tts_bench.measure.server_ping import PingError, parse_ping
 
 
 @pytest.fixture

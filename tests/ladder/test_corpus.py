@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tts_bench.corpus import CorpusError, load_corpus, parse_corpus
+from tts_bench.measure.corpus import CorpusError, load_corpus, parse_corpus
 
 from .conftest import REPO
 

@@ -8,8 +8,8 @@ import sys
 import matplotlib.image
 import pytest
 
-from tts_bench.artifacts import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
-from tts_bench.server_ping import PingError, fetch_ping
+from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.measure.server_ping import PingError, fetch_ping
 
 from .conftest import CORPORA, REPO
 

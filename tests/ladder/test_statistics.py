@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts import Provenance, QmaxArtifact, load_artifact, write_artifact
-from tts_bench.fingerprint import Fingerprint, Transport, qmax_filename
-from tts_bench.ladder import (
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport, qmax_filename
+from tts_bench.artifacts.schema import Provenance, QmaxArtifact, load_artifact, write_artifact
+from tts_bench.measure.ladder import (
     CpuReading,
     LadderSchedule,
     build_qmax_artifact,
@@ -18,7 +18,7 @@ from tts_bench.ladder import (
     mean_in_flight,
     rung_statistics,
 )
-from tts_bench.samples import Outcome, Sample, read_samples, samples_path, write_samples
+from tts_bench.measure.samples import Outcome, Sample, read_samples, samples_path, write_samples
 
 from .synthetic import closed_loop
 

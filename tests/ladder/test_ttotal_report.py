@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tts_bench.artifacts import (
+from tts_bench.artifacts.schema import (
     Provenance,
     QmaxArtifact,
     TtotalArtifact,
@@ -12,7 +12,7 @@ from tts_bench.artifacts import (
     write_artifact,
 )
 from tts_bench.cli import main
-from tts_bench.ladder import LadderSchedule, build_qmax_artifact, rung_statistics
+from tts_bench.measure.ladder import LadderSchedule, build_qmax_artifact, rung_statistics
 from tts_bench.telemetry import STARTUP_MARKERS
 
 from .conftest import CORPORA

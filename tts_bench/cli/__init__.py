@@ -4,6 +4,9 @@ Each subcommand module exposes ``register(subparsers)``, which adds its parser a
 ``handler`` to a function ``(args) -> int`` returning the exit code. `TtsBenchError` and its
 subclasses become one line on stderr and their ``exit_code``; nothing else is caught, so a
 real bug still shows its traceback.
+
+May import: every part of `tts_bench`. Nothing imports `cli` but `tts_bench/__main__.py`: the
+library below it never calls the command line (the main job calls `planning`, not `plan`).
 """
 
 from __future__ import annotations

@@ -38,10 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts import PlanArtifact, load_artifact
-    from tts_bench.aws import AwsSession
-    from tts_bench.drift import DEFAULT_INSUFFICIENT_DATA_GRACE_S, read_and_check
-    from tts_bench.validate import require_feasible
+    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    from tts_bench.aws.drift import DEFAULT_INSUFFICIENT_DATA_GRACE_S, read_and_check
+    from tts_bench.aws.session import AwsSession
+    from tts_bench.aws.validate import require_feasible
 
     plan = load_artifact(args.plan, PlanArtifact) if args.plan else None
     if plan is not None:

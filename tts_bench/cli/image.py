@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_push(args: argparse.Namespace) -> int:
-    from tts_bench.image_push import DEFAULT_PLATFORM, PushRequest, default_tag, push_image
+    from tts_bench.infra.image_push import DEFAULT_PLATFORM, PushRequest, default_tag, push_image
 
     program = args.program.resolve()
     context = (args.context or program).resolve()

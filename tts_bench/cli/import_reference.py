@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from tts_bench.artifacts import QmaxArtifact, TtotalArtifact, load_artifact, write_artifact
+from tts_bench.artifacts.fingerprint import qmax_filename, ttotal_filename
+from tts_bench.artifacts.reference import build_reference
+from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact, write_artifact
 from tts_bench.errors import ArtifactError
-from tts_bench.fingerprint import qmax_filename, ttotal_filename
-from tts_bench.reference import build_reference
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

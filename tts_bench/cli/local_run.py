@@ -13,11 +13,11 @@ import signal
 import sys
 from pathlib import Path
 
-from tts_bench.fingerprint import Transport
+from tts_bench.artifacts.fingerprint import Transport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tts_bench.local_run import (
+    from tts_bench.jobs.local_run import (
         LOCAL_HOLD_S,
         LOCAL_IDLE_S,
         LOCAL_MEASURE_S,
@@ -101,10 +101,10 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tts_bench.cli.ttotal import serve_flags
-    from tts_bench.corpus import load_corpus
-    from tts_bench.ladder import LadderSchedule, parse_rungs
-    from tts_bench.ladder_locust import REPO_ROOT
-    from tts_bench.local_run import LocalRunSettings, run_local
+    from tts_bench.jobs.local_run import LocalRunSettings, run_local
+    from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ladder import LadderSchedule, parse_rungs
+    from tts_bench.measure.ladder_locust import REPO_ROOT
 
     corpus_path = args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt"
     settings = LocalRunSettings(

@@ -6,18 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from tts_bench.artifacts import (
-    QmaxArtifact,
-    SourceArtifact,
-    TtotalArtifact,
-    dump_json,
-    load_artifact,
-    sha256_file,
-    write_artifact,
-)
-from tts_bench.fingerprint import plan_filename
-from tts_bench.plan import PlanRequest, derive_plan
-from tts_bench.plan_report import next_step, render_plan
+from tts_bench.artifacts.schema import dump_json
+from tts_bench.planning.from_files import plan_from_files
+from tts_bench.planning.plan import PlanRequest
+from tts_bench.planning.report import next_step, render_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,26 +75,12 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise TtsBenchError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
-    qmax = load_artifact(args.qmax, QmaxArtifact)
-    ttotal = load_artifact(args.ttotal, TtotalArtifact)
-    sources = {
-        "qmax": SourceArtifact(
-            path=str(args.qmax), sha256=sha256_file(args.qmax), provenance=qmax.provenance.kind
-        ),
-        "ttotal": SourceArtifact(
-            path=str(args.ttotal),
-            sha256=sha256_file(args.ttotal),
-            provenance=ttotal.provenance.kind,
-        ),
-    }
-    plan = derive_plan(qmax, ttotal, request, sources)
-    fp = plan.fingerprint or qmax.fingerprint
-    filename = plan_filename(fp) if fp else "plan-unfingerprinted.json"
-    path = write_artifact(plan, args.out, filename)
+    written = plan_from_files(args.qmax, args.ttotal, request, args.out)
+    plan = written.plan
     if args.json:
         sys.stdout.write(dump_json(plan))
     else:
-        print(render_plan(plan, qmax, ttotal))
-        print(f"Wrote {path}")
-    print(next_step(plan, str(path)), file=sys.stderr)
+        print(render_plan(plan, written.qmax, written.ttotal))
+        print(f"Wrote {written.path}")
+    print(next_step(plan, str(written.path)), file=sys.stderr)
     return 0 if plan.feasible else 1

@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.preview import PreviewError, dump, render, run_preview
+    from tts_bench.infra.preview import PreviewError, dump, render, run_preview
 
     root = _repo_root()
     program = (args.program or root).resolve()

@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tts_bench.fingerprint import Transport
-from tts_bench.ladder import (
+from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.measure.ladder import (
     DEFAULT_HOLD_S,
     DEFAULT_IDLE_S,
     DEFAULT_MEASURE_S,
@@ -108,8 +108,8 @@ def schedule_of(args: argparse.Namespace) -> LadderSchedule:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.corpus import load_corpus
     from tts_bench.errors import RefusalError
+    from tts_bench.measure.corpus import load_corpus
 
     schedule = schedule_of(args)
     if args.corpus is not None:
@@ -126,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.host:
         raise RefusalError("a local ladder needs --host, e.g. --host http://127.0.0.1:8080")
 
-    from tts_bench.ladder_locust import LadderRequest, run_ladder
-    from tts_bench.server_ping import fetch_ping
+    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+    from tts_bench.measure.server_ping import fetch_ping
 
     ping = fetch_ping(args.host)
     ping.refuse_bounded()

@@ -30,9 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts import QmaxArtifact, TtotalArtifact, load_any
+    from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_any
     from tts_bench.errors import ArtifactError
-    from tts_bench.report import plot_qmax, plot_ttotal
+    from tts_bench.measure.plots import plot_qmax, plot_ttotal
 
     loaded = [(path, load_any(path)) for path in args.artifacts]  # every file checked first
     written = 0

@@ -21,9 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.aws import AwsSession
+    from tts_bench.aws.freeze import thaw
+    from tts_bench.aws.session import AwsSession
     from tts_bench.deployment import resource_id
-    from tts_bench.freeze import thaw
 
     session = AwsSession.from_environment(args.region)
     result = thaw(session, args.endpoint, args.variant)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
-from tts_bench.ttotal_local import DEFAULT_PROBE_CONCURRENCY
+from tts_bench.measure.ttotal_local import DEFAULT_PROBE_CONCURRENCY
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,12 +60,12 @@ def serve_flags(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts import Trigger, write_artifact
-    from tts_bench.corpus import load_corpus
+    from tts_bench.artifacts.fingerprint import ttotal_filename
+    from tts_bench.artifacts.schema import Trigger, write_artifact
     from tts_bench.errors import RefusalError
-    from tts_bench.fingerprint import ttotal_filename
-    from tts_bench.ladder_locust import REPO_ROOT
-    from tts_bench.ttotal_local import LocalTtotalRequest, local_qmax, measure_local_ttotal
+    from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ladder_locust import REPO_ROOT
+    from tts_bench.measure.ttotal_local import LocalTtotalRequest, local_qmax, measure_local_ttotal
 
     if not args.local:
         raise RefusalError(

@@ -28,9 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts import PlanArtifact, load_artifact
-    from tts_bench.aws import AwsSession
-    from tts_bench.validate import (
+    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    from tts_bench.aws.session import AwsSession
+    from tts_bench.aws.validate import (
         format_value,
         read_and_compare,
         render_table,

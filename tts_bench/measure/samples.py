@@ -15,7 +15,7 @@ from dataclasses import astuple, dataclass, fields
 from enum import StrEnum
 from pathlib import Path
 
-from tts_bench.atomic_file import write_atomically
+from tts_bench.artifacts.atomic_file import write_atomically
 from tts_bench.errors import ArtifactError
 
 SAMPLES_SUFFIX = ".samples.csv.gz"

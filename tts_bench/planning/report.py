@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tts_bench.artifacts import PlanArtifact, QmaxArtifact, TtotalArtifact, Verdict
+from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, Verdict
 
 _MARK = {Verdict.OK: "ok  ", Verdict.WARN: "WARN", Verdict.STOP: "STOP"}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tts_bench.aws import AwsSession, EndpointNotFoundError
+from tts_bench.aws.session import AwsSession, EndpointNotFoundError
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     SCALABLE_DIMENSION,

@@ -26,7 +26,7 @@ from pydantic import (
 
 from tts_bench.deployment import DEFAULT_VARIANT, OperatorBounds
 from tts_bench.errors import TtsBenchError
-from tts_bench.image_ref import (
+from tts_bench.infra.image_ref import (
     EcrImage,
     EcrRepository,
     ImageReferenceError,

@@ -30,9 +30,9 @@ from pydantic import (
 )
 
 from tts_bench import __version__
-from tts_bench.atomic_file import write_atomically
+from tts_bench.artifacts.atomic_file import write_atomically
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.errors import ArtifactError
-from tts_bench.fingerprint import Fingerprint, Transport
 
 SCHEMA_VERSION = 1
 

@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from tts_bench.artifacts import (
+from tts_bench.artifacts.fingerprint import Fingerprint
+from tts_bench.artifacts.schema import (
     Provenance,
     QmaxArtifact,
     Stage,
@@ -39,12 +40,11 @@ from tts_bench.artifacts import (
     load_artifact,
     sha256_file,
 )
-from tts_bench.corpus import Utterance
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError, TtsBenchError
-from tts_bench.fingerprint import Fingerprint
-from tts_bench.local_server import LocalServer
-from tts_bench.server_ping import fetch_ping
+from tts_bench.measure.corpus import Utterance
+from tts_bench.measure.local_server import LocalServer
+from tts_bench.measure.server_ping import fetch_ping
 from tts_bench.telemetry import STARTUP_MARKERS
 
 DEFAULT_PROBE_CONCURRENCY = 2

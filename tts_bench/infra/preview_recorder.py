@@ -6,7 +6,7 @@ it (type, name, parent, inputs with unknowns as Pulumi's sentinels, dependencies
 what the program logged. In preview mode a resource's outputs that are not among its inputs stay
 unknown, as they would before the resource exists.
 
-Run in a fresh process (`python -m tts_bench.preview_recorder …`): the Pulumi runtime is global
+Run in a fresh process (`python -m tts_bench.infra.preview_recorder …`): the Pulumi runtime is global
 state, so one program per process.
 """
 
@@ -71,7 +71,7 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    from tts_bench.stack_config import project_name, runtime_config, stack_values
+    from tts_bench.infra.stack_config import project_name, runtime_config, stack_values
 
     project = project_name(program_dir)
     config = runtime_config(stack_values(program_dir, stack))
@@ -82,7 +82,7 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
         def emit(self, record: logging.LogRecord) -> None:
             logs.append(LogRecord(level=record.levelname.lower(), message=record.getMessage()))
 
-    logger = logging.getLogger(f"tts_bench.preview.{project}")
+    logger = logging.getLogger(f"tts_bench.infra.preview.{project}")
     logger.propagate = False
     logger.setLevel(logging.INFO)  # the SDK's own debug chatter is not the program's
     logger.addHandler(Collect())

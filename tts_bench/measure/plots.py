@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tts_bench.artifacts import QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact
 
 DPI = 120
 TTFAB_COLOUR = "#1f5fa8"

@@ -16,10 +16,10 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tts_bench.artifacts import PlanArtifact, load_artifact
+from tts_bench.artifacts.fingerprint import DIGEST_PATTERN
+from tts_bench.artifacts.schema import PlanArtifact, load_artifact
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import ArtifactError
-from tts_bench.fingerprint import DIGEST_PATTERN
 from tts_bench.telemetry import DEPLOYMENT_ENV
 
 PLAN_GLOB: Final = "plan-*.json"

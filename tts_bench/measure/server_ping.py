@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.errors import RefusalError, TtsBenchError
-from tts_bench.fingerprint import Fingerprint, Transport
 
 
 class PingError(TtsBenchError):

@@ -14,9 +14,16 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict
 
-from tts_bench.artifacts import PlanArtifact
-from tts_bench.aws import AwsSession
-from tts_bench.deployed import DeployedSnapshot, ScalingPolicy, read_snapshot
+from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.aws.deployed import DeployedSnapshot, ScalingPolicy, read_snapshot
+from tts_bench.aws.session import AwsSession
+from tts_bench.aws.validate import (
+    SCALING_SETTINGS,
+    Outcome,
+    Setting,
+    compare_to_plan,
+    format_value,
+)
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     SCALABLE_DIMENSION,
@@ -26,13 +33,6 @@ from tts_bench.deployment import (
     resource_id,
     scale_in_policy_name,
     target_tracking_policy_name,
-)
-from tts_bench.validate import (
-    SCALING_SETTINGS,
-    Outcome,
-    Setting,
-    compare_to_plan,
-    format_value,
 )
 
 # A fresh alarm sits in INSUFFICIENT_DATA until its first evaluation; past this it is "stuck".

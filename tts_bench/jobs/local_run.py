@@ -22,14 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_bench.artifacts import QmaxArtifact, Trigger, load_artifact, write_artifact
-from tts_bench.corpus import Utterance
+from tts_bench.artifacts.fingerprint import Transport, ttotal_filename
+from tts_bench.artifacts.schema import QmaxArtifact, Trigger, load_artifact, write_artifact
 from tts_bench.errors import TtsBenchError
-from tts_bench.fingerprint import Transport, ttotal_filename
-from tts_bench.ladder import LadderSchedule, format_duration
-from tts_bench.ladder_locust import LadderRequest, run_ladder
-from tts_bench.local_server import LocalServer
-from tts_bench.ttotal_local import LocalTtotalRequest, measure_local_ttotal, speak
+from tts_bench.measure.corpus import Utterance
+from tts_bench.measure.ladder import LadderSchedule, format_duration
+from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+from tts_bench.measure.local_server import LocalServer
+from tts_bench.measure.ttotal_local import LocalTtotalRequest, measure_local_ttotal, speak
+from tts_bench.planning.from_files import plan_from_files
+from tts_bench.planning.plan import PlanRequest
+from tts_bench.planning.report import render_plan
 
 # Chosen to finish in a few minutes on 2 cores and to bracket at SLO_MULTIPLE × c=1 TTFAB.
 LOCAL_RUNGS = (1, 2, 4, 8)
@@ -97,8 +100,7 @@ def calibrate(url: str, utterances: Sequence[Utterance], say: Callable[[str], No
 
 
 def run_local(settings: LocalRunSettings, say: Callable[[str], None]) -> LocalRunResult:
-    from tts_bench.cli import main as cli_main
-    from tts_bench.report import plot_qmax, plot_ttotal
+    from tts_bench.measure.plots import plot_qmax, plot_ttotal
 
     began = time.time()
 
@@ -166,15 +168,23 @@ def run_local(settings: LocalRunSettings, say: Callable[[str], None]) -> LocalRu
         step("plan skipped: no rung met the SLO, so there is no Q_max to plan from")
     else:
         step("plan:")
-        plan_code = cli_main(
-            [
-                "plan", "--qmax", str(qmax_path), "--ttotal", str(ttotal_path),
-                "--peak-rps", f"{settings.peak_rps:g}", "--trough-rps", f"{settings.trough_rps:g}",
-                "--slo-ms", f"{slo_ms:g}", "--out", str(settings.out),
-            ]
-        )  # fmt: skip
-        found = sorted(settings.out.glob(f"plan-{fingerprint.model}-{fingerprint.slug}.json"))
-        plan_path = found[0] if found else None
+        try:
+            written = plan_from_files(
+                qmax_path,
+                ttotal_path,
+                PlanRequest(
+                    peak_rps=settings.peak_rps, trough_rps=settings.trough_rps, slo_ms=slo_ms
+                ),
+                settings.out,
+            )
+        except TtsBenchError as exc:
+            step(f"plan refused: {exc}")
+            plan_code = exc.exit_code
+        else:
+            say(render_plan(written.plan, written.qmax, written.ttotal))
+            plan_path = written.path
+            plan_code = 0 if written.plan.feasible else 1
+            step(f"plan written: {plan_path}")
     pngs = (
         plot_qmax(qmax, qmax_path.with_suffix(".png")),
         plot_ttotal(ttotal, ttotal_path.with_suffix(".png")),

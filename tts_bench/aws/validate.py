@@ -13,9 +13,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from tts_bench.artifacts import PlanArtifact
-from tts_bench.aws import AwsSession
-from tts_bench.deployed import DeployedSnapshot, read_snapshot
+from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.aws.deployed import DeployedSnapshot, read_snapshot
+from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     OperatorBounds,

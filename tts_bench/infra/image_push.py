@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tts_bench.artifacts.fingerprint import DIGEST_PATTERN
 from tts_bench.errors import TtsBenchError
-from tts_bench.fingerprint import DIGEST_PATTERN
-from tts_bench.image_ref import EcrImage, parse_pinned, parse_repository
-from tts_bench.stack_config import IMAGE_KEY, project_name, set_stack_value, stack_values
+from tts_bench.infra.image_ref import EcrImage, parse_pinned, parse_repository
+from tts_bench.infra.stack_config import IMAGE_KEY, project_name, set_stack_value, stack_values
 
 DIGEST_KEY = "containerimage.digest"
 # SageMaker serves x86 GPU instances; one platform, no attestation index, one plain manifest.

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tts_bench
+from tts_bench.artifacts.fingerprint import Fingerprint, qmax_filename
 from tts_bench.errors import TtsBenchError
-from tts_bench.fingerprint import Fingerprint, qmax_filename
-from tts_bench.ladder import LadderSchedule
+from tts_bench.measure.ladder import LadderSchedule
 
 REPO_ROOT = Path(tts_bench.__file__).resolve().parents[1]
 LOCUSTFILE = REPO_ROOT / "loadtest" / "qmax.py"

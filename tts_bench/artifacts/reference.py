@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tts_bench.artifacts import (
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
+from tts_bench.artifacts.schema import (
     LadderSettings,
     Provenance,
     QmaxArtifact,
@@ -26,7 +27,6 @@ from tts_bench.artifacts import (
     ladder_outcome,
 )
 from tts_bench.errors import ArtifactError
-from tts_bench.fingerprint import Fingerprint, Transport
 
 # The published stage labels, reduced to the marker pairs our own T_total records.
 _MARKER_NAMES = {

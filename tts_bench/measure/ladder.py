@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tts_bench.artifacts import (
+from tts_bench.artifacts.fingerprint import Fingerprint
+from tts_bench.artifacts.schema import (
     LadderSettings,
     Provenance,
     QmaxArtifact,
@@ -35,8 +36,7 @@ from tts_bench.artifacts import (
     ladder_outcome,
 )
 from tts_bench.errors import TtsBenchError
-from tts_bench.fingerprint import Fingerprint
-from tts_bench.samples import Outcome, Sample
+from tts_bench.measure.samples import Outcome, Sample
 
 DEFAULT_RUNGS = (1, 5, 10, 20, 30, 40, 50, 60)
 DEFAULT_HOLD_S = 240.0

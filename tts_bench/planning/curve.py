@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tts_bench.artifacts import Rung
+from tts_bench.artifacts.schema import Rung
 
 
 @dataclass(frozen=True)

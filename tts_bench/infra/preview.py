@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tts_bench.errors import TtsBenchError
-from tts_bench.preview_recorder import STACK_TYPE, RecordedResource, Recording
+from tts_bench.infra.preview_recorder import STACK_TYPE, RecordedResource, Recording
 
 PACK_START_TIMEOUT_S = 60
 PROGRAM_TIMEOUT_S = 300
@@ -81,7 +81,7 @@ def record(program_dir: Path, stack: str, *, preview: bool = True) -> Recording:
         command = [
             sys.executable,
             "-m",
-            "tts_bench.preview_recorder",
+            "tts_bench.infra.preview_recorder",
             str(program_dir),
             "--stack",
             stack,

@@ -1,0 +1,170 @@
+"""The layout is the architecture: each part of the repository imports only what it may.
+
+`ALLOWED` is the rule the subpackages' docstrings state; a module that imports a part it must
+not (at the top or inside a function) fails here with the file, the line and the rule.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "tts_bench"
+
+# Modules directly under tts_bench/ that anything may import (the container too).
+LEAVES = frozenset({"errors", "telemetry", "engine_modes", "deployment"})
+TOP_LEVEL_MODULES = LEAVES | {"__init__", "__main__"}
+
+_EVERYTHING = frozenset(
+    {
+        "leaves",
+        "artifacts",
+        "planning",
+        "measure",
+        "aws",
+        "infra",
+        "local_cloud",
+        "simulate",
+        "jobs",
+    }
+)
+# part -> the parts of tts_bench it may import (itself always included).
+ALLOWED: dict[str, frozenset[str]] = {
+    "leaves": frozenset({"leaves"}),
+    "artifacts": frozenset({"leaves"}),
+    "planning": frozenset({"artifacts", "leaves"}),
+    "aws": frozenset({"artifacts", "planning", "leaves"}),
+    "infra": frozenset({"artifacts", "planning", "aws", "leaves"}),
+    "measure": frozenset({"artifacts", "planning", "aws", "leaves"}),
+    "simulate": frozenset({"artifacts", "planning", "leaves"}),
+    "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "measure", "leaves"}),
+    "jobs": _EVERYTHING,
+    "cli": _EVERYTHING | {"cli"},
+    "__main__": frozenset({"cli"}),
+    # Outside the package: the container ships alone with the leaves; the Pulumi program and
+    # the pack read plans and config; the Locust file and benchmarks drive measurements.
+    "container": frozenset({"leaves"}),
+    "program": frozenset({"artifacts", "planning", "infra", "leaves"}),
+    "loadtest": frozenset({"artifacts", "measure", "leaves"}),
+    "benchmarks": frozenset({"artifacts", "planning", "measure", "leaves"}),
+}
+OUTSIDE = {
+    "container": REPO / "container",
+    "program": REPO / "components",
+    "loadtest": REPO / "loadtest",
+    "benchmarks": REPO / "benchmarks",
+}
+
+
+def part_of_module(dotted: str) -> str:
+    """The part a `tts_bench...` name belongs to (names in `tts_bench/__init__` are leaves)."""
+    pieces = dotted.split(".")
+    if len(pieces) > 1 and pieces[1] == "__main__":
+        return "__main__"
+    if len(pieces) > 1 and (PACKAGE / pieces[1]).is_dir():
+        return pieces[1]
+    return "leaves"
+
+
+def part_of_file(path: Path) -> str:
+    for part, root in OUTSIDE.items():
+        if root in path.parents:
+            return part
+    if path in (REPO / "__main__.py",) or (REPO / "policies") in path.parents:
+        return "program"
+    rel = path.relative_to(PACKAGE)
+    if len(rel.parts) == 1:
+        return "__main__" if rel.stem == "__main__" else "leaves"
+    return rel.parts[0]
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of every tts_bench import in the file, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from tts_bench import cli` imports the module tts_bench.cli
+            found += [
+                (node.lineno, f"{base}.{a.name}" if base == "tts_bench" else base)
+                for a in node.names
+            ]
+    return [(line, name) for line, name in found if name.split(".")[0] == "tts_bench"]
+
+
+def violations(paths: list[Path]) -> list[str]:
+    problems = []
+    for path in paths:
+        importer = part_of_file(path)
+        if importer not in ALLOWED:
+            problems.append(f"{path.relative_to(REPO)}: part {importer!r} has no rule in ALLOWED")
+            continue
+        for line, name in imported_modules(path):
+            imported = part_of_module(name)
+            if imported != importer and imported not in ALLOWED[importer]:
+                problems.append(
+                    f"{path.relative_to(REPO)}:{line}: {importer} imports {name} "
+                    f"({imported}); {importer} may import only {sorted(ALLOWED[importer])}"
+                )
+    return problems
+
+
+def python_files() -> list[Path]:
+    roots = [PACKAGE, *OUTSIDE.values(), REPO / "policies"]
+    files = [p for root in roots for p in root.rglob("*.py") if "venv" not in p.parts]
+    return sorted([*files, REPO / "__main__.py"])
+
+
+def test_no_part_imports_what_it_must_not() -> None:
+    assert violations(python_files()) == []
+
+
+def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> None:
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules <= TOP_LEVEL_MODULES, (
+        f"move {sorted(modules - TOP_LEVEL_MODULES)} into a subpackage"
+    )
+    for sub in (p for p in PACKAGE.iterdir() if (p / "__init__.py").exists()):
+        doc = ast.get_docstring(ast.parse((sub / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and "import" in doc, (
+            f"{sub.name}/__init__.py must say what it holds and may import"
+        )
+        assert sub.name in ALLOWED, f"tts_bench/{sub.name} has no rule in ALLOWED"
+
+
+@pytest.mark.parametrize(
+    ("where", "planted", "expected"),
+    [
+        ("planning/plan.py", "from tts_bench.aws.session import AwsClients", "planning imports"),
+        ("artifacts/schema.py", "import tts_bench.measure.ladder", "artifacts imports"),
+        ("aws/drift.py", "from tts_bench.cli import main", "aws imports"),
+        ("measure/ladder.py", "from ..infra import preview", "measure imports"),
+    ],
+)
+def test_a_planted_illegal_import_is_caught(
+    tmp_path: Path, where: str, planted: str, expected: str
+) -> None:
+    # The same check over a copy of one real module with one bad line added.
+    copy = PACKAGE / where
+    text = copy.read_text(encoding="utf-8") + f"\n\ndef _planted() -> None:\n    {planted}\n"
+    shadow = tmp_path / "shadow.py"
+    shadow.write_text(text, encoding="utf-8")
+    real_reader = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        return real_reader(shadow if self == copy else self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_text", read_text)
+        found = violations([copy])
+    assert len(found) == 1 and expected in found[0], found

@@ -1,0 +1,237 @@
+"""The plan's findings (SPEC §6): each `ok` / `warn` / `stop`, worst first.
+
+One builder per finding, each over the figures `plan.derive_plan` has already derived; none
+of them computes a threshold. `collect_findings` orders them as a person reads them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tts_bench.artifacts.schema import Finding, QmaxArtifact, Verdict
+from tts_bench.engine_modes import engine_batches
+from tts_bench.errors import RefusalError
+from tts_bench.planning.birth_death import shed_probability
+from tts_bench.planning.curve import Curve
+from tts_bench.planning.rounding import ceil9, floor9, round9
+
+if TYPE_CHECKING:
+    from tts_bench.planning.plan import Basis, Fleet, PlanRequest, Thresholds
+
+SAGEMAKER_CEILING_MS = 60_000  # SageMaker ends any invocation after 60 s
+SURGE_WARN_PROBABILITY = 0.1
+
+# Findings of equal severity keep this order, the order a person reads them in.
+FINDING_ORDER = (
+    "slo_feasibility",
+    "fingerprint",
+    "surge_survival",
+    "scale_in_safety",
+    "fleet_sizing",
+    "cw_ratio",
+    "bracketing",
+    "alarm",
+    "fleet_cost",
+)
+
+
+def finding(name: str, verdict: Verdict, message: str, **figures: object) -> Finding:
+    return Finding(name=name, verdict=verdict, message=message, **figures)
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """The FirstChunkLatency p95 alarm threshold and the rule that chose it."""
+
+    threshold_ms: int
+    rule: str
+    why: str
+
+
+def alarm_threshold(qmax: QmaxArtifact, c_scale_max: float, c1_p95_ms: float) -> Alarm:
+    """A batching engine's service time grows with the batch, so its alarm comes from the trigger."""
+    fp = qmax.fingerprint
+    if fp is not None and engine_batches(fp.performance_env):
+        at_or_above = [r for r in qmax.rungs if r.concurrency >= round9(c_scale_max)]
+        rung = at_or_above[0] if at_or_above else qmax.rungs[-1]
+        if rung.server_first_chunk_p95_ms is None:
+            raise RefusalError(
+                f"the engine batches but rung {rung.concurrency} has no server_first_chunk_p95_ms; "
+                "re-run the ladder with server-side FirstChunkLatency recorded"
+            )
+        return Alarm(
+            floor9(rung.server_first_chunk_p95_ms),
+            "server-first-chunk-p95-at-trigger",
+            f"batching engine: server-side FirstChunkLatency p95 at rung {rung.concurrency} "
+            f"(the first rung at or above C_scale_max {c_scale_max:g})",
+        )
+    return Alarm(floor9(c1_p95_ms), "ttfab-p95-c1", "serial engine: p95 TTFAB at c=1")
+
+
+def slo_feasibility(request: PlanRequest, w_max_s: float) -> Finding:
+    """The SLO must fit SageMaker's ceiling and leave queueing headroom over one request."""
+    if request.slo_ms > SAGEMAKER_CEILING_MS:
+        return finding(
+            "slo_feasibility",
+            Verdict.STOP,
+            f"the SLO {request.slo_ms:g} ms is past SageMaker's {SAGEMAKER_CEILING_MS} ms invocation ceiling",
+            w_max_s=w_max_s,
+        )
+    if w_max_s <= 0:
+        return finding(
+            "slo_feasibility",
+            Verdict.STOP,
+            f"W_max = SLO − S_p95 = {w_max_s:.3f} s: one uncontended request already misses the SLO",
+            w_max_s=w_max_s,
+        )
+    return finding(
+        "slo_feasibility",
+        Verdict.OK,
+        f"W_max = SLO − S_p95 = {w_max_s:.3f} s of queueing headroom",
+        w_max_s=w_max_s,
+    )
+
+
+def fleet_sizing(request: PlanRequest, thresholds: Thresholds, fleet: Fleet) -> Finding:
+    """Measured fleet size next to the published (uncontended) formula's."""
+    if fleet.naive_max_instances is None:
+        return finding(
+            "fleet_sizing",
+            Verdict.STOP,
+            f"the ladder measured no throughput at C_scale_max {thresholds.c_scale_max:g}: cannot size a fleet",
+            throughput_at_trigger_rps=0.0,
+            naive_max_instances=None,
+        )
+    naive, needed = fleet.naive_max_instances, fleet.max_instances
+    return finding(
+        "fleet_sizing",
+        Verdict.OK if naive >= needed else Verdict.WARN,
+        f"{request.peak_rps:g} rps at peak needs {needed} instances at the measured "
+        f"{fleet.throughput_at_trigger_rps:.3f} rps each; the uncontended formula ceil(rps·S/C_scale_max) would give "
+        f"{naive}" + (" and under-provision" if naive < needed else ""),
+        throughput_at_trigger_rps=round(fleet.throughput_at_trigger_rps, 6),
+        naive_max_instances=naive,
+        min_instances=fleet.min_instances,
+        max_instances=needed,
+    )
+
+
+def surge_survival(
+    request: PlanRequest, basis: Basis, thresholds: Thresholds, fleet: Fleet, x_curve: Curve
+) -> Finding:
+    """Can one instance absorb a surge between the trigger and the new instance serving?"""
+    c_scale_max = thresholds.c_scale_max
+    utilisation = round9(c_scale_max / (1 + c_scale_max))
+    surge = shed_probability(
+        arrival_rps=request.surge_ratio * fleet.throughput_at_trigger_rps,
+        service_rps=x_curve.at,
+        start=math.floor(c_scale_max + 0.5),
+        limit=basis.q_max,
+        horizon_s=basis.t_total_s,
+        trials=request.surge_trials,
+        seed=request.surge_seed,
+    )
+    return finding(
+        "surge_survival",
+        Verdict.WARN if surge.probability > SURGE_WARN_PROBABILITY else Verdict.OK,
+        f"a ×{request.surge_ratio:g} surge at C_scale_max {c_scale_max:g} reaches Q_max {basis.q_max} "
+        f"before T_total {basis.t_total_s:.1f} s ends in {surge.probability:.1%} of {surge.trials} trials; "
+        f"utilisation at the trigger ρ = {utilisation:.1%}",
+        utilisation_at_trigger=round(utilisation, 6),
+        shed_probability=surge.probability,
+        trials=surge.trials,
+    )
+
+
+def scale_in_safety(thresholds: Thresholds, fleet: Fleet) -> Finding:
+    """Removing one of N instances multiplies the survivors' load by N/(N−1)."""
+    r = thresholds.c_scale_max / thresholds.c_scale_min  # h < 0.5, so C_scale_min > 0
+    safe_floor = ceil9(r / (r - 1))
+    unsafe = fleet.min_instances < safe_floor
+    return finding(
+        "scale_in_safety",
+        Verdict.WARN if unsafe else Verdict.OK,
+        f"removing one of N instances is safe only for N ≥ {safe_floor} (r = {r:.3f}); "
+        f"min_instances is {fleet.min_instances}"
+        + (
+            ", so scale-in below that can push survivors past the scale-out trigger"
+            if unsafe
+            else ""
+        ),
+        safe_floor=safe_floor,
+    )
+
+
+def fleet_cost(basis: Basis) -> Finding:
+    cost = 1 / (1 - basis.h)
+    return finding(
+        "fleet_cost",
+        Verdict.OK,
+        f"scaling out at {1 - basis.h:.0%} of Q_max reserves headroom costing up to ×{cost:.3f} instances",
+        headroom_cost_factor=round(cost, 6),
+    )
+
+
+def cw_ratio(thresholds: Thresholds) -> Finding:
+    if not thresholds.cw_measured:
+        return finding(
+            "cw_ratio",
+            Verdict.WARN,
+            "the ladder did not measure CloudWatch's concurrency against the client's; assumed 1.0",
+            cw_ratio=1.0,
+        )
+    return finding(
+        "cw_ratio",
+        Verdict.OK,
+        f"CloudWatch ConcurrentRequestsPerModel reads ×{thresholds.cw_ratio:.3f} the client's concurrency at the trigger",
+        cw_ratio=round(thresholds.cw_ratio, 6),
+    )
+
+
+def bracketing(qmax: QmaxArtifact, q_max: int) -> Finding:
+    if qmax.bracketed:
+        return finding(
+            "bracketing", Verdict.OK, f"Q_max {q_max} is bracketed by a failing rung above it"
+        )
+    return finding(
+        "bracketing",
+        Verdict.WARN,
+        f"no rung above {q_max} failed: Q_max is a lower bound; extend the ladder to bracket it",
+    )
+
+
+def alarm(chosen: Alarm) -> Finding:
+    return finding(
+        "alarm",
+        Verdict.OK,
+        f"FirstChunkLatency p95 alarm at {chosen.threshold_ms} ms ({chosen.why})",
+        rule=chosen.rule,
+    )
+
+
+def collect_findings(
+    pairing: Finding,
+    qmax: QmaxArtifact,
+    request: PlanRequest,
+    basis: Basis,
+    thresholds: Thresholds,
+    fleet: Fleet,
+    chosen_alarm: Alarm,
+    x_curve: Curve,
+) -> list[Finding]:
+    """Every finding, worst first; equal severities in `FINDING_ORDER`."""
+    found = [
+        pairing,
+        slo_feasibility(request, thresholds.w_max_s),
+        fleet_sizing(request, thresholds, fleet),
+        surge_survival(request, basis, thresholds, fleet, x_curve),
+        scale_in_safety(thresholds, fleet),
+        fleet_cost(basis),
+        cw_ratio(thresholds),
+        bracketing(qmax, basis.q_max),
+        alarm(chosen_alarm),
+    ]
+    found.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
+    return found

@@ -1,0 +1,51 @@
+"""A plan from artifact files: load both, record their hashes, derive, write the plan.
+
+The one path from files to a written plan, shared by `tts-bench plan` and the main job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tts_bench.artifacts.fingerprint import plan_filename
+from tts_bench.artifacts.schema import (
+    PlanArtifact,
+    QmaxArtifact,
+    SourceArtifact,
+    TtotalArtifact,
+    load_artifact,
+    sha256_file,
+    write_artifact,
+)
+from tts_bench.planning.plan import PlanRequest, derive_plan
+
+
+@dataclass(frozen=True)
+class WrittenPlan:
+    plan: PlanArtifact
+    path: Path
+    qmax: QmaxArtifact
+    ttotal: TtotalArtifact
+
+
+def plan_from_files(
+    qmax_path: Path, ttotal_path: Path, request: PlanRequest, out: Path
+) -> WrittenPlan:
+    """Derive the plan over two artifact files and write it into `out` (atomically)."""
+    qmax = load_artifact(qmax_path, QmaxArtifact)
+    ttotal = load_artifact(ttotal_path, TtotalArtifact)
+    sources = {
+        "qmax": SourceArtifact(
+            path=str(qmax_path), sha256=sha256_file(qmax_path), provenance=qmax.provenance.kind
+        ),
+        "ttotal": SourceArtifact(
+            path=str(ttotal_path),
+            sha256=sha256_file(ttotal_path),
+            provenance=ttotal.provenance.kind,
+        ),
+    }
+    plan = derive_plan(qmax, ttotal, request, sources)
+    fp = plan.fingerprint or qmax.fingerprint
+    filename = plan_filename(fp) if fp else "plan-unfingerprinted.json"
+    return WrittenPlan(plan, write_artifact(plan, out, filename), qmax, ttotal)
