@@ -277,44 +277,60 @@ def time_to_ready(args: argparse.Namespace, label: str, extra: dict[str, str]) -
     return {"ready_s": round(ready_s, 2), "markers": markers, "env": extra}
 
 
+def shipped_dtype(results: dict[str, dict[str, object]]) -> str:
+    """bfloat16 when its compiled pass keeps parity (durations equal, padded-vs-alone r >= 0.999)
+    and beats float32 at batch 64; else float32."""
+    bf16, fp32 = results.get("compiled-bfloat16"), results.get("compiled-float32")
+    if not bf16 or "parity" not in bf16:
+        return "float32"
+    parity = bf16["parity"]
+    keeps = parity["durations_equal"] and (parity["padded_vs_alone_r"] or 0) >= 0.999  # type: ignore[index]
+    faster = (
+        not fp32 or bf16["segments_per_s_by_batch"]["64"] > fp32["segments_per_s_by_batch"]["64"]
+    )  # type: ignore[index]
+    return "bfloat16" if keeps and faster else "float32"
+
+
 def device_offline(args: argparse.Namespace) -> int:
-    """On the GPU machine: every engine's offline sweep, parity, compile cache, start-up times."""
+    """On the GPU machine: every engine's offline sweep, parity, compile cache, start-up times.
+
+    A variant that fails is logged and left out; the rest still run.
+    """
     args.out.mkdir(parents=True, exist_ok=True)
     product = REPO / "container"
-    results = {
-        "baseline": _offline_child(args, "baseline", args.baseline_root, {}, []),
-        "eager-fp32": _offline_child(
-            args, "eager-fp32", product, {"ENGINE_COMPILE": "0", "ENGINE_DTYPE": "float32"}, []
-        ),
-    }
+    variants: list[tuple[str, Path, dict[str, str], list[str]]] = [
+        ("baseline", args.baseline_root, {}, []),
+        ("eager-fp32", product, {"ENGINE_COMPILE": "0", "ENGINE_DTYPE": "float32"}, []),
+    ]
     for dtype in args.compiled_dtypes:
-        extra = ["--parity"]
         env = {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": dtype, **_fresh_caches(args.cache_root)}
-        if dtype == args.ship_dtype:
-            extra += ["--save-cache", str(args.mega_cache)]
-        results[f"compiled-{dtype}"] = _offline_child(
-            args, f"compiled-{dtype}", product, env, extra
+        cache = args.out / f"mega-cache-{dtype}.bin"
+        variants.append(
+            (f"compiled-{dtype}", product, env, ["--parity", "--save-cache", str(cache)])
         )
+    results: dict[str, dict[str, object]] = {}
+    for label, root, env, extra in variants:
+        try:
+            results[label] = _offline_child(args, label, root, env, extra)
+        except subprocess.CalledProcessError as exc:
+            log(f"offline {label} FAILED: {exc}")
+    dtype = shipped_dtype(results)
+    cache = args.out / f"mega-cache-{dtype}.bin"
+    (args.out / "ship.json").write_text(json.dumps({"dtype": dtype, "mega_cache": str(cache)}))
+    log(f"shipping dtype {dtype}")
     ready = {
-        "eager": time_to_ready(
-            args, "eager", {"ENGINE_COMPILE": "0", "ENGINE_DTYPE": args.ship_dtype}
-        ),
-        "cold": time_to_ready(
-            args, "cold", {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": args.ship_dtype}
-        ),
+        "eager": time_to_ready(args, "eager", {"ENGINE_COMPILE": "0", "ENGINE_DTYPE": dtype}),
+        "cold": time_to_ready(args, "cold", {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": dtype}),
     }
-    if args.mega_cache.is_file():
-        warm = {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": args.ship_dtype,
-                "ENGINE_COMPILE_CACHE": str(args.mega_cache)}  # fmt: skip
+    if cache.is_file():
+        warm = {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": dtype, "ENGINE_COMPILE_CACHE": str(cache)}
         ready["warm"] = time_to_ready(args, "warm", warm)
     (args.out / "ready.json").write_text(json.dumps(ready, indent=2) + "\n")
     table = [f"{'engine':<18}" + "".join(f"{b:>9}" for b in args.batch_sizes)]
     for label, result in results.items():
         by_batch = result["segments_per_s_by_batch"]
-        table.append(
-            f"{label:<18}"
-            + "".join(f"{by_batch.get(str(b), by_batch.get(b, 0)):>9.1f}" for b in args.batch_sizes)
-        )
+        row = "".join(f"{by_batch.get(str(b), 0):>9.1f}" for b in args.batch_sizes)  # type: ignore[attr-defined]
+        table.append(f"{label:<18}{row}  warm-up {result['warmup_s']} s")
     print("segments/s by batch size\n" + "\n".join(table))
     print(json.dumps({k: v["ready_s"] for k, v in ready.items()}))
     return 0
@@ -328,33 +344,23 @@ def refined_grid(last_pass: int, first_fail: int, step: float) -> list[int]:
     return rungs
 
 
-def ladder(args: argparse.Namespace, mode: str, rungs: list[int], hold: tuple[float, float, float],
-           out: Path, extra_env: dict[str, str], label: str) -> Path:  # fmt: skip
+def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[int],  # type: ignore[no-untyped-def]
+                hold: tuple[float, float, float], out: Path) -> Path:  # fmt: skip
     from tts_bench.artifacts.fingerprint import Transport
     from tts_bench.measure.ladder import LadderSchedule
     from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
-    from tts_bench.measure.local_server import LocalServer
 
     out.mkdir(parents=True, exist_ok=True)
-    env = _server_env(args, mode, {**_fresh_caches(args.cache_root), **extra_env})
-    server_log = out / f"server-{label}.log" if args.server_logs else None
-    with LocalServer(
-        ["--backend", "torch", "--model-dir", str(args.model_dir)], env=env, log_path=server_log
-    ) as server:
-        ping = server.wait_ready(timeout_s=540, progress=lambda line: log(f"{label}: {line}"))
-        log(f"{label}: ready after {time.time() - (server.spawned_at or 0.0):.1f} s")
-        schedule = LadderSchedule(
-            rungs=tuple(rungs), hold_s=hold[0], measure_s=hold[1], idle_s=hold[2]
-        )
-        request = LadderRequest(
-            host=server.url, schedule=schedule, slo_ms=args.slo_ms,
-            transport=Transport.LOCAL_HTTP.value, corpus=args.corpus, model="kokoro-82m",
-            out=out, processes=args.processes,
-        )  # fmt: skip
-        log(f"{label}: ladder {rungs} ({schedule.duration_s:.0f} s)")
-        return run_ladder(
-            request, ping.fingerprint(Transport.LOCAL_HTTP), lambda line: log(f"{label}: {line}")
-        )
+    schedule = LadderSchedule(rungs=tuple(rungs), hold_s=hold[0], measure_s=hold[1], idle_s=hold[2])
+    request = LadderRequest(
+        host=server.url, schedule=schedule, slo_ms=args.slo_ms,
+        transport=Transport.LOCAL_HTTP.value, corpus=args.corpus, model="kokoro-82m",
+        out=out, processes=args.processes,
+    )  # fmt: skip
+    log(f"{label}: ladder {rungs} ({schedule.duration_s:.0f} s)")
+    return run_ladder(
+        request, ping.fingerprint(Transport.LOCAL_HTTP), lambda line: log(f"{label}: {line}")
+    )
 
 
 def _bracket(path: Path) -> tuple[int | None, int | None]:
@@ -366,25 +372,44 @@ def _bracket(path: Path) -> tuple[int | None, int | None]:
 
 
 def device_ladders(args: argparse.Namespace) -> int:
-    """On the GPU machine: one mode's ladder, bracketed on a coarse grid with short holds,
-    then again on a grid fine enough (`--step`) between the last pass and the first fail."""
+    """On the GPU machine: each mode's ladder on one warm-cache server, first on a coarse grid
+    with short holds (the scout), then on a grid fine enough (`--step`) between the scout's
+    last pass and first fail, with full holds (the artifact the summary reads)."""
+    from tts_bench.measure.local_server import LocalServer
+
     env = {"ENGINE_COMPILE_CACHE": str(args.mega_cache)} if args.mega_cache.is_file() else {}
+    if args.dtype:
+        env["ENGINE_DTYPE"] = args.dtype
     for mode in args.modes:
         coarse = [int(x) for x in args.coarse_rungs[mode].split(",")]
-        scout = ladder(args, mode, coarse, (args.scout_hold_s, args.scout_measure_s, 1.0),
-                       args.out / f"scout-{mode}", env, f"{mode}-scout")  # fmt: skip
-        last_pass, first_fail = _bracket(scout)
-        log(f"{mode}: scout bracket {last_pass}..{first_fail}")
-        if last_pass is None or first_fail is None:
-            log(f"{mode}: the scout did not bracket Q_max; the final ladder reruns its grid")
-            grid = coarse
-        else:
-            below = [r for r in coarse if r < last_pass]
-            grid = sorted(
-                {1, *below[-args.keep_below :], *refined_grid(last_pass, first_fail, args.step)}
+        server_env = _server_env(args, mode, {**_fresh_caches(args.cache_root), **env})
+        server_log = args.out / f"server-{mode}.log" if args.server_logs else None
+        with LocalServer(
+            ["--backend", "torch", "--model-dir", str(args.model_dir)], env=server_env,
+            log_path=server_log,
+        ) as server:  # fmt: skip
+            ping = server.wait_ready(
+                timeout_s=540, progress=lambda line, m=mode: log(f"{m}: {line}")
             )
-            grid.append(int(first_fail * (1 + args.step)) + 1)  # a second chance past a noisy fail
-        ladder(args, mode, grid, (args.hold_s, args.measure_s, args.idle_s), args.out, env, mode)
+            ready_s = time.time() - (server.spawned_at or 0.0)
+            log(f"{mode}: ready after {ready_s:.1f} s")
+            (args.out / f"ready-{mode}.json").write_text(
+                json.dumps({"ready_s": round(ready_s, 2), "env": env})
+            )
+            scout_hold = (args.scout_hold_s, args.scout_measure_s, 1.0)
+            scout = _run_ladder(args, server, ping, f"{mode}-scout", coarse, scout_hold,
+                                args.out / f"scout-{mode}")  # fmt: skip
+            last_pass, first_fail = _bracket(scout)
+            log(f"{mode}: scout bracket {last_pass}..{first_fail}")
+            if last_pass is None or first_fail is None:
+                grid = coarse
+            else:
+                below = [r for r in coarse if r < last_pass]
+                fine = refined_grid(last_pass, first_fail, args.step)
+                grid = sorted({1, *below[-args.keep_below :], *fine})
+                grid.append(max(grid[-1] + 1, int(first_fail * (1 + args.step))))
+            hold = (args.hold_s, args.measure_s, args.idle_s)
+            _run_ladder(args, server, ping, mode, grid, hold, args.out)
     return 0
 
 
@@ -468,8 +493,6 @@ def main() -> int:
     dev.add_argument(
         "--compiled-dtypes", type=lambda s: s.split(","), default=["float32", "bfloat16"]
     )
-    dev.add_argument("--ship-dtype", default="bfloat16")
-    dev.add_argument("--mega-cache", type=Path, required=True)
     dev.add_argument(
         "--cache-root", type=Path, default=Path(tempfile.gettempdir()) / "gpu-bench-caches"
     )
@@ -497,6 +520,7 @@ def main() -> int:
         "--cache-root", type=Path, default=Path(tempfile.gettempdir()) / "gpu-bench-caches"
     )
     lad.add_argument("--server-logs", action="store_true")
+    lad.add_argument("--dtype", default="", help="ENGINE_DTYPE for the servers (default: theirs)")
     lad.set_defaults(handler=device_ladders)
 
     summ = sub.add_parser("summarize", help="gpu-summary-<gpu>.json from a device run's files")

@@ -1,6 +1,6 @@
 """`torch.compile` of the synthesis half, and the cache that lets a fresh process start warm.
 
-Compiling the decoder takes about a minute on the H200, on every start. What compilation
+Compiling takes tens of seconds on the H200, on every start. What compilation
 produces (Inductor's graphs and Triton's kernels) is portable between processes of the same
 torch, Triton and GPU: `torch.compiler.save_cache_artifacts` packs it into one file (the
 "mega-cache"), and a fresh process that loads that file before compiling finds every kernel
@@ -49,19 +49,22 @@ def save_cache(path: Path) -> int:
     return len(payload)
 
 
-def compiled_synthesize() -> Callable[..., Any]:
-    """`masked_decoder.synthesize` under `torch.compile` (dynamic shapes: any batch, any length),
-    after loading `$ENGINE_COMPILE_CACHE` when it names a file."""
+def compiled_adain_act() -> Callable[..., Any]:
+    """`masked_decoder.adain_act` under `torch.compile` (dynamic shapes: any batch, width and
+    length), after loading `$ENGINE_COMPILE_CACHE` when it names a file."""
     import torch
 
-    from tts_server.engine.masked_decoder import synthesize
+    from tts_server.engine.masked_decoder import adain_act
 
     cache = os.environ.get(COMPILE_CACHE_ENV)
     if cache:
         load_cache(Path(cache))
-    # Batch 1 (no masks) and batch > 1 are two graphs; leave room for a few more.
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 32)
-    return torch.compile(synthesize, dynamic=True)
+    # Snake or leaky ReLU, masked or not, batch 1 or more: a handful of graphs; room to spare.
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):  # the newer name, then the older
+        if hasattr(config, name):
+            setattr(config, name, max(getattr(config, name), 32))
+    return torch.compile(adain_act, dynamic=True)
 
 
 def main() -> int:

@@ -4,9 +4,15 @@
 neighbours' padding: every convolution after the text encoders sees zeros past the item's end,
 and every instance norm (AdaIN) takes its statistics over the item's real frames only. Here
 those masks are plain tensors built from the items' frame counts, once per time resolution of
-the pass, and handed to each module call; nothing is read from a context variable or a hook,
-so `torch.compile` traces the whole path as one graph and fuses each mask into the
-elementwise chain around it (Snake activation, AdaIN, residual sums).
+the pass, and handed to each module call; nothing is read from a context variable or a hook.
+
+Most of the decoder's GPU time went to the elementwise chain in front of nearly every
+convolution: AdaIN (a style projection, instance statistics, scale and shift), the Snake or
+leaky ReLU activation, and the padding mask, about 20 kernels each time. `adain_act` is that
+chain as one function of tensors and plain numbers: `torch.compile` (dynamic shapes) turns
+it into a reduction and a pointwise kernel, with the mask computed inside them, one small
+graph for every block of every width and length, so compiling takes seconds, not the
+minutes a whole-decoder graph takes, and a compile cache restores it as fast.
 
 The functions walk kokoro's own modules (same weights, same arithmetic) and replace only
 their `forward`. The generator's noise (random initial phase, additive Gaussian noise) is
@@ -18,6 +24,7 @@ the rest of the pass runs in bfloat16, since bfloat16 would lose the phase withi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,76 +34,117 @@ Tensor = torch.Tensor
 _RSQRT2 = 1 / math.sqrt(2)
 
 
-class PaddingMasks:
-    """Per item, 1 on its real part of a time axis of any resolution; `None` for a lone item.
+def padding_mask(share: Tensor, x: Tensor) -> Tensor:
+    """(B, 1, L) float32, 1 on each item's real part of x's last axis (length L).
 
-    An item with `frames` frames out of the pass's `total` holds round(frames/total * L)
-    positions of an axis of length L (at least 1): exact at the resolutions that are whole
-    multiples of the frame axis, and the nearest position at the generator's odd one.
+    An item whose share of the pass's frame axis is `share` holds round(share * L) positions
+    (at least 1): exact at the resolutions that are whole multiples of the frame axis, the
+    nearest position at the generator's odd one.
     """
+    length = x.shape[-1]
+    valid = torch.clamp(torch.round(share * length).long(), 1, length)
+    return (torch.arange(length, device=x.device)[None, :] < valid[:, None]).float()[:, None, :]
 
-    def __init__(self, frames: Tensor | None, total: int) -> None:
-        self._share = None if frames is None else frames.to(torch.float32) / total
+
+class PaddingMasks:
+    """What every module call of one pass shares: the items' shares of the frame axis (None
+    for a lone item), the masks built from them once per time resolution, and the AdaIN
+    chain to run (`adain_act`, or its compiled form)."""
+
+    def __init__(
+        self, frames: Tensor | None, total: int, chain: Callable[..., Tensor] | None = None
+    ) -> None:
+        self.share = None if frames is None else frames.to(torch.float32) / total
+        self.chain = chain or adain_act
         self._by_length: dict[int, Tensor] = {}
 
     def at(self, x: Tensor) -> Tensor | None:
-        """(B, 1, L) in x's dtype for x's last axis L; built once per length outside compile."""
-        if self._share is None:
+        if self.share is None:
             return None
         length = x.shape[-1]
-        compiling = torch.compiler.is_compiling()
-        if not compiling and length in self._by_length:
-            return self._by_length[length]
-        valid = torch.clamp(torch.round(self._share * length).long(), 1, length)
-        mask = torch.arange(length, device=x.device)[None, :] < valid[:, None]
-        mask = mask.to(x.dtype)[:, None, :]
-        if not compiling:  # under compile the graph deduplicates equal expressions itself
-            self._by_length[length] = mask
-        return mask
-
-
-def _masked(x: Tensor, mask: Tensor | None) -> Tensor:
-    return x if mask is None else x * mask.to(x.dtype)
+        if length not in self._by_length:
+            self._by_length[length] = padding_mask(self.share, x)
+        return self._by_length[length]
 
 
 def conv(module: Any, x: Tensor, masks: PaddingMasks) -> Tensor:
     """A convolution on the frame axis that reads zeros past each item's end."""
-    return module(_masked(x, masks.at(x)))
-
-
-def adain(module: Any, x: Tensor, style: Tensor, masks: PaddingMasks) -> Tensor:
-    """kokoro's AdaIN1d; with masks, instance statistics over each item's real frames only."""
-    h = module.fc(style)
-    gamma, beta = torch.chunk(h.view(h.size(0), h.size(1), 1), chunks=2, dim=1)
     mask = masks.at(x)
-    if mask is None:
-        return (1 + gamma) * module.norm(x) + beta
-    mask = mask.to(x.dtype)
-    count = mask.sum(-1, keepdim=True)
-    mean = (x * mask).sum(-1, keepdim=True) / count
-    var = (((x - mean) * mask) ** 2).sum(-1, keepdim=True) / count
-    normed = (x - mean) / torch.sqrt(var + module.norm.eps)
-    if module.norm.affine:
-        normed = normed * module.norm.weight[None, :, None] + module.norm.bias[None, :, None]
-    return (1 + gamma) * normed + beta
+    return module(x if mask is None else x * mask.to(x.dtype))
+
+
+def adain_act(
+    x: Tensor,
+    h: Tensor,
+    norm_weight: Tensor,
+    norm_bias: Tensor,
+    eps: float,
+    alpha: Tensor | None,
+    slope: float,
+    share: Tensor | None,
+) -> Tensor:
+    """AdaIN, then Snake(alpha) (or leaky ReLU(slope) when alpha is None), then zeros past
+    each item's end: the elementwise chain in front of nearly every decoder convolution.
+
+    `h` is the style projection (gamma, beta). With `share`, the instance statistics cover
+    each item's real frames only, so a padded item is normalised as it would be alone. The
+    arithmetic is float32 whatever x's dtype; the result has x's dtype. Only tensors and
+    plain numbers go in, so `torch.compile` makes one small fused graph of it that serves
+    every block of every size (`fused_adain_act`).
+    """
+    dtype = x.dtype
+    x = x.float()
+    channels = x.shape[1]
+    gamma, beta = h[:, :channels, None].float(), h[:, channels:, None].float()
+    if share is None:
+        mask = None
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    else:
+        mask = padding_mask(share, x)
+        count = mask.sum(-1, keepdim=True)
+        mean = (x * mask).sum(-1, keepdim=True) / count
+        var = (((x - mean) * mask) ** 2).sum(-1, keepdim=True) / count
+    normed = (x - mean) / torch.sqrt(var + eps) * norm_weight[None, :, None] + norm_bias[
+        None, :, None
+    ]
+    y = (1 + gamma) * normed + beta
+    if alpha is None:
+        y = F.leaky_relu(y, slope)
+    else:
+        alpha = alpha.float()
+        y = y + (1 / alpha) * (torch.sin(alpha * y) ** 2)  # Snake1D
+    if mask is not None:
+        y = y * mask
+    return y.to(dtype)
+
+
+def _norm_act(
+    module: Any, x: Tensor, style: Tensor, masks: PaddingMasks, alpha: Tensor | None, slope: float
+) -> Tensor:
+    """kokoro's AdaIN1d `module` on x, the activation, and the mask of the convolution after."""
+    norm = module.norm
+    # Plain tensors, not Parameters: compile treats a Parameter's shape as fixed and would make
+    # one graph per channel count.
+    weight, bias = norm.weight.detach(), norm.bias.detach()
+    alpha = None if alpha is None else alpha.detach()
+    return masks.chain(x, module.fc(style), weight, bias, norm.eps, alpha, slope, masks.share)
 
 
 def adain_res_blk(block: Any, x: Tensor, style: Tensor, masks: PaddingMasks) -> Tensor:
     """kokoro.istftnet.AdainResBlk1d (eval: dropout off)."""
-    r = block.actv(adain(block.norm1, x, style, masks))
+    slope = block.actv.negative_slope
+    r = _norm_act(block.norm1, x, style, masks, None, slope)
     if block.upsample_type != "none":
-        r = conv(block.pool, r, masks)
-    r = conv(block.conv1, r, masks)
-    r = block.actv(adain(block.norm2, r, style, masks))
-    r = conv(block.conv2, r, masks)
+        r = conv(block.pool, r, masks)  # input already masked; its output is masked by conv1
+        r = conv(block.conv1, r, masks)
+    else:
+        r = block.conv1(r)
+    r = block.conv2(_norm_act(block.norm2, r, style, masks, None, slope))
     shortcut = block.upsample(x)
     if block.learned_sc:
         shortcut = conv(block.conv1x1, shortcut, masks)
     return (r + shortcut) * _RSQRT2
-
-
-def _snake(x: Tensor, alpha: Tensor) -> Tensor:
-    return x + (1 / alpha) * (torch.sin(alpha * x) ** 2)
 
 
 def ada_in_res_block(block: Any, x: Tensor, style: Tensor, masks: PaddingMasks) -> Tensor:
@@ -105,8 +153,8 @@ def ada_in_res_block(block: Any, x: Tensor, style: Tensor, masks: PaddingMasks) 
         block.convs1, block.convs2, block.adain1, block.adain2, block.alpha1, block.alpha2,
         strict=True,
     ):  # fmt: skip
-        xt = conv(c1, _snake(adain(n1, x, style, masks), a1), masks)
-        xt = conv(c2, _snake(adain(n2, xt, style, masks), a2), masks)
+        xt = c1(_norm_act(n1, x, style, masks, a1, 0.0))
+        xt = c2(_norm_act(n2, xt, style, masks, a2, 0.0))
         x = xt + x
     return x
 
@@ -181,14 +229,15 @@ def synthesize(
     asr: Tensor,
     styles: Tensor,
     frames: Tensor | None,
+    chain: Callable[..., Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """F0/N head and decoder: (B, T, 512) shared LSTM output, (B, 512, T) aligned text,
     (B, 256) styles, per item frame counts (None for a lone item) -> audio (B, 600T), F0 (B, 2T).
 
-    The one function `torch.compile` wraps: its inputs are tensors only, so one graph covers it.
+    `chain` runs every AdaIN + activation + mask chain (default `adain_act`, eager).
     """
     total = asr.shape[-1]
-    masks = PaddingMasks(frames, total)
+    masks = PaddingMasks(frames, total, chain)
     prosody, acoustic = styles[:, 128:], styles[:, :128]
     predictor = model.predictor
     f0 = n = shared.transpose(-1, -2)

@@ -136,7 +136,7 @@ class PassOptions:
     """How `forward_batch` runs the synthesis half of the pass (the text half is always fp32)."""
 
     dtype: str = "float32"  # float32 | bfloat16 (autocast; the harmonic source stays fp32)
-    synthesize: Callable[..., Any] | None = None  # masked_decoder.synthesize, or it compiled
+    chain: Callable[..., Any] | None = None  # masked_decoder.adain_act, or it compiled
 
 
 def _to_host(tensors: Sequence[Any]) -> list[np.ndarray]:
@@ -222,8 +222,8 @@ def forward_batch(
         shared, _ = pad_packed_sequence(shared, batch_first=True, total_length=total)
         asr = aligned(text)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=options.dtype == "bfloat16"):
-            audio, f0 = (options.synthesize or masked_decoder.synthesize)(
-                model, shared, asr, styles, frames if batch > 1 else None
+            audio, f0 = masked_decoder.synthesize(
+                model, shared, asr, styles, frames if batch > 1 else None, options.chain
             )
         audio_np, f0_np, durations_np = _to_host([audio, f0, frames_per_token])
 
@@ -314,9 +314,9 @@ class TorchBackend(Backend):
         self.voices = load_voice_packs(self.files.voices)
         self.options = PassOptions(dtype=self._settings["TORCH_DTYPE"])
         if self._settings["TORCH_COMPILE"] == "1":
-            from tts_server.engine.compile_cache import compiled_synthesize
+            from tts_server.engine.compile_cache import compiled_adain_act
 
-            self.options = PassOptions(self.options.dtype, compiled_synthesize())
+            self.options = PassOptions(self.options.dtype, compiled_adain_act())
 
     @staticmethod
     def default_max_batch(device: str) -> int:
