@@ -229,7 +229,13 @@ def _offline_child(args: argparse.Namespace, label: str, engine_root: Path, env:
                    extra: list[str]) -> dict[str, object]:  # fmt: skip
     """`offline` in a fresh process, `tts_server` imported from `engine_root`."""
     target = args.out / f"offline-{label}.json"
-    child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(engine_root), str(REPO)])}
+    child_env = {
+        **os.environ,
+        **env,
+        "PYTHONPATH": os.pathsep.join(
+            [str(engine_root), str(REPO), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     command = [
         sys.executable, str(Path(__file__).resolve()), "offline", "--label", label,
         "--model-dir", str(args.model_dir), "--g2p-table", str(args.g2p_table),
@@ -421,7 +427,7 @@ def summarize(args: argparse.Namespace) -> int:
     from tts_bench.measure.plots import plot_qmax
 
     found: dict[str, tuple[Path, QmaxArtifact]] = {}
-    for path in sorted(args.run.glob("qmax-*.json")):
+    for path in sorted(args.artifacts.glob("qmax-*-localnvidia*.json")):
         artifact = QmaxArtifact.model_validate_json(path.read_text())
         env = artifact.fingerprint.performance_env if artifact.fingerprint else {}
         found[env.get("ENGINE_MODE", "?")] = (path, artifact)
@@ -447,6 +453,14 @@ def summarize(args: argparse.Namespace) -> int:
     notes = {"g2p": "phonemes from a table made by the live G2P on a CPU (gpu_bench prepare)"}
     if args.g2p_cpu and args.g2p_cpu.is_file():
         notes["g2p_cpu"] = args.g2p_cpu.read_text()
+    for other in sorted(args.run.glob("offline-compiled-*.json")):
+        result = json.loads(other.read_text())
+        parity = result.get("parity", {})
+        notes[result["label"]] = (
+            f"{result['segments_per_s_by_batch']['64']} segments/s at 64; padded-vs-alone r "
+            f"{parity.get('padded_vs_alone_r')}, log-mel {parity.get('log_mel_db_mean')} dB"
+        )
+    notes["shipped"] = f"{dtype}: compiled, the fastest variant whose padded-vs-alone r >= 0.999"
     summary = gpu_summary(serial, batched, offline, args.weights, args.command, notes, facts)
     args.out.mkdir(parents=True, exist_ok=True)
     for path, artifact in ((serial_path, serial), (batched_path, batched)):
@@ -524,7 +538,8 @@ def main() -> int:
     lad.set_defaults(handler=device_ladders)
 
     summ = sub.add_parser("summarize", help="gpu-summary-<gpu>.json from a device run's files")
-    summ.add_argument("--run", type=Path, required=True, help="the device run's output folder")
+    summ.add_argument("--run", type=Path, required=True, help="offline-*.json and ready.json")
+    summ.add_argument("--artifacts", type=Path, required=True, help="the run's qmax artifacts")
     summ.add_argument("--out", type=Path, required=True)
     summ.add_argument("--weights", default="real-int8-converted")
     summ.add_argument("--gpu-label", default="h200")

@@ -31,7 +31,10 @@ def load_cache(path: Path) -> bool:
 
     if not path.is_file():
         return False
-    return torch.compiler.load_cache_artifacts(path.read_bytes()) is not None
+    try:
+        return torch.compiler.load_cache_artifacts(path.read_bytes()) is not None
+    except Exception:  # a file from another torch is a miss: compile as if there were none
+        return False
 
 
 def save_cache(path: Path) -> int:
