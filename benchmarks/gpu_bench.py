@@ -1,24 +1,30 @@
-"""GPU benchmark: the batched engine against serial mode on one GPU, side by side, in one run.
+"""GPU benchmark: the fused engine against the wave-1 engine, and serial against batched, on one GPU.
 
-Two steps, because the lent GPU machine has no package registry and cannot install the text
+Steps, because the lent GPU machine has no package registry and cannot install the text
 front end (misaki, spaCy, espeak-ng):
 
 1. `prepare` (here, with the full engine installed): phonemizes every piece of the corpus with
    the live G2P into a table (the same tokens, so the same phonemes and word spans), and
-   measures the live G2P's own throughput on this CPU (the table hides its cost on the GPU
-   machine, so it is reported separately).
-2. `run` (on the GPU machine), with the same corpus, the table and a 3000 ms SLO:
-   (a) the offline limit: audio-seconds per second of the bare backend (`TorchBackend.infer`,
-       the server's dtype) at batch sizes 1..max, batches cut from the corpus's segments in
-       order, no serving overhead;
-   (b) the Q_max ladder against `python -m tts_server --backend torch` in serial mode, then
-       in batched (concurrent) mode, on one rung grid, Locust with `--processes N` workers;
-   (c) both qmax artifacts, their plots and `gpu-summary-<gpu>.json` (tts_bench.measure.gpu_summary).
+   measures the live G2P's own throughput on this CPU.
+2. `device-offline` (on the GPU machine), each engine in a fresh process (`offline`):
+   segments and audio-seconds per second of the bare backend (`TorchBackend.infer`) by batch
+   size, batches cut from the corpus's segments in order, for the wave-1 engine (a staged
+   `git archive 5495c61 container`), the new engine eager, and compiled in float32 and
+   bfloat16 (each with parity against float32 eager and a saved compile cache); the shipped
+   dtype (bfloat16 only if padded-vs-alone r >= 0.999); then a fresh server's time to ready
+   eager, compiled with empty caches and compiled with the saved cache.
+3. `device-ladders` (on the GPU machine): per mode, one warm-cache server, a scout ladder on a
+   coarse grid, then the final ladder stepping by at most `--step` from the scout's last pass.
+4. `summarize` (here): `gpu-summary-<gpu>.json` and the plots (tts_bench.measure.gpu_summary).
 
 Usage (from the repository root):
     PYTHONPATH=.:container python benchmarks/gpu_bench.py prepare --out STAGE
-    PYTHONPATH=.:container python benchmarks/gpu_bench.py run --model-dir DIR \
-        --g2p-table STAGE/g2p-table.json --g2p-cpu STAGE/g2p-cpu.json --out measurements
+    PYTHONPATH=.:container python benchmarks/gpu_bench.py device-offline --model-dir DIR \
+        --g2p-table STAGE/g2p-table.json --baseline-root BASELINE/container --out RUN
+    PYTHONPATH=.:container python benchmarks/gpu_bench.py device-ladders --model-dir DIR \
+        --g2p-table STAGE/g2p-table.json --out RUN --mega-cache RUN/mega-cache-float32.bin
+    PYTHONPATH=.:container python benchmarks/gpu_bench.py summarize --run RUN --artifacts RUN \
+        --out measurements --command "..."
 """
 
 from __future__ import annotations
