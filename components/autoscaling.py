@@ -1,8 +1,9 @@
 """EndpointAutoscaling: the plan's scaling policy on one endpoint variant (SPEC §6 deploy shape).
 
 Scale out by target tracking on the high-resolution concurrency metric at the plan's target,
-with scale-in disabled; scale in by a step policy that removes one instance when the metric's
-60 s Average stays at or below the plan's threshold. Every number comes from the plan.
+with scale-in disabled; scale in by a step policy that removes one instance when the metric stays
+at or below the plan's threshold, read with the statistic and period the plan records for it
+(the units its ratio was measured in). Every number comes from the plan.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from tts_bench.deployment import (
     SCALE_IN_ADJUSTMENT,
     SCALE_IN_COMPARISON,
     SCALE_IN_EVALUATION_PERIODS,
-    SCALE_IN_PERIOD_S,
-    SCALE_IN_STATISTIC,
     SERVICE_NAMESPACE,
     TAG_IMAGE_DIGEST,
     TAG_MAX_BOUND,
@@ -55,6 +54,7 @@ class EndpointAutoscaling(pulumi.ComponentResource):
     ):
         super().__init__("speech:aws:EndpointAutoscaling", name, None, opts)
         plan, endpoint, variant = args.plan, args.endpoint_name, args.variant_name
+        units = plan.scale_in_units
         low, high = args.bounds.clamp(plan.min_instances, plan.max_instances)
         # Literal, not the endpoint's output: policies read it at preview.
         target_id = resource_id(endpoint, variant)
@@ -103,7 +103,7 @@ class EndpointAutoscaling(pulumi.ComponentResource):
             step_scaling_policy_configuration=aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs(
                 adjustment_type="ChangeInCapacity",
                 cooldown=plan.scale_in_cooldown_s,
-                metric_aggregation_type=SCALE_IN_STATISTIC,
+                metric_aggregation_type=units.statistic,
                 step_adjustments=[
                     aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
                         metric_interval_upper_bound="0", scaling_adjustment=SCALE_IN_ADJUSTMENT
@@ -116,14 +116,14 @@ class EndpointAutoscaling(pulumi.ComponentResource):
             f"{name}-scale-in-alarm",
             name=scale_in_alarm_name(endpoint, variant),
             alarm_description=(
-                f"Remove one instance: {CONCURRENT_REQUESTS_PER_MODEL} {SCALE_IN_STATISTIC} "
-                f"<= {plan.scale_in_threshold:g} (plan {plan.plan_id})"
+                f"Remove one instance: {CONCURRENT_REQUESTS_PER_MODEL} {units.statistic} "
+                f"({units.period_s} s) <= {plan.scale_in_threshold:g} (plan {plan.plan_id})"
             ),
             namespace=SAGEMAKER_NAMESPACE,
             metric_name=CONCURRENT_REQUESTS_PER_MODEL,
             dimensions=dict(zip(DIMENSIONS, (endpoint, variant), strict=True)),
-            statistic=SCALE_IN_STATISTIC,
-            period=SCALE_IN_PERIOD_S,
+            statistic=units.statistic,
+            period=units.period_s,
             evaluation_periods=SCALE_IN_EVALUATION_PERIODS,
             threshold=plan.scale_in_threshold,
             comparison_operator=SCALE_IN_COMPARISON,

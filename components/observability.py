@@ -72,7 +72,8 @@ def dashboard_body(endpoint: str, variant: str, region: str, plan: PlanArtifact)
                     SAGEMAKER_NAMESPACE,
                     CONCURRENT_REQUESTS_PER_MODEL,
                     *dims,
-                    {"stat": "Maximum", "period": 10},
+                    # Graphed in the units the target is in, so the lines mean what they say.
+                    {"stat": plan.target_units.statistic, "period": plan.target_units.period_s},
                 ],
                 [NAMESPACE, IN_FLIGHT, *dims, {"stat": "Maximum", "period": 10}],
             ],
@@ -81,7 +82,10 @@ def dashboard_body(endpoint: str, variant: str, region: str, plan: PlanArtifact)
             annotations={
                 "horizontal": [
                     line(f"scale out ({plan.plan_id})", plan.scaling_target_value),
-                    line("scale in", plan.scale_in_threshold),
+                    line(
+                        f"scale in ({plan.scale_in_units.statistic} {plan.scale_in_units.period_s} s)",
+                        plan.scale_in_threshold,
+                    ),
                     line("queue bound", plan.queue_max_depth),
                 ]
             },

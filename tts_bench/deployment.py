@@ -15,17 +15,23 @@ DEFAULT_VARIANT: Final = "AllTraffic"
 SCALABLE_DIMENSION: Final = "sagemaker:variant:DesiredInstanceCount"
 SERVICE_NAMESPACE: Final = "sagemaker"
 
-# Target tracking on the high-resolution (10 s, Maximum) concurrency metric, scale-in disabled.
+# Target tracking on the high-resolution concurrency metric, scale-in disabled. SageMaker
+# publishes it every 10 s; the alarms Application Auto Scaling creates for the policy evaluate
+# its 10 s Maximum (README "CloudWatch units" gives the sources; `validate` reads the deployed
+# alarms back and checks it). The target value is in these units.
 TARGET_TRACKING_METRIC: Final = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+TARGET_TRACKING_STATISTIC: Final = "Maximum"
+TARGET_TRACKING_PERIOD_S: Final = 10
 # How long the policy can take to notice a breach: metric period × evaluation periods + the
 # scale-out cooldown (10 s × 3 + 30 s), added to the measured T_total as its own term.
-TARGET_TRACKING_PERIOD_S: Final = 10
 TARGET_TRACKING_EVALUATION_PERIODS: Final = 3
 DEFAULT_POLICY_LAG_BOUND_S: Final = 60.0
-# Scale-in: a step policy removing one instance on an alarm of the 60 s Average.
-SCALE_IN_PERIOD_S: Final = 60
+# Scale-in: a step policy removing one instance on our own alarm. It evaluates the statistic
+# and period its threshold's ratio was measured for: the ladder reads CloudWatch's 10 s
+# Maximum, so this is a high-resolution alarm (period < 60 s; priced above a standard one).
+SCALE_IN_STATISTIC: Final = "Maximum"
+SCALE_IN_PERIOD_S: Final = 10
 SCALE_IN_EVALUATION_PERIODS: Final = 3
-SCALE_IN_STATISTIC: Final = "Average"
 SCALE_IN_COMPARISON: Final = "LessThanOrEqualToThreshold"
 SCALE_IN_ADJUSTMENT: Final = -1
 

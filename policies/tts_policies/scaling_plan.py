@@ -32,6 +32,8 @@ from tts_bench.deployment import (
     TAG_MODEL,
     TAG_PLAN_ID,
     TARGET_TRACKING_METRIC,
+    TARGET_TRACKING_PERIOD_S,
+    TARGET_TRACKING_STATISTIC,
     OperatorBounds,
     first_chunk_alarm_name,
     parse_resource_id,
@@ -231,6 +233,18 @@ def _compare(
         metric = read(cfg, "predefinedMetricSpecification", "predefinedMetricType", default=None)
         if metric != TARGET_TRACKING_METRIC:
             problems.append(f"target tracking metric {metric} != {TARGET_TRACKING_METRIC}")
+        # The predefined metric is evaluated as its 10 s Maximum: a target in other units is
+        # a number in the wrong units.
+        units = plan.target_units
+        if (units.statistic, units.period_s) != (
+            TARGET_TRACKING_STATISTIC,
+            TARGET_TRACKING_PERIOD_S,
+        ):
+            problems.append(
+                f"the plan's target is in {units.statistic} ({units.period_s} s) units, but "
+                f"{TARGET_TRACKING_METRIC} is evaluated as {TARGET_TRACKING_STATISTIC} "
+                f"({TARGET_TRACKING_PERIOD_S} s)"
+            )
     if not steps:
         problems.append("no step scale-in policy")
     for policy in steps:
@@ -245,6 +259,15 @@ def _compare(
     if not _same(threshold, plan.scale_in_threshold):
         problems.append(
             f"scale-in alarm threshold {threshold} != the plan's {plan.scale_in_threshold}"
+        )
+    # The threshold is a number in one statistic's units: the alarm must read that statistic.
+    units = plan.scale_in_units
+    statistic = read(scale_in.props, "statistic", default=None) if scale_in else None
+    period = read(scale_in.props, "period", default=None) if scale_in else None
+    if statistic != units.statistic or not _same(period, units.period_s):
+        problems.append(
+            f"scale-in alarm evaluates {statistic} over {period} s, the plan's threshold is in "
+            f"{units.statistic} over {units.period_s} s units"
         )
     # The latency alarm is observability, not scaling: checked when present, not required.
     latency = alarms.get(first_chunk_alarm_name(endpoint, variant))
@@ -294,7 +317,8 @@ POLICY = StackValidationPolicy(
     name=NAME,
     description=(
         "Requires SageMaker scaling resources to follow a feasible measured plan for the deployed "
-        "image: target value, scale-in threshold, cooldowns, queue bound and clamped min/max."
+        "image: target value, scale-in threshold and the statistic and period its alarm "
+        "evaluates, cooldowns, queue bound and clamped min/max."
     ),
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate,

@@ -23,7 +23,10 @@ from tts_bench.deployment import (
     SCALE_IN_PERIOD_S,
     SCALE_IN_STATISTIC,
     SERVICE_NAMESPACE,
+    TARGET_TRACKING_EVALUATION_PERIODS,
     TARGET_TRACKING_METRIC,
+    TARGET_TRACKING_PERIOD_S,
+    TARGET_TRACKING_STATISTIC,
     resource_id,
     scale_in_alarm_name,
     scale_in_policy_name,
@@ -120,6 +123,7 @@ class EmulatedAws:
         target_value: float,
         scale_out_cooldown_s: int,
         name: str | None = None,
+        statistic: str = TARGET_TRACKING_STATISTIC,
     ) -> str:
         arn = self.client("application-autoscaling").put_scaling_policy(
             PolicyName=name or target_tracking_policy_name(endpoint),
@@ -140,9 +144,9 @@ class EmulatedAws:
             threshold=target_value,
             policy_arn=arn,
             endpoint=endpoint,
-            period_s=10,
-            evaluation_periods=3,
-            statistic="Maximum",
+            period_s=TARGET_TRACKING_PERIOD_S,
+            evaluation_periods=TARGET_TRACKING_EVALUATION_PERIODS,
+            statistic=statistic,
             comparison="GreaterThanThreshold",
         )
         return str(arn)

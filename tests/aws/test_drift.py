@@ -10,6 +10,7 @@ import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.aws.validate import SCALING_SETTINGS
 from tts_bench.cli import main
 from tts_bench.deployment import resource_id, scale_in_alarm_name, scale_in_policy_name
 
@@ -166,7 +167,7 @@ def test_without_scaling_resources_a_plan_reports_each_missing_setting(
     aws.endpoint()
     code, out, _ = drift(capsys, "--plan", str(reference_plan_path))
     assert code == 1
-    assert out.count("plan-mismatch") == 6 and "deployed (none)" in out
+    assert out.count("plan-mismatch") == len(SCALING_SETTINGS) and "deployed (none)" in out
 
 
 def test_a_policy_without_its_target_is_an_orphan(deployed: EmulatedAws, capsys) -> None:
@@ -179,3 +180,26 @@ def test_a_policy_without_its_target_is_an_orphan(deployed: EmulatedAws, capsys)
     assert code == 1
     orphans = [line for line in out.splitlines() if line.startswith("error    orphan-policy")]
     assert len(orphans) == 2 and any(scale_in_policy_name(ENDPOINT) in o for o in orphans)
+
+
+def test_a_scale_in_alarm_in_another_statistic_is_a_plan_mismatch(
+    aws: EmulatedAws, plan: PlanArtifact, reference_plan_path: Path, capsys
+) -> None:
+    """The right threshold read as a 60 s Average is a number in other units than the plan's."""
+    aws.deploy(plan)
+    policies = aws.client("application-autoscaling").describe_scaling_policies(
+        ServiceNamespace="sagemaker", ResourceId=resource_id(ENDPOINT)
+    )["ScalingPolicies"]
+    step_arn = next(p["PolicyARN"] for p in policies if p["PolicyType"] == "StepScaling")
+    aws.alarm(
+        scale_in_alarm_name(ENDPOINT),
+        threshold=plan.scale_in_threshold,
+        policy_arn=step_arn,
+        statistic="Average",
+        period_s=60,
+    )
+    code, out, _ = drift(capsys, "--plan", str(reference_plan_path))
+    assert code == 1
+    assert "scale-in statistic: deployed Average" in out and "says Maximum" in out
+    assert "scale-in period (s): deployed 60" in out
+    assert "scale-in threshold" not in out  # the value itself matches

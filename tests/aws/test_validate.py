@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -54,10 +55,12 @@ def test_a_matching_deployment_validates(
     assert code == 0
     rows = out.splitlines()[1:-1]
     assert len(rows) == len(Setting) and all(row.endswith("match") for row in rows)
-    assert out.splitlines()[-1].startswith("validate: all 7 settings match plan d0b4a6baef69")
+    assert out.splitlines()[-1].startswith(
+        f"validate: all {len(Setting)} settings match plan d0b4a6baef69"
+    )
 
 
-MISMATCHES: list[tuple[str, dict[str, float], Setting, str, str]] = [
+MISMATCHES: list[tuple[str, dict[str, float | str], Setting, str, str]] = [
     # (case, deploy overrides, setting, deployed, planned)
     ("target-value", {"target_value": 40.0}, Setting.TARGET_VALUE, "40", "37.5"),
     ("threshold", {"threshold": 20.0}, Setting.SCALE_IN_THRESHOLD, "20", "25"),
@@ -66,10 +69,21 @@ MISMATCHES: list[tuple[str, dict[str, float], Setting, str, str]] = [
     ("min", {"min": 2}, Setting.MIN_INSTANCES, "2", "1"),
     ("max", {"max": 20}, Setting.MAX_INSTANCES, "20", "280"),
     ("queue-depth", {"queue": 64}, Setting.QUEUE_MAX_DEPTH, "64", "50"),
+    # The right threshold read with another statistic, or over another period, is another number.
+    ("statistic", {"statistic": "Average"}, Setting.SCALE_IN_STATISTIC, "Average", "Maximum"),
+    ("period", {"period": 60}, Setting.SCALE_IN_PERIOD, "60", "10"),
+    # What AWS's own target-tracking alarm evaluates must be what the target's ratio is in.
+    (
+        "target-statistic",
+        {"tracking_statistic": "Average"},
+        Setting.TARGET_STATISTIC,
+        "Average",
+        "Maximum",
+    ),
 ]
 
 
-def _deploy_with(aws: EmulatedAws, plan: PlanArtifact, overrides: dict[str, float]) -> None:
+def _deploy_with(aws: EmulatedAws, plan: PlanArtifact, overrides: dict[str, float | str]) -> None:
     """The stack's shape for `plan`, with some values replaced."""
     values = {
         "queue": plan.queue_max_depth,
@@ -79,14 +93,25 @@ def _deploy_with(aws: EmulatedAws, plan: PlanArtifact, overrides: dict[str, floa
         "scale_out": plan.scale_out_cooldown_s,
         "scale_in": plan.scale_in_cooldown_s,
         "threshold": plan.scale_in_threshold,
+        "statistic": plan.scale_in_units.statistic,
+        "period": plan.scale_in_units.period_s,
+        "tracking_statistic": plan.target_units.statistic,
     } | overrides
     aws.endpoint(env={ENV_MAX_QUEUE_DEPTH: str(int(values["queue"]))})
     aws.target(min_capacity=int(values["min"]), max_capacity=int(values["max"]))
     aws.tracking_policy(
-        target_value=values["target_value"], scale_out_cooldown_s=int(values["scale_out"])
+        target_value=float(values["target_value"]),
+        scale_out_cooldown_s=int(values["scale_out"]),
+        statistic=str(values["tracking_statistic"]),
     )
     arn = aws.step_policy(cooldown_s=int(values["scale_in"]))
-    aws.alarm(scale_in_alarm_name(ENDPOINT), threshold=values["threshold"], policy_arn=arn)
+    aws.alarm(
+        scale_in_alarm_name(ENDPOINT),
+        threshold=float(values["threshold"]),
+        policy_arn=arn,
+        statistic=str(values["statistic"]),
+        period_s=int(values["period"]),
+    )
 
 
 @pytest.mark.parametrize(
@@ -135,7 +160,7 @@ def test_nothing_deployed_is_missing_not_matching(
     aws.endpoint()
     code, out, _ = validate(capsys, reference_plan_path)
     assert code == 1
-    assert [line.split()[-1] for line in out.splitlines()[1:-1]] == ["missing"] * 7
+    assert [line.split()[-1] for line in out.splitlines()[1:-1]] == ["missing"] * len(Setting)
 
 
 def test_bounds_that_disable_scaling_are_refused(
@@ -156,7 +181,7 @@ def test_malformed_bounds_are_a_usage_error(reference_plan_path: Path, capsys) -
 # --------------------------------------------------------------------------- pure
 
 
-def snapshot_for(values: dict[Setting, int | float], endpoint: str = "e") -> DeployedSnapshot:
+def snapshot_for(values: dict[Setting, Any], endpoint: str = "e") -> DeployedSnapshot:
     """A snapshot carrying exactly `values`, shaped as the stack deploys them."""
     rid = resource_id(endpoint)
     tracking = ScalingPolicy(
@@ -181,9 +206,21 @@ def snapshot_for(values: dict[Setting, int | float], endpoint: str = "e") -> Dep
         state_updated_at=None,
         threshold=values[Setting.SCALE_IN_THRESHOLD],
         metric_name=None,
-        period_s=60,
+        statistic=values[Setting.SCALE_IN_STATISTIC],
+        period_s=values[Setting.SCALE_IN_PERIOD],
         evaluation_periods=3,
         actions=("arn:step",),
+    )
+    tracking_alarm = Alarm(
+        name=f"TargetTracking-{rid}-AlarmHigh-0a1b",
+        state="OK",
+        state_updated_at=None,
+        threshold=values[Setting.TARGET_VALUE],
+        metric_name=None,
+        statistic=values[Setting.TARGET_STATISTIC],
+        period_s=values[Setting.TARGET_PERIOD],
+        evaluation_periods=3,
+        actions=("arn:tracking",),
     )
     return DeployedSnapshot(
         region="r",
@@ -209,7 +246,7 @@ def snapshot_for(values: dict[Setting, int | float], endpoint: str = "e") -> Dep
             ),
         ),
         policies=(tracking, step),
-        alarms=(alarm,),
+        alarms=(alarm, tracking_alarm),
         other_endpoints={},
         read_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
     )

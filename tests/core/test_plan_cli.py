@@ -51,6 +51,7 @@ OTHER_TRANSPORT = FINGERPRINT.model_copy(update={"transport": Transport.LOCAL_WS
         ([], None, "the ttotal artifact has no fingerprint"),
         (["--peak-rps", "-1"], FINGERPRINT, "--peak-rps"),
         (["--min-floor", "0"], FINGERPRINT, "--min-floor"),
+        (["--trough-rps", "200"], FINGERPRINT, "the trough (200 rps) is above the peak (100 rps)"),
     ],
 )
 def test_refusals_exit_2_with_one_line(capsys, tmp_path, extra, ttotal_fp, expected_error) -> None:

@@ -111,7 +111,12 @@ DEPLOYMENT: dict[str, dict[str, Any]] = {
         "policyType": "StepScaling",
         "stepScalingPolicyConfiguration": {"cooldown": 960.0},
     },
-    "alarm": {"name": "speech-AllTraffic-low-concurrency", "threshold": 25.0},
+    "alarm": {
+        "name": "speech-AllTraffic-low-concurrency",
+        "threshold": 25.0,
+        "statistic": "Maximum",
+        "period": 10.0,
+    },
 }
 
 
@@ -165,6 +170,17 @@ def _set(path: str, value: Any) -> Callable[[dict[str, dict[str, Any]]], None]:
             "scale-in cooldown 300.0 != the plan's 960",
         ),
         (_set("alarm.threshold", 30.0), "scale-in alarm threshold 30.0 != the plan's 25.0"),
+        # The right value in the wrong statistic, or over the wrong period, is another number.
+        (
+            _set("alarm.statistic", "Average"),
+            "scale-in alarm evaluates Average over 10.0 s, the plan's threshold is in Maximum "
+            "over 10 s units",
+        ),
+        (
+            _set("alarm.period", 60.0),
+            "scale-in alarm evaluates Maximum over 60.0 s",
+        ),
+        (_set("alarm.statistic", UNKNOWN_STRING_VALUE), "statistic is unknown at preview"),
         (
             _set("model.primaryContainer.environment", {}),
             "MAX_QUEUE_DEPTH None != the plan's queue bound 50",
@@ -214,6 +230,20 @@ def test_an_infeasible_plan_is_refused(
     config = {"plansDir": str(plans_dir(infeasible_plan))}
     violations = validate(scaling_plan.POLICY, deployment().args(config))
     assert any("missing plan" in v and "is infeasible" in v for v in violations), violations
+
+
+def test_a_plan_whose_target_is_in_other_units_is_refused(
+    make_plan: Callable[..., PlanArtifact], plans_dir: Callable[..., Path]
+) -> None:
+    """Target tracking evaluates the 10 s Maximum: a target in 60 s Average units is a number in
+    the wrong units, however well it matches the deployed value."""
+    units = {"statistic": "Average", "period_s": 60, "cw_ratio": 1.0, "ratio_rule": "ladder-rung"}
+    config = {"plansDir": str(plans_dir(make_plan(target_units=units)))}
+    violations = validate(scaling_plan.POLICY, deployment().args(config))
+    assert any(
+        "the plan's target is in Average (60 s) units" in v and "Maximum (10 s)" in v
+        for v in violations
+    ), violations
 
 
 def test_plans_folder_comes_from_config_relative_to_the_pack(tmp_path: Path) -> None:

@@ -95,11 +95,17 @@ def test_every_scaling_and_alarm_value_is_the_plans(
     )
     assert alarm["name"] == scale_in_alarm_name(ENDPOINT)
     assert alarm["threshold"] == plan.scale_in_threshold == 25.0
+    # The alarm reads the metric in the units its threshold's ratio was measured in.
     assert (alarm["statistic"], alarm["period"], alarm["evaluationPeriods"]) == (
-        SCALE_IN_STATISTIC,
-        SCALE_IN_PERIOD_S,
+        plan.scale_in_units.statistic,
+        plan.scale_in_units.period_s,
         SCALE_IN_EVALUATION_PERIODS,
     )
+    assert (plan.scale_in_units.statistic, plan.scale_in_units.period_s) == (
+        SCALE_IN_STATISTIC,
+        SCALE_IN_PERIOD_S,
+    )
+    assert step_cfg["metricAggregationType"] == plan.scale_in_units.statistic
     assert alarm["comparisonOperator"] == SCALE_IN_COMPARISON
     checked += 1
 

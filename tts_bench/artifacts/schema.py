@@ -14,7 +14,7 @@ import os
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -42,6 +42,8 @@ STAGE_ROUNDING_S = 0.05
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CloudWatchStat",
+    "CloudWatchUnits",
     "Finding",
     "Fingerprint",
     "PlanArtifact",
@@ -56,6 +58,7 @@ __all__ = [
     "TtotalArtifact",
     "UncontendedService",
     "Verdict",
+    "VerificationRung",
     "load_artifact",
     "sha256_file",
     "write_artifact",
@@ -81,6 +84,58 @@ class Provenance(_Strict):
         return cls(
             kind=kind, created_at=datetime.now(UTC).replace(microsecond=0), source=source, **kw
         )
+
+
+# --------------------------------------------------------------------------- CloudWatch units
+
+
+class CloudWatchStat(BaseModel):
+    """A CloudWatch statistic over a period: the units a concurrency threshold is stated in.
+
+    ConcurrentRequestsPerModel read as its 10 s Maximum is another number than its 60 s
+    Average for the same load, so a ratio, and a threshold converted by it, belongs to one.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    statistic: Literal["Maximum", "Average", "Minimum"]
+    period_s: PositiveInt
+
+    @property
+    def key(self) -> str:
+        """How ratios are keyed in artifacts, e.g. ``Maximum/10s``."""
+        return f"{self.statistic}/{self.period_s}s"
+
+    @classmethod
+    def parse(cls, key: str) -> CloudWatchStat:
+        statistic, _, period = key.partition("/")
+        if not period.endswith("s") or not period[:-1].isdigit():
+            raise ValueError(f"a statistic key looks like Maximum/10s, got {key!r}")
+        return cls(statistic=statistic, period_s=int(period[:-1]))  # type: ignore[arg-type]
+
+
+# What the ladder's per-rung `cloudwatch_ratio` was always measured against (SPEC §4).
+LADDER_RATIO_STAT: Final = CloudWatchStat(statistic="Maximum", period_s=10)
+
+
+def _ratio_keys(ratios: dict[str, float]) -> dict[str, float]:
+    for key in ratios:
+        CloudWatchStat.parse(key)
+    return ratios
+
+
+# A rung fails the SLO when more than this share of its window's requests failed (a failed
+# request has no TTFAB to hide behind); the ladder and the schema's check share it.
+MAX_FAILURE_FRACTION: Final = 0.01
+
+
+def rung_meets_slo(ttfab_p95_ms: float | None, failed: int, completed: int, slo_ms: float) -> bool:
+    """SPEC §4: p95 TTFAB at or under the SLO, and at most 1 % of the window's requests failed."""
+    return (
+        ttfab_p95_ms is not None
+        and ttfab_p95_ms <= slo_ms
+        and failed <= MAX_FAILURE_FRACTION * completed
+    )
 
 
 # --------------------------------------------------------------------------- qmax
@@ -130,8 +185,10 @@ class Rung(_Strict):
     errors: NonNegativeInt
     client_mean_in_flight: NonNegativeFloat
     cloudwatch_ratio: PositiveFloat | None = Field(
-        description="CloudWatch ConcurrentRequestsPerModel Maximum / client mean; null when not measured"
+        description="CloudWatch ConcurrentRequestsPerModel Maximum (10 s) / client mean; null when not measured"
     )
+    # Further statistics CloudWatch was read with in the same window (``Average/60s``: ratio).
+    cloudwatch_ratios: dict[str, PositiveFloat] = Field(default_factory=dict)
     meets_slo: bool
     usable: bool
     unusable_reason: str | None = None
@@ -139,9 +196,20 @@ class Rung(_Strict):
     # Server-side FirstChunkLatency p95 (queue wait excluded); a batching engine's alarm uses it.
     server_first_chunk_p95_ms: NonNegativeFloat | None = None
 
+    @field_validator("cloudwatch_ratios")
+    @classmethod
+    def _stat_keys(cls, ratios: dict[str, float]) -> dict[str, float]:
+        return _ratio_keys(ratios)
+
     @property
     def passes(self) -> bool:
         return self.usable and self.meets_slo
+
+    def ratio(self, stat: CloudWatchStat) -> float | None:
+        """CloudWatch's ratio at this rung for `stat`, or None when it was not read that way."""
+        if stat == LADDER_RATIO_STAT and self.cloudwatch_ratio is not None:
+            return self.cloudwatch_ratio
+        return self.cloudwatch_ratios.get(stat.key)
 
     @model_validator(mode="after")
     def _consistent(self) -> Rung:
@@ -149,6 +217,37 @@ class Rung(_Strict):
             raise ValueError(f"ok ({self.ok}) exceeds completed ({self.completed})")
         if not self.usable and not self.unusable_reason:
             raise ValueError("an unusable rung needs unusable_reason")
+        return self
+
+
+class VerificationRung(_Strict):
+    """A rung held after the ladder where a threshold sits, to measure CloudWatch's ratio there.
+
+    `role` says which threshold: `scale_out` at C_scale_max, `scale_in` at C_scale_min, for
+    `surge_ratio`, rounded to whole users. Its ratios are CloudWatch's reading of
+    ConcurrentRequestsPerModel, one per statistic and period (``Maximum/10s``), over the
+    client's mean in-flight in the same window.
+    """
+
+    role: Literal["scale_out", "scale_in"]
+    surge_ratio: float = Field(gt=1, lt=1.5)
+    concurrency: PositiveInt
+    achieved_rps: NonNegativeFloat
+    ttfab_p95_ms: NonNegativeFloat | None
+    client_mean_in_flight: PositiveFloat
+    cloudwatch_ratios: dict[str, PositiveFloat] = Field(min_length=1)
+    usable: bool
+    unusable_reason: str | None = None
+
+    @field_validator("cloudwatch_ratios")
+    @classmethod
+    def _stat_keys(cls, ratios: dict[str, float]) -> dict[str, float]:
+        return _ratio_keys(ratios)
+
+    @model_validator(mode="after")
+    def _reason(self) -> VerificationRung:
+        if not self.usable and not self.unusable_reason:
+            raise ValueError("an unusable verification rung needs unusable_reason")
         return self
 
 
@@ -178,6 +277,10 @@ class QmaxArtifact(_Strict):
     uncontended_service_s: UncontendedService | None
     rungs: list[Rung] = Field(min_length=1)
     ladder: LadderSettings | None = None
+    verification: list[VerificationRung] = Field(
+        default_factory=list,
+        description="rungs held after the ladder at C_scale_max and C_scale_min (not ladder rungs)",
+    )
     provenance: Provenance
 
     @field_validator("rungs")
@@ -187,6 +290,22 @@ class QmaxArtifact(_Strict):
         if levels != sorted(set(levels)):
             raise ValueError(f"rung concurrencies must be strictly ascending, got {levels}")
         return rungs
+
+    @model_validator(mode="after")
+    def _verdicts_match_figures(self) -> QmaxArtifact:
+        # A hand-edited "pass" must not load: the verdict follows from the rung's own figures.
+        for r in self.rungs:
+            if not r.usable:
+                continue
+            meets = rung_meets_slo(r.ttfab_p95_ms, r.rejected + r.errors, r.completed, self.slo_ms)
+            if r.meets_slo != meets:
+                p95 = "none" if r.ttfab_p95_ms is None else f"{r.ttfab_p95_ms:g} ms"
+                raise ValueError(
+                    f"rung {r.concurrency}: meets_slo={r.meets_slo} disagrees with its p95 TTFAB "
+                    f"({p95}), {r.rejected + r.errors} failed of {r.completed} and the SLO "
+                    f"{self.slo_ms:g} ms"
+                )
+        return self
 
     @model_validator(mode="after")
     def _outcome_matches_rungs(self) -> QmaxArtifact:
@@ -315,6 +434,27 @@ class PlanInputs(_Strict):
     planned_total_s: PositiveFloat
 
 
+class CloudWatchUnits(_Strict):
+    """The units one threshold is deployed in: the statistic and period its alarm evaluates,
+    and the CloudWatch/client ratio that converted it, with the rule that chose the ratio."""
+
+    statistic: Literal["Maximum", "Average", "Minimum"]
+    period_s: PositiveInt
+    cw_ratio: PositiveFloat
+    ratio_rule: Literal[
+        "verification-rung",  # measured by a verification rung held at this point
+        "ladder-rung",  # a ladder rung sits exactly at this point
+        "smaller-bracketing",  # the smaller ratio of the two rungs either side
+        "nearest-rung",  # beyond the measured rungs: the nearest one's
+        "local-no-cloudwatch",  # a local transport has no CloudWatch: 1.0 by construction
+        "unmeasured",  # a SageMaker transport without a measured ratio: a stop
+    ]
+
+    @property
+    def stat(self) -> CloudWatchStat:
+        return CloudWatchStat(statistic=self.statistic, period_s=self.period_s)
+
+
 class PlanArtifact(_Strict):
     artifact: Literal["plan"] = "plan"
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -325,6 +465,8 @@ class PlanArtifact(_Strict):
     c_scale_min: NonNegativeFloat
     scaling_target_value: PositiveFloat
     scale_in_threshold: NonNegativeFloat
+    target_units: CloudWatchUnits = Field(description="what target tracking evaluates")
+    scale_in_units: CloudWatchUnits = Field(description="what the scale-in alarm evaluates")
     w_max_s: float
     scale_out_cooldown_s: PositiveInt
     scale_in_cooldown_s: PositiveInt

@@ -100,6 +100,7 @@ class Alarm(_Frozen):
     state_updated_at: datetime | None
     threshold: float | None
     metric_name: str | None
+    statistic: str | None = None  # None for an extended statistic (p95) or a metric query
     period_s: int | None
     evaluation_periods: int | None
     actions: tuple[str, ...]
@@ -179,6 +180,7 @@ def _alarm(raw: dict[str, Any]) -> Alarm:
         state_updated_at=updated.astimezone(UTC) if isinstance(updated, datetime) else None,
         threshold=raw.get("Threshold"),
         metric_name=raw.get("MetricName"),
+        statistic=raw.get("Statistic"),
         period_s=raw.get("Period"),
         evaluation_periods=raw.get("EvaluationPeriods"),
         actions=tuple(

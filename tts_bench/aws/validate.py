@@ -27,6 +27,7 @@ from tts_bench.errors import RefusalError
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 Number = int | float
+Planned = Number | str
 
 
 class Setting(StrEnum):
@@ -38,6 +39,11 @@ class Setting(StrEnum):
     SCALE_IN_COOLDOWN = "scale-in cooldown (s)"
     MIN_INSTANCES = "min instances"
     MAX_INSTANCES = "max instances"
+    # A threshold is a number in one statistic's units: what reads it must use that statistic.
+    TARGET_STATISTIC = "target statistic"
+    TARGET_PERIOD = "target period (s)"
+    SCALE_IN_STATISTIC = "scale-in statistic"
+    SCALE_IN_PERIOD = "scale-in period (s)"
     QUEUE_MAX_DEPTH = ENV_MAX_QUEUE_DEPTH
 
 
@@ -55,7 +61,7 @@ class Comparison(BaseModel):
 
     setting: Setting
     deployed: Number | str | None
-    planned: Number
+    planned: Planned
     outcome: Outcome
     where: str  # the resource the deployed value was read from
 
@@ -64,7 +70,7 @@ class Comparison(BaseModel):
         return self.outcome is Outcome.MATCH
 
 
-def planned_values(plan: PlanArtifact, bounds: OperatorBounds | None) -> dict[Setting, Number]:
+def planned_values(plan: PlanArtifact, bounds: OperatorBounds | None) -> dict[Setting, Planned]:
     """What a deployment of `plan` carries, min/max clamped into `bounds` when given."""
     low, high = (
         bounds.clamp(plan.min_instances, plan.max_instances)
@@ -78,6 +84,10 @@ def planned_values(plan: PlanArtifact, bounds: OperatorBounds | None) -> dict[Se
         Setting.SCALE_IN_COOLDOWN: plan.scale_in_cooldown_s,
         Setting.MIN_INSTANCES: low,
         Setting.MAX_INSTANCES: high,
+        Setting.TARGET_STATISTIC: plan.target_units.statistic,
+        Setting.TARGET_PERIOD: plan.target_units.period_s,
+        Setting.SCALE_IN_STATISTIC: plan.scale_in_units.statistic,
+        Setting.SCALE_IN_PERIOD: plan.scale_in_units.period_s,
         Setting.QUEUE_MAX_DEPTH: plan.queue_max_depth,
     }
 
@@ -116,6 +126,11 @@ def _deployed_values(
     alarm = next((a for a in step_alarms if a.name == alarm_name), None) or next(
         iter(step_alarms), None
     )
+    # The alarms Application Auto Scaling made for target tracking say what it evaluates.
+    tracking_alarm = next(iter(snapshot.alarms_of(tracking)), None) if tracking else None
+    tracking_where = f"alarm {tracking_alarm.name if tracking_alarm else '(none)'} of policy " + (
+        target_tracking_policy_name(endpoint, variant)
+    )
     deployed_variant = snapshot.variant(variant)
     env = deployed_variant.environment if deployed_variant else {}
     target_where = f"scalable target endpoint/{endpoint}/variant/{variant}"
@@ -138,6 +153,22 @@ def _deployed_values(
         ),
         Setting.MIN_INSTANCES: (target.min_capacity if target else None, target_where),
         Setting.MAX_INSTANCES: (target.max_capacity if target else None, target_where),
+        Setting.TARGET_STATISTIC: (
+            tracking_alarm.statistic if tracking_alarm else None,
+            tracking_where,
+        ),
+        Setting.TARGET_PERIOD: (
+            tracking_alarm.period_s if tracking_alarm else None,
+            tracking_where,
+        ),
+        Setting.SCALE_IN_STATISTIC: (
+            alarm.statistic if alarm else None,
+            f"alarm {alarm.name if alarm else alarm_name}",
+        ),
+        Setting.SCALE_IN_PERIOD: (
+            alarm.period_s if alarm else None,
+            f"alarm {alarm.name if alarm else alarm_name}",
+        ),
         Setting.QUEUE_MAX_DEPTH: (
             env.get(ENV_MAX_QUEUE_DEPTH),
             f"model {deployed_variant.model_name if deployed_variant else '?'} env",
@@ -145,7 +176,9 @@ def _deployed_values(
     }
 
 
-def _equal(deployed: Number | str, planned: Number) -> bool:
+def _equal(deployed: Number | str, planned: Planned) -> bool:
+    if isinstance(planned, str):
+        return deployed == planned  # a statistic's name
     if isinstance(deployed, str):
         # The container env holds text; "50" equals 50, "50.0" or "" do not.
         return deployed.strip().isdigit() and int(deployed) == planned
@@ -191,7 +224,7 @@ def read_and_compare(
     return compare_to_plan(read_snapshot(session, endpoint), plan, bounds, variant)
 
 
-def format_value(value: Number | str | None) -> str:
+def format_value(value: Planned | None) -> str:
     if value is None:
         return "(none)"
     if isinstance(value, float):

@@ -34,6 +34,7 @@ from tts_bench.artifacts.schema import (
     Rung,
     UncontendedService,
     ladder_outcome,
+    rung_meets_slo,
 )
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.samples import Outcome, Sample
@@ -46,7 +47,6 @@ DEFAULT_SLO_MS = 3000.0
 
 MIN_IN_FLIGHT_FRACTION = 0.95  # below this share of N the client did not hold the rung
 MAX_CLIENT_CPU_PERCENT = 90.0  # above this a load generator's own timing is suspect
-MAX_FAILURE_FRACTION = 0.01  # more failed requests than this in a window fail the SLO
 # After the last rung the users are gone; this long lets workers' last reports reach the master.
 FINAL_DRAIN_S = 5.0
 
@@ -263,7 +263,7 @@ def rung_statistics(
 
     p95 = percentile(ttfab, 95) if ttfab else None
     failed = rejected + errors
-    meets = p95 is not None and p95 <= slo_ms and failed <= MAX_FAILURE_FRACTION * len(done)
+    meets = rung_meets_slo(p95, failed, len(done), slo_ms)
     return Rung(
         concurrency=concurrency,
         achieved_rps=len(ok) / (w1 - w0),

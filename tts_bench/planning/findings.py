@@ -10,12 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tts_bench.artifacts.schema import Finding, QmaxArtifact, Verdict
+from tts_bench.artifacts.schema import CloudWatchUnits, Finding, QmaxArtifact, Verdict
 from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import shed_probability
 from tts_bench.planning.curve import Curve
 from tts_bench.planning.rounding import ceil9, floor9, round9
+from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 if TYPE_CHECKING:
     from tts_bench.planning.plan import Basis, Fleet, PlanRequest, Thresholds
@@ -26,11 +27,13 @@ SURGE_WARN_PROBABILITY = 0.1
 # Findings of equal severity keep this order, the order a person reads them in.
 FINDING_ORDER = (
     "slo_feasibility",
+    "cw_ratio",
+    "threshold_order",
     "fingerprint",
     "surge_survival",
     "scale_in_safety",
     "fleet_sizing",
-    "cw_ratio",
+    "slo_budget",
     "bracketing",
     "alarm",
     "fleet_cost",
@@ -174,19 +177,102 @@ def fleet_cost(basis: Basis) -> Finding:
     )
 
 
-def cw_ratio(thresholds: Thresholds) -> Finding:
-    if not thresholds.cw_measured:
+def _units(units: CloudWatchUnits) -> str:
+    return f"{CONCURRENT_REQUESTS_PER_MODEL} {units.statistic} ({units.period_s} s)"
+
+
+def cw_ratio(qmax: QmaxArtifact, thresholds: Thresholds) -> Finding:
+    """Which rule converted each threshold into CloudWatch units; unmeasured on SageMaker stops."""
+    target, scale_in = thresholds.target_units, thresholds.scale_in_units
+    figures = {
+        "cw_ratio": round(target.cw_ratio, 6),
+        "target_ratio_rule": target.ratio_rule,
+        "scale_in_cw_ratio": round(scale_in.cw_ratio, 6),
+        "scale_in_ratio_rule": scale_in.ratio_rule,
+    }
+    unmeasured = [
+        name
+        for name, units in (("target", target), ("scale-in threshold", scale_in))
+        if units.ratio_rule == "unmeasured"
+    ]
+    if unmeasured:
+        transport = qmax.fingerprint.transport.value if qmax.fingerprint else "unknown"
         return finding(
             "cw_ratio",
-            Verdict.WARN,
-            "the ladder did not measure CloudWatch's concurrency against the client's; assumed 1.0",
-            cw_ratio=1.0,
+            Verdict.STOP,
+            f"transport {transport}: no rung measured CloudWatch's {_units(target)} against the "
+            f"client's concurrency, so the {' and the '.join(unmeasured)} would deploy in the "
+            "wrong units; re-run the ladder with the CloudWatch join so each rung and the two "
+            "verification rungs (at C_scale_max and C_scale_min) record the ratio",
+            **figures,
+        )
+    if target.ratio_rule == scale_in.ratio_rule == "local-no-cloudwatch":
+        return finding(
+            "cw_ratio",
+            Verdict.OK,
+            "local: no CloudWatch; the thresholds are in client concurrency (ratio 1.0 by construction)",
+            **figures,
         )
     return finding(
         "cw_ratio",
         Verdict.OK,
-        f"CloudWatch ConcurrentRequestsPerModel reads ×{thresholds.cw_ratio:.3f} the client's concurrency at the trigger",
-        cw_ratio=round(thresholds.cw_ratio, 6),
+        f"target in {_units(target)}: ×{target.cw_ratio:.3f} at C_scale_max "
+        f"{thresholds.c_scale_max:g} ({target.ratio_rule}: {thresholds.target_ratio_from}); "
+        f"scale-in in {_units(scale_in)}: ×{scale_in.cw_ratio:.3f} at C_scale_min "
+        f"{thresholds.c_scale_min:g} ({scale_in.ratio_rule}: {thresholds.scale_in_ratio_from})",
+        **figures,
+    )
+
+
+def threshold_order(request: PlanRequest, thresholds: Thresholds) -> Finding:
+    """In CloudWatch units the scale-in threshold must sit below the target by the surge ratio.
+
+    A load resting at the scale-in threshold that grows by `surge_ratio` must not reach the
+    target, or one surge swings the fleet from removing an instance to adding one (flapping).
+    In client units the margin is (1 − h)/(1 − 2h) ≥ surge ratio; a ratio that differs between
+    the two points can eat it, or put the scale-in threshold above the target.
+    """
+    target, scale_in = thresholds.scaling_target_value, thresholds.scale_in_threshold
+    margin = round9(target / scale_in) if scale_in > 0 else math.inf
+    figures = {"margin": round(margin, 6) if math.isfinite(margin) else None}
+    if round9(scale_in * request.surge_ratio) >= target:
+        crosses = scale_in >= target
+        return finding(
+            "threshold_order",
+            Verdict.STOP,
+            f"in CloudWatch units the scale-in threshold {scale_in:.3f} is "
+            + ("not below" if crosses else "too close to")
+            + f" the target {target:.3f} (×{margin:.3f}, needs more than the surge ratio "
+            f"×{request.surge_ratio:g}): the fleet would flap between scale-in and scale-out; "
+            "measure the ratio at both thresholds (verification rungs) or choose another surge ratio",
+            **figures,
+        )
+    return finding(
+        "threshold_order",
+        Verdict.OK,
+        f"in CloudWatch units the scale-in threshold {scale_in:.3f} sits ×{margin:.3f} below the "
+        f"target {target:.3f} (more than the surge ratio ×{request.surge_ratio:g})",
+        **figures,
+    )
+
+
+def slo_budget(basis: Basis, w_max_s: float) -> Finding:
+    """W_max is the queueing budget: less than one service time means no request may queue."""
+    if w_max_s < basis.s_p95:
+        return finding(
+            "slo_budget",
+            Verdict.WARN,
+            f"W_max {w_max_s:.3f} s is less than one uncontended request's p95 S_p95 "
+            f"{basis.s_p95:.3f} s: a request that waits behind another can miss the SLO",
+            w_max_s=w_max_s,
+            service_p95_s=basis.s_p95,
+        )
+    return finding(
+        "slo_budget",
+        Verdict.OK,
+        f"W_max {w_max_s:.3f} s covers {w_max_s / basis.s_p95:.1f} uncontended p95 service times",
+        w_max_s=w_max_s,
+        service_p95_s=basis.s_p95,
     )
 
 
@@ -229,7 +315,9 @@ def collect_findings(
         surge_survival(request, basis, thresholds, fleet, x_curve),
         scale_in_safety(thresholds, fleet),
         fleet_cost(basis),
-        cw_ratio(thresholds),
+        cw_ratio(qmax, thresholds),
+        threshold_order(request, thresholds),
+        slo_budget(basis, thresholds.w_max_s),
         bracketing(qmax, basis.q_max),
         alarm(chosen_alarm),
     ]

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from tts_bench.artifacts.schema import (
+    CloudWatchStat,
+    CloudWatchUnits,
     Finding,
     Fingerprint,
     PlanArtifact,
@@ -28,14 +30,24 @@ from tts_bench.artifacts.schema import (
     TtotalArtifact,
     Verdict,
 )
+from tts_bench.deployment import (
+    SCALE_IN_PERIOD_S,
+    SCALE_IN_STATISTIC,
+    TARGET_TRACKING_PERIOD_S,
+    TARGET_TRACKING_STATISTIC,
+)
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import DEFAULT_SEED, DEFAULT_TRIALS
-from tts_bench.planning.curve import Curve, cloudwatch_ratio_curve, throughput_curve
+from tts_bench.planning.curve import Curve, ratio_at, throughput_curve
 from tts_bench.planning.findings import alarm_threshold, collect_findings, finding
 from tts_bench.planning.rounding import ceil9, floor9, round9
 
 MIN_SCALE_OUT_COOLDOWN_S, MAX_SCALE_OUT_COOLDOWN_S = 10, 30
 MIN_SCALE_IN_COOLDOWN_S = 300
+# The units each threshold is deployed in: what target tracking's alarms evaluate, and what
+# our scale-in alarm evaluates (`tts_bench.deployment`).
+TARGET_STAT = CloudWatchStat(statistic=TARGET_TRACKING_STATISTIC, period_s=TARGET_TRACKING_PERIOD_S)  # type: ignore[arg-type]
+SCALE_IN_STAT = CloudWatchStat(statistic=SCALE_IN_STATISTIC, period_s=SCALE_IN_PERIOD_S)  # type: ignore[arg-type]
 
 __all__ = ["PlanRequest", "ceil9", "derive_plan", "floor9", "plan_id", "round9"]
 
@@ -74,8 +86,10 @@ class Thresholds:
     c_scale_max: float
     c_scale_min: float
     w_max_s: float
-    cw_ratio: float
-    cw_measured: bool
+    target_units: CloudWatchUnits
+    scale_in_units: CloudWatchUnits
+    target_ratio_from: str  # where each ratio came from, for the cw_ratio finding
+    scale_in_ratio_from: str
     scaling_target_value: float
     scale_in_threshold: float
     scale_out_cooldown_s: int
@@ -113,6 +127,11 @@ def check_basis(qmax: QmaxArtifact, ttotal: TtotalArtifact, request: PlanRequest
         raise RefusalError(
             "the ladder has no c=1 rung (uncontended service time); add rung 1 and re-run"
         )
+    if request.trough_rps > request.peak_rps:
+        raise RefusalError(
+            f"the trough ({request.trough_rps:g} rps) is above the peak ({request.peak_rps:g} rps); "
+            "pass --trough-rps at or below --peak-rps"
+        )
     c1 = qmax.rung(1)
     if c1 is None or c1.ttfab_p95_ms is None:
         raise RefusalError("the ladder has no c=1 rung with TTFAB samples; add rung 1 and re-run")
@@ -143,20 +162,54 @@ def check_pairing(qmax: QmaxArtifact, ttotal: TtotalArtifact, allow: bool) -> Fi
     return finding("fingerprint", Verdict.WARN, f"{problem}; allowed by --allow-config-mismatch")
 
 
-def derive_thresholds(basis: Basis, request: PlanRequest, cw_curve: Curve | None) -> Thresholds:
+def threshold_units(
+    qmax: QmaxArtifact, stat: CloudWatchStat, at: float, role: str, surge_ratio: float
+) -> tuple[CloudWatchUnits, str]:
+    """The units of the threshold at client concurrency `at`, and where its ratio came from.
+
+    Measured (a verification rung, a rung there, or the conservative bracket) wins. Without a
+    measurement a local transport has no CloudWatch, so 1.0 by construction; a SageMaker
+    transport's threshold stays in client units, marked `unmeasured` (the cw_ratio finding
+    stops the plan).
+    """
+    reading = ratio_at(qmax, stat, at, role, surge_ratio)
+    if reading is not None:
+        units = CloudWatchUnits(
+            statistic=stat.statistic,
+            period_s=stat.period_s,
+            cw_ratio=reading.ratio,
+            ratio_rule=reading.rule,  # type: ignore[arg-type]
+        )
+        return units, reading.where
+    local = qmax.fingerprint is not None and qmax.fingerprint.transport.is_local
+    rule = "local-no-cloudwatch" if local else "unmeasured"
+    units = CloudWatchUnits(
+        statistic=stat.statistic, period_s=stat.period_s, cw_ratio=1.0, ratio_rule=rule
+    )
+    return units, "local: no CloudWatch" if local else "nothing measured"
+
+
+def derive_thresholds(basis: Basis, request: PlanRequest, qmax: QmaxArtifact) -> Thresholds:
     """C_scale_max/min, W_max, the CloudWatch-unit thresholds and both cooldowns."""
     c_scale_max = round9((1 - basis.h) * basis.q_max)
     c_scale_min = round9((1 - 2 * basis.h) * basis.q_max)
-    cw_ratio = cw_curve(c_scale_max) if cw_curve else 1.0
+    target, target_from = threshold_units(
+        qmax, TARGET_STAT, c_scale_max, "scale_out", request.surge_ratio
+    )
+    scale_in, scale_in_from = threshold_units(
+        qmax, SCALE_IN_STAT, c_scale_min, "scale_in", request.surge_ratio
+    )
     t_total = basis.t_total_s
     return Thresholds(
         c_scale_max=c_scale_max,
         c_scale_min=c_scale_min,
         w_max_s=round9(request.slo_ms / 1000 - basis.s_p95),
-        cw_ratio=cw_ratio,
-        cw_measured=cw_curve is not None,
-        scaling_target_value=round9(c_scale_max * cw_ratio),
-        scale_in_threshold=round9(c_scale_min * cw_ratio),
+        target_units=target,
+        scale_in_units=scale_in,
+        target_ratio_from=target_from,
+        scale_in_ratio_from=scale_in_from,
+        scaling_target_value=round9(c_scale_max * target.cw_ratio),
+        scale_in_threshold=round9(c_scale_min * scale_in.cw_ratio),
         scale_out_cooldown_s=floor9(
             min(max(t_total / 2, MIN_SCALE_OUT_COOLDOWN_S), MAX_SCALE_OUT_COOLDOWN_S)
         ),
@@ -199,7 +252,7 @@ def derive_plan(
     basis = check_basis(qmax, ttotal, request)
     pairing = check_pairing(qmax, ttotal, request.allow_config_mismatch)
     x_curve = throughput_curve(qmax.rungs)
-    thresholds = derive_thresholds(basis, request, cloudwatch_ratio_curve(qmax.rungs))
+    thresholds = derive_thresholds(basis, request, qmax)
     fleet = size_fleet(basis, thresholds, request, x_curve)
     alarm = alarm_threshold(qmax, thresholds.c_scale_max, basis.c1_ttfab_p95_ms)
     findings = collect_findings(pairing, qmax, request, basis, thresholds, fleet, alarm, x_curve)
@@ -224,6 +277,8 @@ def derive_plan(
         c_scale_min=thresholds.c_scale_min,
         scaling_target_value=thresholds.scaling_target_value,
         scale_in_threshold=thresholds.scale_in_threshold,
+        target_units=thresholds.target_units,
+        scale_in_units=thresholds.scale_in_units,
         w_max_s=thresholds.w_max_s,
         scale_out_cooldown_s=thresholds.scale_out_cooldown_s,
         scale_in_cooldown_s=thresholds.scale_in_cooldown_s,

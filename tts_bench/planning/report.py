@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, Verdict
+from tts_bench.artifacts.schema import (
+    CloudWatchUnits,
+    PlanArtifact,
+    QmaxArtifact,
+    TtotalArtifact,
+    Verdict,
+)
 
 _MARK = {Verdict.OK: "ok  ", Verdict.WARN: "WARN", Verdict.STOP: "STOP"}
+
+
+def _units(units: CloudWatchUnits) -> str:
+    """A threshold's units as the report states them: the statistic and how the ratio was got."""
+    if units.ratio_rule == "local-no-cloudwatch":
+        return "local: no CloudWatch, client concurrency"
+    if units.ratio_rule == "unmeasured":
+        return f"{units.statistic} {units.period_s} s, ratio NOT measured"
+    return f"{units.statistic} {units.period_s} s, ×{units.cw_ratio:.3f} {units.ratio_rule}"
 
 
 def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) -> str:
@@ -35,8 +50,10 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
         f"  floor {inp.min_floor}",
         "",
         "Derived",
-        f"  scale out at        C_scale_max {plan.c_scale_max:g} → target value {plan.scaling_target_value:.3f}",
-        f"  scale in at         C_scale_min {plan.c_scale_min:g} → threshold {plan.scale_in_threshold:.3f}",
+        f"  scale out at        C_scale_max {plan.c_scale_max:g} → target value {plan.scaling_target_value:.3f}"
+        f" ({_units(plan.target_units)})",
+        f"  scale in at         C_scale_min {plan.c_scale_min:g} → threshold {plan.scale_in_threshold:.3f}"
+        f" ({_units(plan.scale_in_units)})",
         f"  W_max               {plan.w_max_s:.3f} s",
         f"  cooldowns           scale-out {plan.scale_out_cooldown_s} s, scale-in {plan.scale_in_cooldown_s} s",
         f"  queue_max_depth     {plan.queue_max_depth}",
