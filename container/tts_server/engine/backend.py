@@ -98,5 +98,10 @@ class Backend(ABC):
         """
         return self.infer(items)
 
+    def warm(self) -> float:
+        """Do before serving whatever the first passes would otherwise pay (compilation);
+        seconds taken. Most backends have nothing to do."""
+        return 0.0
+
     def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
         """Release the model's memory."""

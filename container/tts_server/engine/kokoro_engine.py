@@ -89,6 +89,7 @@ class KokoroEngine(Engine):
         self._serial = asyncio.Lock() if mode == "serial" else None
         self._weights_sha256: str | None = None
         self._g2p_table = os.environ.get(G2P_TABLE_ENV) or None
+        self.backend_warmup_s: float | None = None  # set by warmup(): the backend's own share
 
     @property
     def languages(self) -> frozenset[str]:
@@ -137,9 +138,12 @@ class KokoroEngine(Engine):
         self._model = model
 
     async def warmup(self) -> None:
-        """Load both G2Ps and run one short synthesis so the first request pays neither."""
+        """Load both G2Ps, warm the backend (compile, when it compiles) and run one short
+        synthesis, so the first request pays none of it."""
         loop = asyncio.get_running_loop()
-        phonemizer = self._require().phonemizer
+        loaded = self._require()
+        phonemizer = loaded.phonemizer
+        self.backend_warmup_s = await asyncio.to_thread(loaded.model.backend.warm)
         for language in sorted(LANGUAGES):
             await loop.run_in_executor(self._g2p_thread, phonemizer.warm, language)
         voice = sorted(self.voices)[0]

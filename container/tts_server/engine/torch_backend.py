@@ -12,11 +12,11 @@ backends can be compared sample by sample.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +34,9 @@ from tts_server.engine.base import EngineError
 from tts_server.engine.onnx_backend import usable_cores
 
 MAX_BATCH_ENV = "ENGINE_MAX_BATCH"
+DTYPE_ENV = "ENGINE_DTYPE"  # float32 | bfloat16: the synthesis half's arithmetic
+COMPILE_ENV = "ENGINE_COMPILE"  # 1: torch.compile the synthesis half; 0: eager
+DTYPES = ("float32", "bfloat16")
 REPO_ID = "hexgrad/Kokoro-82M"  # only a label for KModel; with config + model it never downloads
 
 
@@ -72,69 +75,6 @@ class ModelDir:
         return digest.hexdigest()
 
 
-class _NoiselessTorch(ModuleType):
-    """`torch` as kokoro.istftnet sees it, with its two noise sources returning zeros."""
-
-    def __init__(self, torch: Any) -> None:
-        super().__init__("torch")
-        self._torch = torch
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._torch, name)
-
-    def rand(self, *size: Any, **kwargs: Any) -> Any:
-        return self._torch.zeros(*size, **kwargs)
-
-    def randn_like(self, tensor: Any, **kwargs: Any) -> Any:
-        return self._torch.zeros_like(tensor, **kwargs)
-
-
-# Per batch item, the share of the padded time axis that is real (1.0 for the longest).
-_VALID_SHARE: contextvars.ContextVar[Any] = contextvars.ContextVar("kokoro_valid_share")
-
-
-def _padding_mask(x: Any) -> Any:
-    """(B, 1, L) with 1 on each item's real part of x's time axis; None outside a batch."""
-    import torch
-
-    share = _VALID_SHARE.get(None)
-    if share is None:
-        return None
-    length = x.shape[-1]
-    valid = torch.clamp(torch.round(share * length).long(), 1, length)
-    mask = torch.arange(length, device=x.device)[None, :] < valid[:, None]
-    return mask.to(x.dtype)[:, None, :]
-
-
-def _zero_padding(module: Any, inputs: tuple[Any, ...]) -> Any:
-    """Forward pre-hook for convolutions on the frame axis: zeros past each item's end."""
-    mask = _padding_mask(inputs[0])
-    return None if mask is None else (inputs[0] * mask, *inputs[1:])
-
-
-def _masked_adain(self: Any, x: Any, s: Any) -> Any:
-    """AdaIN1d whose instance statistics ignore a padded batch item's padding.
-
-    Without this, a short item batched with a long one is normalised over the long one's
-    length, and its convolutions read the padding, so it sounds different from the same
-    item alone. (The convolutions' inputs are zeroed past each item's end by `_zero_padding`.)
-    """
-    import torch
-
-    h = self.fc(s)
-    gamma, beta = torch.chunk(h.view(h.size(0), h.size(1), 1), chunks=2, dim=1)
-    mask = _padding_mask(x)
-    if mask is None:
-        return (1 + gamma) * self.norm(x) + beta
-    count = mask.sum(-1, keepdim=True)
-    mean = (x * mask).sum(-1, keepdim=True) / count
-    var = (((x - mean) * mask) ** 2).sum(-1, keepdim=True) / count
-    normed = (x - mean) / torch.sqrt(var + self.norm.eps)
-    if self.norm.affine:
-        normed = normed * self.norm.weight[None, :, None] + self.norm.bias[None, :, None]
-    return (1 + gamma) * normed + beta
-
-
 def kokoro_module(name: str) -> ModuleType:
     """`kokoro.<name>` (model, istftnet), also where kokoro's text front end is not installed.
 
@@ -159,17 +99,6 @@ def kokoro_module(name: str) -> ModuleType:
     return importlib.import_module(f"kokoro.{name}")
 
 
-def silence_generator_noise() -> None:
-    """Patch kokoro.istftnet once: no generator noise, padding-aware instance norm."""
-    import torch
-
-    istftnet = kokoro_module("istftnet")
-
-    if not isinstance(istftnet.torch, _NoiselessTorch):
-        istftnet.torch = _NoiselessTorch(torch)
-        istftnet.AdaIN1d.forward = _masked_adain
-
-
 def load_voice_packs(voices: dict[str, Path]) -> dict[str, np.ndarray]:
     import torch
 
@@ -181,43 +110,77 @@ def load_voice_packs(voices: dict[str, Path]) -> dict[str, np.ndarray]:
 
 
 def build_kmodel(config: dict[str, Any], weights: Path) -> Any:
-    """A `KModel` from a config dict and a state dict file: both given, so nothing downloads."""
+    """A `KModel` from a config dict and a state dict file: both given, so nothing downloads.
+
+    The model is kokoro's own, weight norm and all (its state dict is the import's reference);
+    `prepare_for_inference` makes it fast.
+    """
+    KModel = kokoro_module("model").KModel
+    return KModel(repo_id=REPO_ID, config=config, model=str(weights)).eval()
+
+
+def prepare_for_inference(model: Any, device: str) -> Any:
+    """Weight norm folded once, the model on `device`, the STFT window kept there too."""
+    from tts_server.engine.masked_decoder import fold_weight_norm
+
+    fold_weight_norm(model)
+    model = model.to(device)
+    stft = model.decoder.generator.stft
+    if hasattr(stft, "window"):  # TorchSTFT copies a CPU window to the device on every call
+        stft.window = stft.window.to(device)
+    return model
+
+
+@dataclass(frozen=True, slots=True)
+class PassOptions:
+    """How `forward_batch` runs the synthesis half of the pass (the text half is always fp32)."""
+
+    dtype: str = "float32"  # float32 | bfloat16 (autocast; the harmonic source stays fp32)
+    chain: Callable[..., Any] | None = None  # masked_decoder.adain_act, or it compiled
+
+
+def _to_host(tensors: Sequence[Any]) -> list[np.ndarray]:
+    """Device tensors to numpy: async copies into pinned memory, one wait for them all."""
     import torch
 
-    KModel = kokoro_module("model").KModel
-    silence_generator_noise()
-    model = KModel(repo_id=REPO_ID, config=config, model=str(weights)).eval()
-    # In a padded batch every convolution after the text encoders must see zeros past an
-    # item's end, as it would alone; outside `forward_batch`'s batches the hook does nothing.
-    for part in (model.predictor, model.decoder):
-        for module in part.modules():
-            if isinstance(module, torch.nn.Conv1d | torch.nn.ConvTranspose1d):
-                module.register_forward_pre_hook(_zero_padding)
-    return model
+    if not tensors or tensors[0].device.type != "cuda":
+        return [t.numpy() for t in tensors]
+    hosts = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+    for host, t in zip(hosts, tensors, strict=True):
+        host.copy_(t, non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    return [h.numpy() for h in hosts]
 
 
 def forward_batch(
     model: Any,
     items: Sequence[InferenceItem],
     forced_durations: Sequence[np.ndarray] | None = None,
+    options: PassOptions | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """KModel's forward over a padded batch: per item audio, durations and F0 curve.
 
-    `forced_durations` (frames per token, boundary tokens included) replaces the duration
-    predictor's output, to compare the rest of the network against another backend.
+    The text half (ALBERT, duration predictor, text encoder) runs in float32, so durations do
+    not depend on `options.dtype`. `forced_durations` (frames per token, boundary tokens
+    included) replaces the duration predictor's output, to compare the rest of the network
+    against another backend. `model` must have been through `prepare_for_inference`.
     """
     import torch
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+    from tts_server.engine import masked_decoder
+
+    options = options or PassOptions()
     device = model.device
+    batch = len(items)
     lengths = torch.tensor([len(it.token_ids) + 2 for it in items], dtype=torch.long)
     width = int(lengths.max())
-    ids = torch.zeros((len(items), width), dtype=torch.long)
+    ids = torch.zeros((batch, width), dtype=torch.long)
     for row, it in enumerate(items):
         ids[row, 1 : len(it.token_ids) + 1] = torch.from_numpy(it.token_ids)
-    ids = ids.to(device)
-    styles = torch.from_numpy(np.stack([it.style.reshape(256) for it in items])).to(device)
-    speeds = torch.tensor([it.speed for it in items], dtype=torch.float32, device=device)
+    styles_host = torch.from_numpy(np.stack([it.style.reshape(256) for it in items]))
+    speeds_host = torch.tensor([it.speed for it in items], dtype=torch.float32)
+    ids, styles, speeds = (t.to(device, non_blocking=True) for t in (ids, styles_host, speeds_host))
     padding = (torch.arange(width)[None, :] >= lengths[:, None]).to(device)
     prosody_style = styles[:, 128:]
 
@@ -232,56 +195,94 @@ def forward_batch(
         if forced_durations is None:
             frames_per_token = torch.round(duration).clamp(min=1).long()
         else:
-            frames_per_token = torch.zeros((len(items), width), dtype=torch.long, device=device)
-            for row, forced in enumerate(forced_durations):
-                frames_per_token[row, : len(forced)] = torch.from_numpy(forced).to(device)
+            forced = torch.zeros((batch, width), dtype=torch.long)
+            for row, durations in enumerate(forced_durations):
+                forced[row, : len(durations)] = torch.from_numpy(durations)
+            frames_per_token = forced.to(device)
         frames_per_token = frames_per_token.masked_fill(padding, 0)
         frames = frames_per_token.sum(dim=1)
-        total = int(frames.max())
-        alignment = torch.zeros((len(items), width, total), device=device)
-        for row in range(len(items)):
-            token_of_frame = torch.repeat_interleave(
-                torch.arange(width, device=device), frames_per_token[row]
-            )
-            alignment[row, token_of_frame, torch.arange(len(token_of_frame), device=device)] = 1
-        en = d.transpose(-1, -2) @ alignment
-        text = model.text_encoder(ids, lengths, padding)  # token axis: masks itself
-        token = _VALID_SHARE.set(frames.to(torch.float32) / total if len(items) > 1 else None)
-        try:
-            packed = pack_padded_sequence(
-                en.transpose(-1, -2), frames.cpu(), batch_first=True, enforce_sorted=False
-            )
-            shared, _ = model.predictor.shared(packed)
-            shared, _ = pad_packed_sequence(shared, batch_first=True, total_length=total)
-            f0 = n = shared.transpose(-1, -2)
-            for block in model.predictor.F0:
-                f0 = block(f0, prosody_style)
-            f0 = model.predictor.F0_proj(f0).squeeze(1)
-            for block in model.predictor.N:
-                n = block(n, prosody_style)
-            n = model.predictor.N_proj(n).squeeze(1)
-            if len(items) > 1:
-                curve_mask = torch.arange(2 * total, device=device)[None, :] < 2 * frames[:, None]
-                f0, n = f0 * curve_mask, n * curve_mask
-            audio = model.decoder(text @ alignment, f0, n, styles[:, :128]).reshape(len(items), -1)
-        finally:
-            _VALID_SHARE.reset(token)
+        frames_host = frames.cpu()  # the pass's one wait before synthesis: shapes depend on it
+        total = int(frames_host.max())
+        # Each frame's token (the alignment matrix's one 1 per column) as a gather index.
+        ends = frames_per_token.cumsum(dim=1)
+        frame_axis = torch.arange(total, device=device).expand(batch, total).contiguous()
+        token_of_frame = torch.searchsorted(ends, frame_axis, right=True).clamp(max=width - 1)
+        real = (frame_axis < frames[:, None]).to(d.dtype)[:, None, :]
 
-    audio_np = audio.float().cpu().numpy()
-    f0_np = f0.float().cpu().numpy()
-    durations_np = frames_per_token.cpu().numpy()
+        def aligned(per_token: Any) -> Any:  # (B, C, width) -> (B, C, total), zero past the end
+            index = token_of_frame[:, None, :].expand(-1, per_token.shape[1], -1)
+            return torch.gather(per_token, 2, index) * real
+
+        en = aligned(d.transpose(-1, -2))
+        text = model.text_encoder(ids, lengths, padding)  # token axis: masks itself
+        packed = pack_padded_sequence(
+            en.transpose(-1, -2), frames_host, batch_first=True, enforce_sorted=False
+        )
+        shared, _ = model.predictor.shared(packed)
+        shared, _ = pad_packed_sequence(shared, batch_first=True, total_length=total)
+        asr = aligned(text)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=options.dtype == "bfloat16"):
+            audio, f0 = masked_decoder.synthesize(
+                model, shared, asr, styles, frames if batch > 1 else None, options.chain
+            )
+        audio_np, f0_np, durations_np = _to_host([audio, f0, frames_per_token])
+
     out_audio, out_durations, out_f0 = [], [], []
     for row, it in enumerate(items):
-        count = int(frames[row])
+        count = int(frames_host[row])
         out_audio.append(audio_np[row, : count * SAMPLES_PER_FRAME].astype(np.float32))
         out_durations.append(durations_np[row, : len(it.token_ids) + 2].astype(np.int64))
-        out_f0.append(f0_np[row, : 2 * count])
+        out_f0.append(f0_np[row, : 2 * count].copy())
     return out_audio, out_durations, out_f0
 
 
 def planned_device() -> str:
     """`cuda` when an NVIDIA device node exists (checked without importing torch), else `cpu`."""
     return "cuda" if Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists() else "cpu"
+
+
+def _env_choice(name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = os.environ.get(name) or default
+    if value not in allowed:
+        raise EngineError(f"{name}={value!r}; use one of {', '.join(allowed)}")
+    return value
+
+
+def planned_settings(device: str, max_batch: int) -> dict[str, str]:
+    """The settings that change this backend's speed, known before loading (fingerprint).
+
+    On a GPU the AdaIN chains run compiled (`torch.compile`, dynamic shapes), in float32:
+    measured on the H200 (measurements/gpu-bench.md), bfloat16 autocast is 1.28x faster at
+    batch 64 but a short item padded with a long one then matches itself alone at only
+    r = 0.994 (float32: 0.9995), so it stays opt-in. On a CPU: float32, eager.
+    `$ENGINE_DTYPE` and `$ENGINE_COMPILE` override.
+    """
+    gpu = device.startswith("cuda")
+    return {
+        "TORCH_DEVICE": device,
+        "ENGINE_MAX_BATCH": str(max_batch),
+        "TORCH_DTYPE": _env_choice(DTYPE_ENV, DTYPES, "float32"),
+        "TORCH_COMPILE": _env_choice(COMPILE_ENV, ("0", "1"), "1" if gpu else "0"),
+    }
+
+
+def warmup_items(vocab: dict[str, int], style: np.ndarray) -> list[list[InferenceItem]]:
+    """Batches that make compilation happen before the server is ready, not on a request.
+
+    A lone item (no masks) and padded batches of two sizes and mixed lengths: with dynamic
+    shapes that covers the graphs a server meets (batch 1, any batch above 1, any length).
+    """
+    token = np.int64(next(i for c, i in sorted(vocab.items()) if c.isalpha()))
+
+    def item(n: int) -> InferenceItem:
+        return InferenceItem(np.full(n, token, np.int64), style[n - 1].reshape(256), 1.0)
+
+    return [
+        [item(12)],
+        [item(40)],
+        [item(30), item(8), item(60)],
+        [item(20 + 7 * k) for k in range(5)],
+    ]
 
 
 class TorchBackend(Backend):
@@ -302,13 +303,21 @@ class TorchBackend(Backend):
         if self.device == "cpu":
             torch.set_num_threads(usable_cores())
         self.max_batch = max_batch or self.default_max_batch(self.device)
+        self._settings = planned_settings(self.device, self.max_batch)
         config = json.loads(self.files.config.read_text(encoding="utf-8"))
         try:
-            self.model = build_kmodel(config, self.files.weights).to(self.device)
+            self.model = prepare_for_inference(
+                build_kmodel(config, self.files.weights), self.device
+            )
         except (RuntimeError, KeyError, OSError) as exc:
             raise EngineError(f"cannot build KModel from {model_dir}: {exc}") from exc
         self.vocab: dict[str, int] = config["vocab"]
         self.voices = load_voice_packs(self.files.voices)
+        self.options = PassOptions(dtype=self._settings["TORCH_DTYPE"])
+        if self._settings["TORCH_COMPILE"] == "1":
+            from tts_server.engine.compile_cache import compiled_adain_act
+
+            self.options = PassOptions(self.options.dtype, compiled_adain_act())
 
     @staticmethod
     def default_max_batch(device: str) -> int:
@@ -331,10 +340,19 @@ class TorchBackend(Backend):
 
     @property
     def settings(self) -> dict[str, str]:
-        return {"TORCH_DEVICE": self.device, "ENGINE_MAX_BATCH": str(self.max_batch)}
+        return dict(self._settings)
+
+    def warm(self) -> float:
+        """Run the warm-up batches (compiling, when on); seconds taken."""
+        started = time.perf_counter()
+        style = next(iter(self.voices.values()))
+        for batch in warmup_items(self.vocab, style):
+            if len(batch) <= self.max_batch:
+                self.infer(batch)
+        return time.perf_counter() - started
 
     def infer(self, items: Sequence[InferenceItem]) -> list[InferenceOutput]:
-        audio, durations, _ = forward_batch(self.model, items)
+        audio, durations, _ = forward_batch(self.model, items, options=self.options)
         return [
             InferenceOutput(audio=a, durations=d) for a, d in zip(audio, durations, strict=True)
         ]
