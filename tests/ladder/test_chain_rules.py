@@ -75,11 +75,15 @@ def test_qmax_ratios_are_the_window_mean_over_the_client_mean(reference_qmax_pat
     qmax = qmax.model_copy(update={"ladder": ladder})
     w0, w1 = ladder.measure_window(1)
     points = [MetricPoint(w0 - 10, 99.0), MetricPoint(w0, 4.0), MetricPoint(w0 + 10, 6.0)]
-    points.append(MetricPoint(w1, 99.0))
+    points += [MetricPoint(w1 - 5, 99.0), MetricPoint(w1, 99.0)]  # partly or wholly after it
     assert window_mean(points, w0, w1) == 5.0
+    # Rung 3: no whole period inside its window, one inside its hold.
+    h0 = ladder.measure_window(2)[1] - ladder.hold_s
+    points.append(MetricPoint(h0 + 2, 7.0))
     joined = ratios_for(qmax, points)
     assert joined.rungs[1].cloudwatch_ratio == round(5.0 / qmax.rungs[1].client_mean_in_flight, 3)
-    assert joined.rungs[0].cloudwatch_ratio is None  # no point inside its window
+    assert joined.rungs[2].cloudwatch_ratio == round(7.0 / qmax.rungs[2].client_mean_in_flight, 3)
+    assert joined.rungs[0].cloudwatch_ratio is None  # no point inside its window or hold
 
 
 def test_quota_refuses_with_the_numbers() -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from tts_bench.artifacts.schema import QmaxArtifact
+from tts_bench.artifacts.schema import LadderSettings, QmaxArtifact
 from tts_bench.aws.session import AwsSession
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE
 
@@ -35,9 +35,17 @@ class MetricPoint:
 
 
 def window_mean(points: Sequence[MetricPoint], w0: float, w1: float) -> float | None:
-    """Mean of the points whose period starts inside [w0, w1); None when there is none."""
-    inside = [p.value for p in points if w0 <= p.ts < w1]
+    """Mean of the points whose whole period lies inside [w0, w1]; None when there is none."""
+    inside = [p.value for p in points if w0 <= p.ts and p.ts + PERIOD_S <= w1 + 1e-6]
     return sum(inside) / len(inside) if inside else None
+
+
+def rung_mean(points: Sequence[MetricPoint], ladder: LadderSettings, index: int) -> float | None:
+    """Over the rung's measure window; a window shorter than a period falls back to its hold
+    (the same N), so a partial period never mixes in the next rung's load."""
+    w0, w1 = ladder.measure_window(index)
+    mean = window_mean(points, w0, w1)
+    return mean if mean is not None else window_mean(points, w1 - ladder.hold_s, w1)
 
 
 def ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArtifact:
@@ -46,7 +54,7 @@ def ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArt
         return artifact
     rungs = []
     for index, rung in enumerate(artifact.rungs):
-        mean = window_mean(points, *artifact.ladder.measure_window(index))
+        mean = rung_mean(points, artifact.ladder, index)
         ratio = (
             round(mean / rung.client_mean_in_flight, 3)
             if mean and rung.client_mean_in_flight > 0
@@ -110,8 +118,11 @@ def await_concurrency(
     """Read the metric once its last period before `end` is published, or after `wait_s`."""
     deadline = time.time() + wait_s
     last_period = end - 2 * PERIOD_S
+    # Whole periods on CloudWatch's own boundaries, so each point is one period of the metric.
+    first = (start // PERIOD_S - 1) * PERIOD_S
+    final = (end // PERIOD_S + 1) * PERIOD_S
     while True:
-        points = read_concurrency(session, endpoint, variant, start - PERIOD_S, end + PERIOD_S)
+        points = read_concurrency(session, endpoint, variant, first, final)
         if any(p.ts >= last_period for p in points) or time.time() >= deadline:
             return points
         log(f"waiting for CloudWatch {CONCURRENT_REQUESTS_PER_MODEL} up to the last window")
