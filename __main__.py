@@ -20,7 +20,7 @@ from components import (
     SpeechEndpointArgs,
     gate_scaling,
 )
-from tts_bench.deployment import TAG_IMAGE_DIGEST, TAG_MODEL, TAG_PLAN_ID, is_local_image
+from tts_bench.deployment import TAG_IMAGE_DIGEST, TAG_MODEL, TAG_PLAN_ID
 from tts_bench.errors import TtsBenchError
 from tts_bench.infra.iam_documents import AccountScope
 from tts_bench.infra.stack_config import StackConfig
@@ -102,7 +102,7 @@ def main() -> None:
             model=cfg.model,
             instance_type=cfg.instance_type,
             image_digest=image.digest,
-            image_is_local=is_local_image(image.reference),
+            image_is_local=cfg.local_cloud,
             performance_env=cfg.performance_env,
             bounds=cfg.bounds,
             slo_ms=cfg.slo_ms,

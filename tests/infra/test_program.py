@@ -209,6 +209,14 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
     assert TAG_PLAN_ID not in model["tags"]
 
 
+def test_an_emulated_plan_gates_the_local_clouds_deploy_only(
+    program_copy: Callable[..., Path], emulated_plan: PlanArtifact
+) -> None:
+    recording = run(program_copy(plans=[emulated_plan], localCloud=True))
+    target = one(recording, "aws:appautoscaling/target:Target")
+    assert target["tags"][TAG_PLAN_ID] == emulated_plan.plan_id
+
+
 def test_a_disabled_stack_is_the_same_whatever_the_reason(
     program_copy: Callable[..., Path], tmp_path: Path
 ) -> None:
