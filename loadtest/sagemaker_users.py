@@ -76,9 +76,11 @@ class ResponseStreamUser(User):
         with self.hooks.timed_request(self.environment) as timing:
             try:
                 stream = invoke(runtime.client, runtime.endpoint, body, runtime.variant)
+                finished = False
+                # Read to the stream's end even after `done`: its connection then goes back
+                # to the pool instead of being closed under the runtime's last frame.
                 for line in payload_lines(stream):
-                    if self.hooks.read_event(line, timing, context_id):
-                        break
+                    finished = finished or self.hooks.read_event(line, timing, context_id)
             except Exception as exc:
                 failure = failure_of(exc)
                 if failure is None:

@@ -82,6 +82,7 @@ class TtotalError(TtsBenchError):
 class ProbeSample:
     end: float
     ttfab_ms: float | None  # None: failed, or no audio (counts as over any bound)
+    latency_ms: float | None = None  # to the stream's end
 
 
 def rolling_p95_ok(samples: Sequence[ProbeSample], bound_ms: float, window_s: float) -> list[bool]:
@@ -193,13 +194,18 @@ class StreamProbe:
         context_id = uuid.uuid4().hex[:12]
         try:
             stream = invoke(self.client, self.endpoint, utterance.request(context_id), self.variant)
-            for line in payload_lines(stream):
-                kind = json.loads(line).get("type")
+            ended = False
+            for line in payload_lines(stream):  # to the end: the connection stays pooled
+                event = {} if ended else json.loads(line)
+                kind = event.get("type")
                 if kind == "chunk" and ttfab_ms is None:
                     ttfab_ms = (time.perf_counter() - start) * 1000
                 elif kind in ("done", "error"):
-                    done = kind == "done"
-                    break
+                    done, ended = kind == "done", True
+                    if kind == "error":
+                        self.failures.append(f"{event.get('status_code')}: {event.get('error')}")
+            if not ended:
+                self.failures.append("the stream ended without a done event")
         except Exception as exc:
             failure = failure_of(exc)
             if failure is None:
@@ -208,7 +214,8 @@ class StreamProbe:
         finally:
             if stream is not None:
                 stream.close()
-        return ProbeSample(time.time(), ttfab_ms if done else None)
+        latency_ms = (time.perf_counter() - start) * 1000
+        return ProbeSample(time.time(), ttfab_ms if done else None, latency_ms if done else None)
 
     def _loop(self, offset: int) -> None:
         for i in itertools.count(offset):
