@@ -12,10 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S, DEFAULT_VARIANT
 from tts_bench.measure import ttotal_sagemaker as live
 from tts_bench.measure.ttotal_local import DEFAULT_PROBE_CONCURRENCY
+
+if TYPE_CHECKING:
+    from tts_bench.artifacts.schema import TtotalArtifact
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -104,7 +108,7 @@ def serve_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
-def print_result(artifact, path: Path) -> None:  # type: ignore[no-untyped-def]
+def print_result(artifact: TtotalArtifact, path: Path) -> None:
     for stage in artifact.stages:
         counted = "" if stage.counted else "  (not counted)"
         print(f"  {stage.name:<44} {stage.seconds:8.3f} s{counted}")
@@ -139,7 +143,7 @@ def run_on_endpoint(args: argparse.Namespace) -> int:
     from tts_bench.measure.corpus import load_corpus
     from tts_bench.measure.ladder_locust import REPO_ROOT
 
-    live.sagemaker_qmax(args.qmax)  # refuse a wrong ladder before any AWS call
+    _, fingerprint = live.sagemaker_qmax(args.qmax)  # a wrong ladder: refused before AWS
     corpus = load_corpus(args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt")
     request = live.SageMakerTtotalRequest(
         qmax_path=args.qmax, endpoint=args.endpoint, variant=args.variant, model=args.model,
@@ -153,8 +157,7 @@ def run_on_endpoint(args: argparse.Namespace) -> int:
     artifact = live.measure_sagemaker_ttotal(
         session, request, lambda line: print(f"ttotal: {line}", file=sys.stderr, flush=True)
     )
-    fp = artifact.fingerprint
-    name = ttotal_filename(fp, Trigger.FORCE_DESIRED.value, artifact.provenance.kind)  # type: ignore[arg-type]
+    name = ttotal_filename(fingerprint, Trigger.FORCE_DESIRED.value, artifact.provenance.kind)
     path = write_artifact(artifact, args.out, name)
     print_result(artifact, path)
     print(f"next: tts-bench plan --qmax {args.qmax} --ttotal {path} --peak-rps R", file=sys.stderr)

@@ -32,6 +32,7 @@ from tts_bench.artifacts.schema import (
     PlanArtifact,
     QmaxArtifact,
     Trigger,
+    TtotalArtifact,
     load_artifact,
     write_artifact,
 )
@@ -46,6 +47,7 @@ from tts_bench.measure.ladder import LadderSchedule, format_duration
 from tts_bench.measure.live_ladder import LiveLadderRequest, run_live_ladder
 from tts_bench.measure.response_stream import runtime_client
 from tts_bench.measure.ttotal_sagemaker import (
+    ProbeSample,
     SageMakerTtotalRequest,
     StreamProbe,
     measure_sagemaker_ttotal,
@@ -61,6 +63,7 @@ CLOUD_MEASURE_S = 20.0
 CLOUD_IDLE_S = 2.0
 # The local cloud publishes each 10 s period as it closes: no minutes-long CloudWatch delay.
 CLOUD_METRIC_WAIT_S = 30.0
+MIN_REQUESTS_PER_WINDOW = 3
 # T_total: probe at twice the c=1 rung. The instances share this machine's cores, so two do not
 # double its capacity as two SageMaker instances do; recovery is judged at 2x the c=1 p95.
 CLOUD_BOUND_RUNG = 1
@@ -95,13 +98,14 @@ class CloudRunSettings:
     recovery_factor: float = CLOUD_RECOVERY_FACTOR
     recovery_hold_s: float = CLOUD_RECOVERY_HOLD_S
     warmup_s: float = CLOUD_WARMUP_S
+    stretch_windows: bool = True  # longer windows when this machine serves slower
 
 
 @dataclass(frozen=True, slots=True)
 class CloudRunResult:
     endpoint: str
     qmax_path: Path
-    ttotal_path: Path
+    ttotal_path: Path | None
     plan_path: Path | None
     plan_exit_code: int
     validation: tuple[Comparison, ...]
@@ -110,7 +114,7 @@ class CloudRunResult:
     slo_reason: str
     q_max: int | None
     bracketed: bool
-    measured_total_s: float
+    measured_total_s: float | None
     elapsed_s: float
 
     @property
@@ -137,19 +141,35 @@ def aws_environment(env: dict[str, str]) -> Iterator[None]:
 
 
 def calibrate_stream(
-    session: AwsSession, endpoint: str, variant: str, utterances: Sequence[Utterance], say
-) -> list[float]:
-    """TTFAB (ms) of a few one-at-a-time requests over response-stream."""
+    session: AwsSession,
+    endpoint: str,
+    variant: str,
+    utterances: Sequence[Utterance],
+    say: Callable[[str], None],
+) -> list[ProbeSample]:
+    """A few one-at-a-time requests over response-stream, spread over the corpus."""
     probe = StreamProbe(runtime_client(session.region, 1), endpoint, variant, utterances, 1)
     step = max(1, len(utterances) // CALIBRATION_REQUESTS)
     out = []
     for i in range(CALIBRATION_REQUESTS):
         sample = probe.one(utterances[(i * step) % len(utterances)])
-        if sample.ttfab_ms is None:
-            raise CloudRunError(f"calibration request {i + 1} failed: {probe.failures[-1:]}")
-        out.append(sample.ttfab_ms)
-        say(f"calibration {i + 1}/{CALIBRATION_REQUESTS}: TTFAB {sample.ttfab_ms:.0f} ms")
+        if sample.ttfab_ms is None or sample.latency_ms is None:
+            why = probe.failures[-1] if probe.failures else "no audio"
+            raise CloudRunError(f"calibration request {i + 1} failed: {why}")
+        out.append(sample)
+        say(
+            f"calibration {i + 1}/{CALIBRATION_REQUESTS}: TTFAB {sample.ttfab_ms:.0f} ms, "
+            f"latency {sample.latency_ms:.0f} ms"
+        )
     return out
+
+
+def stretched(schedule: LadderSchedule, latency_ms: Sequence[float]) -> LadderSchedule:
+    """The schedule with each window long enough for a few requests at c=1 on this machine
+    (a loaded machine serves slower; a window that no request finishes measures nothing)."""
+    measure_s = max(schedule.measure_s, MIN_REQUESTS_PER_WINDOW * max(latency_ms) / 1000)
+    hold_s = max(schedule.hold_s, measure_s + (schedule.hold_s - schedule.measure_s))
+    return replace(schedule, hold_s=round(hold_s), measure_s=round(measure_s))
 
 
 def redeploy_with_plan(cloud: Any, plan: PlanArtifact, plans_dir: Path) -> None:
@@ -180,6 +200,81 @@ def cloud_stack_repository(cloud: Any) -> str | None:
     project = project_name(cloud.settings.program_dir)
     image = str(values.get(f"{project}:image", ""))
     return image.split("@", 1)[0].split(":", 1)[0] or None
+
+
+def force_desired_ttotal(
+    session: AwsSession,
+    settings: CloudRunSettings,
+    qmax_path: Path,
+    cloud: Any,
+    step: Callable[[str], None],
+) -> tuple[TtotalArtifact, Path]:
+    """ttotal force-desired: a probe at twice the bound rung, judged against that rung."""
+    bound = settings.bound_rung
+    step(f"ttotal force-desired: probe at {2 * bound} against the c={bound} rung")
+    ttotal = measure_sagemaker_ttotal(
+        session,
+        SageMakerTtotalRequest(
+            qmax_path=qmax_path, endpoint=cloud.endpoint_name, variant=cloud.variant_name,
+            model=settings.model, utterances=settings.utterances, probe_concurrency=2 * bound,
+            bound_rung=bound, recovery_factor=settings.recovery_factor,
+            recovery_hold_s=settings.recovery_hold_s, warmup_s=settings.warmup_s,
+            timeout_s=CLOUD_TTOTAL_TIMEOUT_S,
+        ),
+        lambda line: step(f"ttotal: {line}"),
+    )  # fmt: skip
+    fingerprint = load_artifact(qmax_path, QmaxArtifact).fingerprint
+    if fingerprint is None:
+        raise CloudRunError(f"{qmax_path}: the ladder has no fingerprint")
+    name = ttotal_filename(fingerprint, Trigger.FORCE_DESIRED.value, ttotal.provenance.kind)
+    path = write_artifact(ttotal, settings.out, name)
+    step(f"T_total {ttotal.measured_total_s:.1f} s measured: {path}")
+    return ttotal, path
+
+
+def plan_and_redeploy(
+    session: AwsSession,
+    settings: CloudRunSettings,
+    cloud: Any,
+    qmax_path: Path,
+    ttotal_path: Path,
+    slo_ms: float,
+    stack: StackConfig,
+    step: Callable[[str], None],
+    say: Callable[[str], None],
+) -> tuple[Path, int, tuple[Comparison, ...]]:
+    """plan; when feasible, deploy again with it and validate what was deployed."""
+    written = plan_from_files(
+        qmax_path,
+        ttotal_path,
+        PlanRequest(
+            peak_rps=settings.peak_rps,
+            trough_rps=settings.trough_rps,
+            slo_ms=slo_ms,
+            surge_ratio=stack.surge_ratio,
+        ),
+        settings.out,
+    )
+    say(render_plan(written.plan, written.qmax, written.ttotal))
+    step(f"plan written: {written.path}")
+    if not written.plan.feasible:
+        step("no redeploy: the plan is infeasible, so the stack would deploy no scaling")
+        return written.path, 1, ()
+    step("deploying again from the preview with the new plan")
+    redeploy_with_plan(cloud, written.plan, settings.out)
+    cloud.wait_in_service(timeout_s=REDEPLOY_TIMEOUT_S)
+    validation = tuple(
+        read_and_compare(
+            session, cloud.endpoint_name, written.plan, stack.bounds, cloud.variant_name
+        )
+    )
+    bad = [c for c in validation if not c.ok]
+    step(
+        f"validate: all {len(validation)} settings match plan {written.plan.plan_id}"
+        if not bad
+        else f"validate: {len(bad)} settings differ: " + ", ".join(c.setting.value for c in bad)
+    )
+    return written.path, 0, validation
 
 
 def run_through_local_cloud(
@@ -221,10 +316,11 @@ def run_through_local_cloud(
             raise CloudRunError(f"drift: {first.rule.value}: {first.resource}: {first.message}")
         step(f"preflight-ok endpoint={endpoint} variant={variant} region={session.region}")
 
+        calibration = calibrate_stream(session, endpoint, variant, settings.utterances, step)
         if settings.slo_ms is not None:
             slo_ms, reason = settings.slo_ms, "given with --slo-ms"
         else:
-            ttfab = calibrate_stream(session, endpoint, variant, settings.utterances, step)
+            ttfab = [s.ttfab_ms for s in calibration if s.ttfab_ms is not None]
             slo_ms = calibrated_slo_ms(ttfab)
             reason = (
                 f"{SLO_MULTIPLE:g} × the endpoint's uncontended p95 TTFAB "
@@ -233,6 +329,8 @@ def run_through_local_cloud(
         step(f"local SLO: p95 TTFAB <= {slo_ms:g} ms ({reason})")
 
         schedule = settings.schedule
+        if settings.stretch_windows:
+            schedule = stretched(schedule, [s.latency_ms or 0.0 for s in calibration])
         step(
             f"qmax over response-stream: rungs {','.join(map(str, schedule.rungs))}, hold "
             f"{schedule.hold_s:g} s, measure {schedule.measure_s:g} s"
@@ -251,71 +349,28 @@ def run_through_local_cloud(
         outcome = "bracketed" if qmax.bracketed else "NOT bracketed"
         step(f"Q_max {qmax.q_max} at {slo_ms:g} ms ({outcome}): {qmax_path}")
 
-        bound = settings.bound_rung
-        step(f"ttotal force-desired: probe at {2 * bound} against the c={bound} rung")
-        ttotal = measure_sagemaker_ttotal(
-            session,
-            SageMakerTtotalRequest(
-                qmax_path=qmax_path, endpoint=endpoint, variant=variant, model=settings.model,
-                utterances=settings.utterances, probe_concurrency=2 * bound, bound_rung=bound,
-                recovery_factor=settings.recovery_factor,
-                recovery_hold_s=settings.recovery_hold_s, warmup_s=settings.warmup_s,
-                timeout_s=CLOUD_TTOTAL_TIMEOUT_S,
-            ),
-            lambda line: step(f"ttotal: {line}"),
-        )  # fmt: skip
-        ttotal_path = write_artifact(
-            ttotal,
-            settings.out,
-            ttotal_filename(
-                ttotal.fingerprint,  # type: ignore[arg-type]
-                Trigger.FORCE_DESIRED.value,
-                ttotal.provenance.kind,
-            ),
-        )
-        step(f"T_total {ttotal.measured_total_s:.1f} s measured: {ttotal_path}")
-
+        ttotal: TtotalArtifact | None = None
+        ttotal_path: Path | None = None
         plan_path, plan_code, validation = None, 2, ()
         if qmax.q_max is None:
-            step("plan skipped: no rung met the SLO, so there is no Q_max to plan from")
-        else:
-            written = plan_from_files(
-                qmax_path,
-                ttotal_path,
-                PlanRequest(
-                    peak_rps=settings.peak_rps,
-                    trough_rps=settings.trough_rps,
-                    slo_ms=slo_ms,
-                    surge_ratio=stack.surge_ratio,
-                ),
-                settings.out,
+            step(
+                "ttotal and plan skipped: no rung met the SLO, so there is no Q_max to plan from "
+                "and no rung to judge recovery by"
             )
-            say(render_plan(written.plan, written.qmax, written.ttotal))
-            plan_path, plan_code = written.path, 0 if written.plan.feasible else 1
-            step(f"plan written: {plan_path}")
-            if written.plan.feasible:
-                step("deploying again from the preview with the new plan")
-                redeploy_with_plan(cloud, written.plan, settings.out)
-                cloud.wait_in_service(timeout_s=REDEPLOY_TIMEOUT_S)
-                validation = tuple(
-                    read_and_compare(session, endpoint, written.plan, stack.bounds, variant)
-                )
-                bad = [c for c in validation if not c.ok]
-                step(
-                    f"validate: all {len(validation)} settings match plan {written.plan.plan_id}"
-                    if not bad
-                    else f"validate: {len(bad)} settings differ: "
-                    + ", ".join(c.setting.value for c in bad)
-                )
+        else:
+            ttotal, ttotal_path = force_desired_ttotal(session, settings, qmax_path, cloud, step)
+            plan_path, plan_code, validation = plan_and_redeploy(
+                session, settings, cloud, qmax_path, ttotal_path, slo_ms, stack, step, say
+            )
     step("local cloud stopped")
-    pngs = (
-        plot_qmax(qmax, qmax_path.with_suffix(".png")),
-        plot_ttotal(ttotal, ttotal_path.with_suffix(".png")),
-    )
+    pngs = [plot_qmax(qmax, qmax_path.with_suffix(".png"))]
+    if ttotal is not None and ttotal_path is not None:
+        pngs.append(plot_ttotal(ttotal, ttotal_path.with_suffix(".png")))
     step(f"plots: {', '.join(str(p) for p in pngs)}")
     return CloudRunResult(
         endpoint=endpoint, qmax_path=qmax_path, ttotal_path=ttotal_path, plan_path=plan_path,
-        plan_exit_code=plan_code, validation=validation, pngs=pngs, slo_ms=slo_ms,
+        plan_exit_code=plan_code, validation=validation, pngs=tuple(pngs), slo_ms=slo_ms,
         slo_reason=reason, q_max=qmax.q_max, bracketed=qmax.bracketed,
-        measured_total_s=ttotal.measured_total_s, elapsed_s=time.time() - began,
+        measured_total_s=ttotal.measured_total_s if ttotal else None,
+        elapsed_s=time.time() - began,
     )  # fmt: skip

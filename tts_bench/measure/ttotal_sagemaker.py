@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.schema import (
     Provenance,
     QmaxArtifact,
@@ -363,21 +363,22 @@ class SageMakerTtotalRequest:
     allow_config_mismatch: bool = False
 
 
-def sagemaker_qmax(path: Path) -> QmaxArtifact:
-    """The ladder, refused unless it was measured over a SageMaker transport."""
+def sagemaker_qmax(path: Path) -> tuple[QmaxArtifact, Fingerprint]:
+    """The ladder and its fingerprint, refused unless measured over a SageMaker transport."""
     qmax = load_artifact(path, QmaxArtifact)
-    if qmax.fingerprint is None or qmax.fingerprint.transport.is_local:
-        transport = qmax.fingerprint.transport.value if qmax.fingerprint else "none"
+    fingerprint = qmax.fingerprint
+    if fingerprint is None or fingerprint.transport.is_local:
+        transport = fingerprint.transport.value if fingerprint else "none"
         raise RefusalError(
             f"{path}: transport {transport}: T_total on an endpoint needs a ladder measured on it "
             "(response-stream); for a local ladder use `tts-bench ttotal --local`"
         )
-    if qmax.fingerprint.transport is not Transport.RESPONSE_STREAM:
+    if fingerprint.transport is not Transport.RESPONSE_STREAM:
         raise RefusalError(
-            f"{path}: transport {qmax.fingerprint.transport.value}: the T_total probe speaks "
+            f"{path}: transport {fingerprint.transport.value}: the T_total probe speaks "
             "response-stream; measure the ladder over --transport response-stream"
         )
-    return qmax
+    return qmax, fingerprint
 
 
 def recovery_bound_ms(qmax: QmaxArtifact, path: Path, bound_rung: int, factor: float) -> float:
@@ -392,9 +393,13 @@ def recovery_bound_ms(qmax: QmaxArtifact, path: Path, bound_rung: int, factor: f
 
 
 def check_pairing(
-    qmax: QmaxArtifact, target: EndpointTarget, path: Path, allow_mismatch: bool, log: Callable
+    fingerprint: Fingerprint,
+    target: EndpointTarget,
+    path: Path,
+    allow_mismatch: bool,
+    log: Callable[[str], None],
 ) -> None:
-    differences = qmax.fingerprint.differences(target.fingerprint)  # type: ignore[union-attr]
+    differences = fingerprint.differences(target.fingerprint)
     if differences:
         message = (
             f"{path} was measured on another build than endpoint {target.endpoint} serves "
@@ -410,15 +415,15 @@ def measure_sagemaker_ttotal(
     request: SageMakerTtotalRequest,
     progress: Callable[[str], None],
 ) -> TtotalArtifact:
-    qmax = sagemaker_qmax(request.qmax_path)
+    qmax, fingerprint = sagemaker_qmax(request.qmax_path)
     bound_ms = recovery_bound_ms(
         qmax, request.qmax_path, request.bound_rung, request.recovery_factor
     )
-    transport = qmax.fingerprint.transport  # type: ignore[union-attr]
+    transport = fingerprint.transport
     target = read_endpoint_target(
         session, request.endpoint, request.variant, transport, request.model
     )
-    check_pairing(qmax, target, request.qmax_path, request.allow_config_mismatch, progress)
+    check_pairing(fingerprint, target, request.qmax_path, request.allow_config_mismatch, progress)
     target.refuse_not_in_service()
     quota = read_quota_check(session, target.fingerprint.instance_type)
     progress(f"quota: {quota.describe()}")
@@ -454,7 +459,7 @@ def measure_sagemaker_ttotal(
     if probe.failures:
         notes.append(f"probe failures: {len(probe.failures)} (first: {probe.failures[0]})")
     return TtotalArtifact(
-        fingerprint=qmax.fingerprint,
+        fingerprint=fingerprint,
         trigger=Trigger.FORCE_DESIRED,
         stages=stages,
         measured_total_s=measured_total,
