@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,8 @@ class LocalCloud:
         self._autoscaler: Any = None
         self._image_digest: str | None = None
         self._stoppers: list[Callable[[], None]] = []
+        # SageMaker's 60 s by default; a test may lower it for one request and restore it.
+        self.ceiling_s = settings.invocation_ceiling_s
 
     # ------------------------------------------------------------------ the contract
 
@@ -114,6 +117,9 @@ class LocalCloud:
         deployment = deployment_from_recording(
             recording, self._image_digest, self.settings.instances, new_suffix()
         )
+        if self.settings.instance_env:
+            env = {**deployment.instance_env, **self.settings.instance_env}
+            deployment = replace(deployment, instance_env=env)
         for log in recording.logs:
             if log.level in ("info", "warning"):
                 self._say(f"program: {log.message}")
@@ -191,6 +197,9 @@ class LocalCloud:
             return None
         return Served(self.fleet, self.metrics, self.variant_name)
 
+    def invocation_ceiling_s(self) -> float:
+        return self.ceiling_s
+
     def quotas(self) -> dict[str, int]:
         deployment = self._deployed
         value = self.settings.instance_quota or deployment.max_instances or deployment.initial_count
@@ -201,7 +210,7 @@ class LocalCloud:
     def start(self) -> None:
         moto_url = self.moto.start()
         self._stoppers.append(self.moto.stop)
-        self._runtime = Runtime(self, self.settings.invocation_ceiling_s)
+        self._runtime = Runtime(self)
         runtime_url = self._runtime.start()
         self._stoppers.append(self._runtime.stop)
         self.env = {
