@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import threading
 import time
 import urllib.request
 
@@ -84,14 +85,31 @@ def test_malformed_request_is_a_model_error_with_the_original_422(
     )
 
 
+def _container_in_flight(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/ping", timeout=10) as answer:
+        return int(json.loads(answer.read())["in_flight"])
+
+
 def test_saturated_instance_gives_its_503_with_retry_after(cloud: LocalCloud) -> None:
+    """Two long requests fill the bound of 2 (admitted on arrival); the third is refused."""
     client = runtime_client()
-    held = [
-        stream(client, cloud.endpoint_name, speech_request(f"hold{i}", LONG_TEXT)) for i in range(2)
+    url = cloud.fleet.in_service()[0].url
+    held: list = []
+    threads = [
+        threading.Thread(
+            target=lambda i=i: held.append(
+                stream(client, cloud.endpoint_name, speech_request(f"hold{i}", LONG_TEXT))
+            )
+        )
+        for i in range(2)
     ]
+    for thread in threads:
+        thread.start()
     try:
-        for answer in held:  # both admitted and streaming
-            next(iter(answer["Body"]))
+        deadline = time.time() + 30
+        while _container_in_flight(url) < 2:
+            assert time.time() < deadline, "the two requests were not admitted"
+            time.sleep(0.05)
         with pytest.raises(ClientError) as caught:
             stream(client, cloud.endpoint_name, speech_request("third"))
         response = caught.value.response
@@ -101,6 +119,8 @@ def test_saturated_instance_gives_its_503_with_retry_after(cloud: LocalCloud) ->
         assert original["error"] == QUEUE_SATURATED_ERROR
         assert original["retry_after_ms"] > 0
     finally:
+        for thread in threads:
+            thread.join(timeout=120)
         for answer in held:
             answer["Body"].close()
     _wait_idle(cloud)

@@ -163,7 +163,10 @@ def test_load_above_target_scales_out_then_in(cloud: LocalCloud) -> None:
             time.sleep(1)
     said = "\n".join(cloud.said)  # type: ignore[attr-defined]
     assert "concurrency-target: TargetTracking-" in said and "desired 1 → 2" in said
-    assert len([i for i in cloud.fleet.instances() if i.state.value != "Stopped"]) == 2
+    deadline = time.time() + 5
+    while len([i for i in cloud.fleet.instances() if i.state != InstanceState.STOPPED]) < 2:
+        assert time.time() < deadline, "no second instance spawned"
+        time.sleep(0.1)
     # No load: the scale-in alarm (Average <= 25 over 3 periods) removes one again (the
     # new one if it is not serving yet, as it is the cheapest to lose).
     deadline = time.time() + 120
