@@ -43,6 +43,29 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.parametrize(
+    ("args", "expected_error"),
+    [
+        (["--instances", "0"], "--instances must be at least 1"),
+        (["--provision-delay-s", "-1"], "--provision-delay-s must not be negative"),
+        (["--env-file", "/no/such/folder/x.env"], "--env-file: no folder /no/such/folder"),
+        (["--program", "/"], "--program: / holds no Pulumi program"),
+        (["--stack", "no-such-stack"], "--stack: no Pulumi.no-such-stack.yaml"),
+        (["--server-args", "'"], "--server-args: No closing quotation"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], expected_error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tts_bench.cli import main
+
+    assert main(["local-cloud", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"tts-bench local-cloud: {err.split(': ', 1)[1].strip()}"
+    assert expected_error in err
+    assert len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_stop_signal_leaves_no_process_behind(tmp_path: Path, stop_signal: signal.Signals) -> None:

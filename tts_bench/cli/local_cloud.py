@@ -54,6 +54,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.atomic_file import write_atomically
+    from tts_bench.infra.stack_config import stack_file
     from tts_bench.local_cloud import LocalCloudSettings, local_cloud
     from tts_bench.local_cloud.cloud import ENV_KEYS
     from tts_bench.local_cloud.errors import LocalCloudError
@@ -62,13 +63,26 @@ def handle(args: argparse.Namespace) -> int:
         raise LocalCloudError("--instances must be at least 1")
     if args.provision_delay_s < 0:
         raise LocalCloudError("--provision-delay-s must not be negative")
+    if args.env_file and not args.env_file.resolve().parent.is_dir():
+        raise LocalCloudError(f"--env-file: no folder {args.env_file.resolve().parent}")
+    if args.program and not (args.program / "__main__.py").is_file():
+        raise LocalCloudError(f"--program: {args.program} holds no Pulumi program (__main__.py)")
+    try:
+        server_args = tuple(shlex.split(args.server_args))
+    except ValueError as exc:
+        raise LocalCloudError(f"--server-args: {exc}") from None
     settings = LocalCloudSettings(
         stack=args.stack,
         instances=args.instances,
         provision_delay_s=args.provision_delay_s,
-        server_args=tuple(shlex.split(args.server_args)),
+        server_args=server_args,
         **({"program_dir": args.program.resolve()} if args.program else {}),
     )
+    if not stack_file(settings.program_dir, settings.stack).is_file():
+        raise LocalCloudError(
+            f"--stack: no {stack_file(settings.program_dir, settings.stack).name} in "
+            f"{settings.program_dir}"
+        )
     started = time.time()
 
     def say(message: str) -> None:
