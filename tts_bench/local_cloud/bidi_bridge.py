@@ -43,6 +43,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+import h2.settings
 
 from tts_bench.errors import TtsBenchError
 from tts_bench.local_cloud.bidi_frames import (
@@ -59,6 +60,9 @@ PATH_PATTERN = re.compile(r"^/endpoints/([^/?]+)/invocations-bidirectional-strea
 EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
 WS_CONNECT_TIMEOUT_S = 10.0
 READ_BYTES = 65536
+# One SDK client multiplexes every session of a Locust process over one connection: allow more
+# streams than the largest rung (h2's default is 100).
+MAX_CONCURRENT_STREAMS = 4096
 START_TIMEOUT_S = 10.0
 
 OpenSession = Callable[[str], AbstractContextManager[str]]
@@ -88,6 +92,12 @@ class _Connection:
         self.bridge, self.reader, self.writer = bridge, reader, writer
         config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
         self.h2 = h2.connection.H2Connection(config=config)
+        self.h2.local_settings = h2.settings.Settings(
+            client=False,
+            initial_values={
+                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS
+            },
+        )
         self.streams: dict[int, _Stream] = {}
         self._drain_lock = asyncio.Lock()
 
