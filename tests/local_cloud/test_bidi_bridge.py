@@ -103,11 +103,10 @@ def bridge(tls: LocalTls, routing: Routing) -> Iterator[BidiBridge]:
 
 
 @pytest.fixture(scope="module")
-def worker(bridge: BidiBridge, tls: LocalTls) -> Iterator[BidiWorker]:
+def worker(bridge: BidiBridge) -> Iterator[BidiWorker]:
     env = {
         **os.environ,
-        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": bridge.url,
-        "SSL_CERT_FILE": str(tls.bundle_path),
+        **bridge.client_env(),
         "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",

@@ -44,20 +44,22 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
 
 @pytest.fixture(scope="module")
 def client_env(cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """What a user exports: the cloud's variables, the bridge's URL and the CA bundle."""
+    """What a user exports: the cloud's variables, the bridge's URL and the CA bundle.
+
+    Until the cloud starts the bridge itself (its env then carries the HTTP/2 URL), the test
+    starts one on the cloud's `open_session`, the same hook the cloud would give it.
+    """
+    inherited = {
+        k: v for k, v in os.environ.items() if k not in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+    }
+    paths = [str(REPO), str(REPO / "container"), os.environ.get("PYTHONPATH", "")]
+    env = {**inherited, **cloud.env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    if "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2" in cloud.env:
+        yield env
+        return
     tls = make_local_tls(tmp_path_factory.mktemp("tls"))
     with BidiBridge(tls, cloud.open_session) as bridge:
-        paths = [str(REPO), str(REPO / "container"), os.environ.get("PYTHONPATH", "")]
-        inherited = {
-            k: v for k, v in os.environ.items() if k not in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
-        }
-        yield {
-            **inherited,
-            **cloud.env,
-            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": bridge.url,
-            "SSL_CERT_FILE": str(tls.bundle_path),
-            "PYTHONPATH": os.pathsep.join(p for p in paths if p),
-        }
+        yield {**env, **bridge.client_env()}
 
 
 def test_two_turns_on_one_session_through_the_local_cloud(

@@ -370,6 +370,13 @@ class BidiBridge:
     def url(self) -> str:
         return f"https://{self.host}:{self.port}"
 
+    def client_env(self) -> dict[str, str]:
+        """What a client exports to reach this bridge: the endpoint URL and the CA bundle."""
+        return {
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": self.url,
+            "SSL_CERT_FILE": str(self.tls.bundle_path),
+        }
+
     def start(self) -> str:
         """Listen; returns https://HOST:PORT, the AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2 value."""
         if self._thread is not None:
