@@ -34,6 +34,7 @@ from tts_bench.deployment import (
     TARGET_TRACKING_METRIC,
     OperatorBounds,
     first_chunk_alarm_name,
+    is_local_image,
     parse_resource_id,
     scale_in_alarm_name,
 )
@@ -150,6 +151,7 @@ def _check_target(
             model=model_id,
             instance_type=read(entry, "instanceType", default=""),
             image_digest=digest,
+            image_is_local=is_local_image(image),
             performance_env=performance_env_of(dict(env)),
             bounds=bounds,
         )
