@@ -8,6 +8,7 @@ would after `tts-bench local-cloud`, with no AWS config of the machine's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -20,10 +21,15 @@ ONNX = ("--backend", "onnx")
 READY_TIMEOUT_S = 300.0
 
 
-def cloud_fixture(settings: LocalCloudSettings) -> Callable[..., Iterator[LocalCloud]]:
+def cloud_fixture(
+    make_settings: Callable[[Path], LocalCloudSettings],
+) -> Callable[..., Iterator[LocalCloud]]:
+    """A module-scoped local cloud; `make_settings(folder)` may write files (plans) there."""
+
     @pytest.fixture(scope="module")
     def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
         state = tmp_path_factory.mktemp("local-cloud")
+        settings = make_settings(state)
         lines: list[str] = []
         with pytest.MonkeyPatch.context() as patch:
             for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE"):
@@ -55,3 +61,26 @@ def read_log_events(cloud: LocalCloud, stream: str) -> list[str]:
     group = f"/aws/sagemaker/Endpoints/{cloud.endpoint_name}"
     events = logs.get_log_events(logGroupName=group, logStreamName=stream, startFromHead=True)
     return [e["message"] for e in events["events"]]
+
+
+def emulated_plan_dir(folder: Path, server_args: tuple[str, ...]) -> Path:
+    """A measurements folder with the reference plan as if measured through the local cloud on
+    this working tree's image: so the program's gate deploys its scaling here, and only here."""
+    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    from tts_bench.local_cloud.cloud import instance_base_env
+    from tts_bench.local_cloud.image_digest import local_image_digest
+    from tts_bench.local_cloud.settings import REPO_ROOT
+
+    reference = load_artifact(
+        REPO_ROOT / "measurements" / "plan-kokoro-82m-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    data = reference.model_dump(mode="json")
+    data["fingerprint"]["image_digest"] = local_image_digest(
+        server_args, instance_base_env(REPO_ROOT)
+    )
+    data["provenance"]["kind"] = "emulated"
+    plans = folder / "measurements"
+    plans.mkdir()
+    plan = PlanArtifact.model_validate(data)
+    (plans / "plan-emulated.json").write_text(plan.model_dump_json(), encoding="utf-8")
+    return plans

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.slow
 
 CEILING_S = 5.0
 cloud = cloud_fixture(
-    LocalCloudSettings(server_args=ONNX, instances=1, instance_env={ENV_MAX_QUEUE_DEPTH: "2"})
+    lambda _: LocalCloudSettings(
+        server_args=ONNX, instances=1, instance_env={ENV_MAX_QUEUE_DEPTH: "2"}
+    )
 )
 
 
@@ -159,6 +161,10 @@ def test_killed_instance_mid_stream_then_no_instance_in_service(cloud: LocalClou
     assert caught.value.response["Error"]["Message"].startswith("StreamBroken")
 
     # Until its replacement is InService there is nowhere to send a request.
+    deadline = time.time() + 10
+    while cloud.fleet.in_service():  # the fleet sees the process gone
+        assert time.time() < deadline, "the killed instance still counts as InService"
+        time.sleep(0.05)
     with pytest.raises(ClientError) as refused:
         stream(client, cloud.endpoint_name, speech_request("nowhere"))
     assert refused.value.response["Error"]["Code"] == "ValidationError"

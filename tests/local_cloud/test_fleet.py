@@ -1,8 +1,9 @@
 """The fleet through the control plane: capacity changes, metrics under load, autoscaling.
 
-One local cloud for the module: the dev stack's recorded resources (target tracking at the
-plan's target, the step scale-in policy and its alarm), onnx instances, the policies' cooldowns
-and alarm periods × 0.1 (the scale-in alarm looks at 3 × 10 s instead of 3 × 60 s).
+One local cloud for the module: the dev stack's recorded resources with the reference plan as
+an emulated plan for this working tree's image (target tracking at the plan's target, the step
+scale-in policy and its alarm), onnx instances, the policies' cooldowns and alarm periods × 0.1
+(the scale-in alarm looks at 3 × 10 s instead of 3 × 60 s).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.local_cloud.conftest import (
     READY_TIMEOUT_S,
     cloud_fixture,
     control_client,
+    emulated_plan_dir,
     read_log_events,
     runtime_client,
 )
@@ -29,7 +31,14 @@ from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPA
 
 pytestmark = pytest.mark.slow
 
-cloud = cloud_fixture(LocalCloudSettings(server_args=ONNX, instances=1, scaling_time_scale=0.1))
+cloud = cloud_fixture(
+    lambda folder: LocalCloudSettings(
+        server_args=ONNX,
+        instances=1,
+        scaling_time_scale=0.1,
+        stack_overrides={"measurementsDir": str(emulated_plan_dir(folder, ONNX))},
+    )
+)
 
 
 def _describe(cloud: LocalCloud) -> dict:
