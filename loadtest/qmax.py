@@ -424,6 +424,7 @@ class WsLadderUser(User):
 # while it loads the file, other loaders (tests/ladder/shape_probe.py) not at all.
 if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:
     sys.path.insert(0, _HERE)
+from bidi_stream_user import BidiStreamUser  # noqa: E402
 from sagemaker_users import LadderHooks, ResponseStreamUser  # noqa: E402
 
 LADDER_HOOKS = LadderHooks(timed_request, read_event, utterances)
@@ -435,10 +436,17 @@ class ResponseStreamLadderUser(ResponseStreamUser):
     hooks = LADDER_HOOKS
 
 
+class BidiStreamLadderUser(BidiStreamUser):
+    """bidi-stream, bound to this ladder's request timing."""
+
+    hooks = LADDER_HOOKS
+
+
 USER_CLASSES: dict[Transport, type[User]] = {
     Transport.LOCAL_HTTP: HttpLadderUser,
     Transport.LOCAL_WS: WsLadderUser,
     Transport.RESPONSE_STREAM: ResponseStreamLadderUser,
+    Transport.BIDI_STREAM: BidiStreamLadderUser,
 }
 
 
