@@ -174,32 +174,13 @@ def stretched(schedule: LadderSchedule, latency_ms: Sequence[float]) -> LadderSc
 
 def redeploy_with_plan(cloud: Any, plan: PlanArtifact, plans_dir: Path) -> None:
     """The local stand-in for `pulumi up` after a new plan: the program recorded again with the
-    plans folder, the stack's SLO set to the plan's (a local SLO is this machine's), and the
-    image digest the one measured, marked as the local cloud's so the emulated plan may gate it."""
-    fingerprint = plan.fingerprint
-    if fingerprint is None:
-        raise CloudRunError("the plan has no fingerprint, so no stack can match it")
-    overrides = dict(cloud.settings.stack_overrides)
-    repository = cloud_stack_repository(cloud)
-    if repository is None:
-        raise CloudRunError(f"stack {cloud.settings.stack} names no image repository")
-    overrides.update(
-        {
-            "image": f"{repository}@{fingerprint.image_digest}",
-            "localCloud": True,
-            "sloMs": plan.inputs.slo_ms,
-        }
-    )
-    # `deploy` records the program with the settings' overrides; a new plan needs new ones.
+    plans folder and the stack's SLO set to the plan's (a local SLO is this machine's). The
+    local cloud pins the image to the local digest and marks the stack `localCloud` itself, so
+    the emulated plan gates this deploy and no other."""
+    overrides = {**cloud.settings.stack_overrides, "sloMs": plan.inputs.slo_ms}
+    # `deploy` records the program with the settings' overrides; a new plan needs a new SLO.
     cloud.settings = replace(cloud.settings, stack_overrides=overrides)
     cloud.deploy(plans_dir=plans_dir)
-
-
-def cloud_stack_repository(cloud: Any) -> str | None:
-    values = stack_values(cloud.settings.program_dir, cloud.settings.stack)
-    project = project_name(cloud.settings.program_dir)
-    image = str(values.get(f"{project}:image", ""))
-    return image.split("@", 1)[0].split(":", 1)[0] or None
 
 
 def force_desired_ttotal(
