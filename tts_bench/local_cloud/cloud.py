@@ -27,6 +27,7 @@ from tts_bench.local_cloud.deploy import (
     local_image_overrides,
     new_suffix,
     record_stack,
+    stack_max_instances,
 )
 from tts_bench.local_cloud.errors import LocalCloudError
 from tts_bench.local_cloud.fleet import Fleet
@@ -87,6 +88,7 @@ class LocalCloud:
         self._shipper: LogShipper | None = None
         self._autoscaler: Any = None
         self._image_digest: str | None = None
+        self._stack_max_instances = 1
         self._stoppers: list[Callable[[], None]] = []
         # SageMaker's 60 s by default; a test may lower it for one request and restore it.
         self.ceiling_s = settings.invocation_ceiling_s
@@ -124,6 +126,9 @@ class LocalCloud:
             overrides["measurementsDir"] = str(Path(plans_dir).resolve())
         self._say(f"recording the program's resources for stack {self.settings.stack}")
         recording = record_stack(self.settings.program_dir, self.settings.stack, overrides)
+        self._stack_max_instances = stack_max_instances(
+            self.settings.program_dir, self.settings.stack, overrides
+        )
         deployment = deployment_from_recording(
             recording, self._image_digest, self.settings.instances, new_suffix()
         )
@@ -212,7 +217,7 @@ class LocalCloud:
 
     def quotas(self) -> dict[str, int]:
         deployment = self._deployed
-        value = self.settings.instance_quota or deployment.max_instances or deployment.initial_count
+        value = self.settings.instance_quota or self._stack_max_instances
         return {deployment.instance_type: value}
 
     # ------------------------------------------------------------------ life cycle

@@ -98,6 +98,15 @@ def local_image_overrides(program_dir: Path, stack: str, image_digest: str) -> d
     return {"image": f"{repository}@{image_digest}", "localCloud": True}
 
 
+def stack_max_instances(program_dir: Path, stack: str, overrides: dict[str, object]) -> int:
+    """The operator's `maxInstances` for the stack (what the emulated quota answers)."""
+    project = project_name(program_dir)
+    raw = overrides.get(
+        "maxInstances", stack_values(program_dir, stack).get(f"{project}:maxInstances", 1)
+    )
+    return int(str(raw))
+
+
 # --------------------------------------------------------------------------- translation
 
 
