@@ -284,9 +284,6 @@ def run_through_local_cloud(
         program_dir=program_dir,
         server_args=tuple(settings.server_args),
         stack_overrides={"measurementsDir": str(no_plans)},
-        # Deployed without scaling, the endpoint has no max of its own: the operator's bound is
-        # the quota this account would have asked for.
-        instance_quota=stack.max_instances,
     )
     step(f"starting the local cloud (stack {settings.stack}, deployed without a plan)")
     with local_cloud(cloud_settings, say=step) as cloud, aws_environment(cloud.env):
