@@ -102,6 +102,7 @@ def main() -> None:
             model=cfg.model,
             instance_type=cfg.instance_type,
             image_digest=image.digest,
+            image_is_local=cfg.local_cloud,
             performance_env=cfg.performance_env,
             bounds=cfg.bounds,
             slo_ms=cfg.slo_ms,

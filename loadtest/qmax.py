@@ -11,6 +11,11 @@ window of its hold (`tts_bench.measure.ladder`). The ladder stops after the firs
 SLO or is client-bound, and writes `<out>/qmax-<model>-<transport>-<slug>.json` with the raw
 samples beside it (`….samples.csv.gz`) when Locust quits.
 
+SageMaker: `--transport response-stream --endpoint NAME [--variant V] [--region R]` (no
+`--host`); the fingerprint comes from the endpoint's Model and the users are in
+`loadtest/sagemaker_users.py`. Scaling is not frozen here: `tts-bench qmax --endpoint` wraps
+this file with the preflight drift, the freeze and the CloudWatch join.
+
 Distributed: `--master` / `--worker` (or `--processes N`) with this same file. The shape and
 the judging run on the master; it tells workers the rung being held; workers ship their raw
 samples with their stats reports (each worker reads `--corpus` itself: the path must exist
@@ -49,11 +54,13 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerR
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport, qmax_filename
 from tts_bench.artifacts.schema import (
     Provenance,
+    ProvenanceKind,
     Refinement,
     RefinementProbe,
     Rung,
     write_artifact,
 )
+from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.measure.corpus import Utterance, load_corpus
 from tts_bench.measure.ladder import (
@@ -88,6 +95,7 @@ from tts_bench.measure.refine import (
     next_probe,
     worst_case_probes,
 )
+from tts_bench.measure.sagemaker_target import read_target_from_environment
 from tts_bench.measure.samples import Outcome, Sample, samples_path, write_samples
 from tts_bench.measure.server_ping import fetch_ping
 
@@ -105,10 +113,10 @@ SETTLE_LIMIT_S = 70.0
 
 
 def refuse_transport(transport: Transport) -> None:
-    if not transport.is_local:
+    if transport not in USER_CLASSES:
         raise RefusalError(
-            f"--transport {transport.value}: the SageMaker transports come in a later issue; "
-            "use local-http or local-ws against `tts-bench serve`"
+            f"--transport {transport.value}: no load-test user for it in this checkout; use "
+            f"one of {', '.join(t.value for t in USER_CLASSES)}"
         )
 
 
@@ -164,10 +172,10 @@ def add_ladder_arguments(parser: Any, **_kw: Any) -> None:
     )
     group.add_argument("--model", default="kokoro-82m", help="model id", include_in_web_ui=False)
     group.add_argument(
-        "--endpoint", default=None, help="SageMaker endpoint (later issue)", include_in_web_ui=False
+        "--endpoint", default=None, help="SageMaker endpoint", include_in_web_ui=False
     )
     group.add_argument(
-        "--region", default=None, help="AWS region (later issue)", include_in_web_ui=False
+        "--region", default=None, help="AWS region (default: AWS_REGION)", include_in_web_ui=False
     )
     group.add_argument(
         "--out", default="measurements", help="artifact directory", include_in_web_ui=False
@@ -465,9 +473,33 @@ class WsLadderUser(User):
             raise
 
 
+# The SageMaker users live beside this file; Locust puts this folder on the import path only
+# while it loads the file, other loaders (tests/ladder/shape_probe.py) not at all.
+if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:
+    sys.path.insert(0, _HERE)
+from bidi_stream_user import BidiStreamUser  # noqa: E402
+from sagemaker_users import LadderHooks, ResponseStreamUser  # noqa: E402
+
+LADDER_HOOKS = LadderHooks(timed_request, read_event, utterances)
+
+
+class ResponseStreamLadderUser(ResponseStreamUser):
+    """response-stream, bound to this ladder's request timing."""
+
+    hooks = LADDER_HOOKS
+
+
+class BidiStreamLadderUser(BidiStreamUser):
+    """bidi-stream, bound to this ladder's request timing."""
+
+    hooks = LADDER_HOOKS
+
+
 USER_CLASSES: dict[Transport, type[User]] = {
     Transport.LOCAL_HTTP: HttpLadderUser,
     Transport.LOCAL_WS: WsLadderUser,
+    Transport.RESPONSE_STREAM: ResponseStreamLadderUser,
+    Transport.BIDI_STREAM: BidiStreamLadderUser,
 }
 
 
@@ -562,6 +594,7 @@ class Conductor:
     source: str = ""
     refine_pct: float | None = None  # --refine: bisect a bracketed ladder to this precision
     underrun_slo: float | None = None  # --underrun-slo: a rung with more stalled streams fails
+    provenance_kind: ProvenanceKind = "measured"
     store: Store = field(default_factory=Store)
     greenlet: gevent.Greenlet | None = None
     refiner: gevent.Greenlet | None = None
@@ -791,7 +824,7 @@ class Conductor:
             self.environment.process_exit_code = 2
             return
         provenance = Provenance.now(
-            "measured",
+            self.provenance_kind,
             self.source,
             command=" ".join(["locust", *sys.argv[1:]]),
         )
@@ -806,7 +839,9 @@ class Conductor:
             refinement=self.refinement(rungs),
         )
         try:
-            path = write_artifact(artifact, self.out, qmax_filename(self.fingerprint))
+            path = write_artifact(
+                artifact, self.out, qmax_filename(self.fingerprint, self.provenance_kind)
+            )
         except TtsBenchError as exc:
             logger.error("%s", exc)
             self.environment.process_exit_code = 2
@@ -898,7 +933,24 @@ def conductor_of(environment: Environment) -> Conductor | None:
 
 
 def check_target(conductor: Conductor) -> None:
-    """Fingerprint the server from its /ping; refuse a bounded queue or a server not ready."""
+    """Fingerprint the server from its /ping (SageMaker: from the endpoint's Model); refuse a
+    bounded queue or a server not ready."""
+    if not conductor.transport.is_local:
+        options = conductor.environment.parsed_options
+        if not options.endpoint:
+            raise RefusalError(f"--transport {conductor.transport.value} needs --endpoint NAME")
+        target = read_target_from_environment(
+            options.region,
+            options.endpoint,
+            options.variant or DEFAULT_VARIANT,
+            conductor.transport,
+            options.model,
+        )
+        target.refuse_not_in_service()
+        target.refuse_bounded()
+        conductor.fingerprint, conductor.source = target.fingerprint, target.source
+        conductor.provenance_kind = target.provenance_kind
+        return
     host = conductor.environment.host
     if not host:
         raise RefusalError("no target: pass --host http://127.0.0.1:8080")
@@ -939,7 +991,7 @@ def on_init(environment: Environment, runner: Runner, **_kw: Any) -> None:
             conductor.refine_pct = check_refine_pct(options.refine)
         if options.underrun_slo is not None:
             conductor.underrun_slo = check_underrun_slo(options.underrun_slo)
-        if environment.host:
+        if environment.host or not transport.is_local:
             check_target(conductor)
     except TtsBenchError as exc:
         logger.error("refused: %s", exc)

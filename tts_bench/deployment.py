@@ -44,6 +44,22 @@ TAG_MIN_BOUND: Final = "tts-bench:operator-min-instances"
 TAG_MAX_BOUND: Final = "tts-bench:operator-max-instances"
 
 
+# The local cloud's Model image: the working tree's local digest under a repository no registry
+# has, so a stack (whose image is always an ECR reference) can never be mistaken for it.
+LOCAL_IMAGE_REPOSITORY: Final = "local/tts-server"
+_LOCAL_IMAGE = re.compile(rf"^{re.escape(LOCAL_IMAGE_REPOSITORY)}@sha256:[0-9a-f]{{64}}$")
+
+
+def local_image_reference(digest: str) -> str:
+    """`local/tts-server@sha256:<hex>`: the image the local cloud deploys for a local digest."""
+    return f"{LOCAL_IMAGE_REPOSITORY}@{digest}"
+
+
+def is_local_image(reference: str) -> bool:
+    """Whether `reference` is a local digest (the local cloud's image), not a registry image."""
+    return bool(_LOCAL_IMAGE.match(reference.strip()))
+
+
 def resource_id(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
     return f"endpoint/{endpoint}/variant/{variant}"
 

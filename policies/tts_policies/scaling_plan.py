@@ -36,6 +36,7 @@ from tts_bench.deployment import (
     TARGET_TRACKING_STATISTIC,
     OperatorBounds,
     first_chunk_alarm_name,
+    is_local_image,
     parse_resource_id,
     scale_in_alarm_name,
 )
@@ -152,6 +153,7 @@ def _check_target(
             model=model_id,
             instance_type=read(entry, "instanceType", default=""),
             image_digest=digest,
+            image_is_local=is_local_image(image),
             performance_env=performance_env_of(dict(env)),
             bounds=bounds,
         )

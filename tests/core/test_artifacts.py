@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.core.ladders import FINGERPRINT, qmax_artifact, serial_ladder, ttotal_artifact
+from tts_bench.artifacts.fingerprint import plan_filename, qmax_filename, ttotal_filename
 from tts_bench.artifacts.schema import (
     PlanArtifact,
     QmaxArtifact,
@@ -16,6 +17,7 @@ from tts_bench.artifacts.schema import (
     write_artifact,
 )
 from tts_bench.errors import ArtifactError
+from tts_bench.planning.plan import _provenance
 
 
 def _broken(path: Path, data: dict, mutate) -> Path:
@@ -145,3 +147,35 @@ def test_write_refuses_to_replace_an_unreadable_file(tmp_path) -> None:
     with pytest.raises(ArtifactError, match="cannot be read back"):
         write_artifact(ttotal_artifact(), tmp_path, "t.json")
     assert path.read_text() == "precious notes, not an artifact"
+
+
+def _emulated(artifact):
+    provenance = artifact.provenance.model_copy(update={"kind": "emulated"})
+    return artifact.model_copy(update={"provenance": provenance})
+
+
+def test_emulated_files_are_named_apart_and_never_replace_measured_ones(tmp_path) -> None:
+    measured = ttotal_artifact()
+    emulated = _emulated(measured)
+    assert load_artifact(write_artifact(emulated, tmp_path, "e.json"), TtotalArtifact) == emulated
+    fp = measured.fingerprint
+    names = {ttotal_filename(fp, "force-desired", kind) for kind in ("measured", "reference")}
+    assert names == {f"ttotal-kokoro-82m-force-desired-{fp.slug}.json"}
+    marked = ttotal_filename(fp, "force-desired", "emulated")
+    assert marked == f"ttotal-kokoro-82m-force-desired-{fp.slug}-emulated.json"
+    assert qmax_filename(fp, "emulated").endswith(f"{fp.slug}-emulated.json")
+    assert plan_filename(fp, "emulated") == f"plan-kokoro-82m-{fp.slug}-emulated.json"
+    # Even under one name, neither kind replaces the other.
+    path = write_artifact(measured, tmp_path, "t.json")
+    before = path.read_bytes()
+    with pytest.raises(ArtifactError, match="holds a simulated artifact and this one is emulated"):
+        write_artifact(emulated, tmp_path, "t.json")
+    assert path.read_bytes() == before
+
+
+def test_a_plan_with_an_emulated_source_is_emulated(reference_plan_path, tmp_path) -> None:
+    plan = load_artifact(reference_plan_path, PlanArtifact)
+    sources = {k: v.model_copy(update={"provenance": "emulated"}) for k, v in plan.sources.items()}
+    sources["ttotal"] = sources["ttotal"].model_copy(update={"provenance": "measured"})
+    assert _provenance(sources, None).kind == "emulated"
+    assert _provenance({"ttotal": sources["ttotal"]}, None).kind == "measured"

@@ -53,6 +53,13 @@ def infeasible_plan(make_plan: Callable[..., PlanArtifact]) -> PlanArtifact:
 
 
 @pytest.fixture
+def emulated_plan(make_plan: Callable[..., PlanArtifact]) -> PlanArtifact:
+    """The reference plan as if it had been measured through the local cloud."""
+    provenance = {**make_plan().provenance.model_dump(mode="json"), "kind": "emulated"}
+    return make_plan(provenance=provenance)
+
+
+@pytest.fixture
 def plans_dir(tmp_path: Path) -> Callable[..., Path]:
     """A measurements folder holding exactly the given plans."""
 

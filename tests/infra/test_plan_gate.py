@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
 from tts_bench.artifacts.schema import PlanArtifact
-from tts_bench.deployment import OperatorBounds
+from tts_bench.deployment import OperatorBounds, is_local_image, local_image_reference
 from tts_bench.infra.image_ref import ImageReferenceError, parse_pinned, parse_repository
 from tts_bench.infra.stack_config import StackConfigError, set_stack_value, stack_values
 from tts_bench.planning.gate import GateCondition, GateQuery, evaluate, performance_env_of
@@ -65,6 +65,44 @@ def test_gate_conditions(
     assert result.condition is condition
     assert reason in result.reason
     assert result.enabled == (condition is GateCondition.ENABLED)
+
+
+@pytest.mark.parametrize(
+    ("with_measured", "image_is_local", "condition"),
+    [
+        (False, False, GateCondition.EMULATED_PLAN),
+        (False, True, GateCondition.ENABLED),
+        (True, False, GateCondition.ENABLED),  # the measured plan gates; the emulated one never
+    ],
+)
+def test_an_emulated_plan_gates_only_a_local_image(
+    with_measured: bool,
+    image_is_local: bool,
+    condition: GateCondition,
+    emulated_plan: PlanArtifact,
+    reference_plan: PlanArtifact,
+    plans_dir: Callable[..., Path],
+) -> None:
+    plans = [reference_plan, emulated_plan] if with_measured else [emulated_plan]
+    result = evaluate(plans_dir(*plans), query(image_is_local=image_is_local))
+    assert result.condition is condition, result.reason
+    if result.plan is not None:
+        assert (result.plan.provenance.kind == "emulated") == image_is_local
+    if condition is GateCondition.EMULATED_PLAN:
+        assert "plan-test-0.json" in result.reason and "measure the real endpoint" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("reference", "local"),
+    [
+        (local_image_reference(REFERENCE_DIGEST), True),
+        (f"{REGISTRY_REPO}@{REFERENCE_DIGEST}", False),
+        (f"local/tts-server:{REFERENCE_DIGEST[7:]}", False),
+        ("local/tts-server@sha256:abc", False),
+    ],
+)
+def test_a_local_image_is_told_from_a_registry_image(reference: str, local: bool) -> None:
+    assert is_local_image(reference) is local
 
 
 def test_the_bound_is_no_performance_setting() -> None:

@@ -22,6 +22,7 @@ from tts_policies import POLICIES, buckets, iam, images, scaling_plan
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
 from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.deployment import local_image_reference
 
 OPTS = PolicyResourceOptions(False, [], None, [], None, [], None)
 
@@ -244,6 +245,28 @@ def test_a_plan_whose_target_is_in_other_units_is_refused(
         "the plan's target is in Average (60 s) units" in v and "Maximum (10 s)" in v
         for v in violations
     ), violations
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        (f"{REGISTRY_REPO}@{REFERENCE_DIGEST}", "never gates a stack whose image is not a local"),
+        (local_image_reference(REFERENCE_DIGEST), None),
+    ],
+)
+def test_an_emulated_plan_gates_only_a_local_image(
+    image: str,
+    expected: str | None,
+    emulated_plan: PlanArtifact,
+    plans_dir: Callable[..., Path],
+) -> None:
+    config = {"plansDir": str(plans_dir(emulated_plan))}
+    stack = deployment(_set("model.primaryContainer.image", image))
+    violations = validate(scaling_plan.POLICY, stack.args(config))
+    if expected is None:
+        assert violations == []
+    else:
+        assert any("missing plan" in v and expected in v for v in violations), violations
 
 
 def test_plans_folder_comes_from_config_relative_to_the_pack(tmp_path: Path) -> None:

@@ -187,6 +187,7 @@ def test_components_parent_their_children(reference_run: Recording) -> None:
         ("infeasible", "is infeasible (stop: slo_ceiling)"),
         ("min-equals-max", "maxInstances (4) equals minInstances (4)"),
         ("slo-mismatch", "derived for an SLO of 3000 ms, the stack asks 2500 ms"),
+        ("emulated-plan", "never gates a stack whose image is not a local digest"),
     ],
 )
 def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_why(
@@ -194,6 +195,7 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
     reason: str,
     program_copy: Callable[..., Path],
     infeasible_plan: PlanArtifact,
+    emulated_plan: PlanArtifact,
 ) -> None:
     program = {
         "no-plan": lambda: program_copy(plans=[]),
@@ -201,6 +203,7 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
         "infeasible": lambda: program_copy(plans=[infeasible_plan]),
         "min-equals-max": lambda: program_copy(minInstances=4, maxInstances=4),
         "slo-mismatch": lambda: program_copy(sloMs=2500),
+        "emulated-plan": lambda: program_copy(plans=[emulated_plan]),
     }[case]()
     recording = run(program)
     assert recording.resources, "the program registered nothing"
@@ -210,6 +213,14 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
     model = one(recording, "aws:sagemaker/model:Model")
     assert ENV_MAX_QUEUE_DEPTH not in model["primaryContainer"].get("environment", {})
     assert TAG_PLAN_ID not in model["tags"]
+
+
+def test_an_emulated_plan_gates_the_local_clouds_deploy_only(
+    program_copy: Callable[..., Path], emulated_plan: PlanArtifact
+) -> None:
+    recording = run(program_copy(plans=[emulated_plan], localCloud=True))
+    target = one(recording, "aws:appautoscaling/target:Target")
+    assert target["tags"][TAG_PLAN_ID] == emulated_plan.plan_id
 
 
 def test_a_disabled_stack_is_the_same_whatever_the_reason(

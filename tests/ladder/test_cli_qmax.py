@@ -55,8 +55,10 @@ def test_dry_run_prints_the_schedule_without_network(
 @pytest.mark.parametrize(
     ("args", "expected_error"),
     [
-        (["--transport", "response-stream"], "later issue"),
-        (["--transport", "bidi-stream"], "later issue"),
+        (["--transport", "response-stream"], "measures a SageMaker endpoint: pass --endpoint"),
+        (["--transport", "bidi-stream"], "measures a SageMaker endpoint: pass --endpoint"),
+        (["--endpoint", "speech", "--transport", "local-http"], "not an endpoint"),
+        (["--endpoint", "speech", "--transport", "response-stream", "--host", "x"], "not both"),
         ([], "needs --host"),
     ],
 )

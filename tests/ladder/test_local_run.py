@@ -21,7 +21,8 @@ def test_local_run_leaves_artifacts_and_plots_and_stops_its_server(child_env, tm
     out = tmp_path / "measurements"
     run = subprocess.run(
         [
-            sys.executable, "-m", "tts_bench", "local-run", "--out", str(out), "--rungs", "1,2",
+            sys.executable, "-m", "tts_bench", "local-run", "--in-process", "--out", str(out),
+            "--rungs", "1,2",
             "--hold-s", "14", "--measure-s", "9", "--idle-s", "0",
             "--corpus", str(CORPORA / "short.txt"),
         ],

@@ -54,13 +54,18 @@ def test_local_ttotal_pairs_with_the_local_ladder(live_server, http_ladder, tmp_
 @pytest.mark.parametrize(
     ("args", "expected_error"),
     [
-        (["--qmax", "x.json"], "not yet available: SageMaker T_total comes in a later issue"),
+        (["--qmax", "x.json"], "say where: --endpoint NAME"),
+        (["--qmax", "x.json", "--local", "--endpoint", "e"], "not both"),
+        (["--endpoint", "e", "--qmax", "{local}"], "needs a ladder measured on it"),
+        (["--endpoint", "e", "--qmax", "/nonexistent/q.json"], "no such file"),
         (["--local", "--qmax", "{reference}"], "needs a local ladder"),
         (["--local", "--qmax", "/nonexistent/q.json"], "no such file"),
     ],
 )
 def test_ttotal_refusals(args, expected_error, reference_qmax_path, capsys):
+    local = next(reference_qmax_path.parent.glob("qmax-*-local-http-*.json"))
     args = [a.replace("{reference}", str(reference_qmax_path)) for a in args]
+    args = [a.replace("{local}", str(local)) for a in args]
     assert main(["ttotal", *args]) == 2
     err = capsys.readouterr().err
     assert expected_error in err and "Traceback" not in err

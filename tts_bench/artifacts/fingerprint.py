@@ -104,13 +104,25 @@ def condense_instance_type(instance_type: str) -> str:
     return re.sub(r"[^a-z0-9]", "", instance_type.lower().removeprefix("ml."))
 
 
-def qmax_filename(fp: Fingerprint) -> str:
-    return f"qmax-{fp.model}-{fp.transport.value}-{fp.slug}.json"
+# Appended to the slug of an artifact measured through the local cloud, so an emulated file
+# never takes the name of a measured or reference one of the same fingerprint.
+EMULATED_SLUG_MARKER = "emulated"
 
 
-def ttotal_filename(fp: Fingerprint, trigger: str) -> str:
-    return f"ttotal-{fp.model}-{trigger}-{fp.slug}.json"
+def file_slug(fp: Fingerprint, provenance_kind: str = "measured") -> str:
+    """The fingerprint's slug, marked `-emulated` for an emulated artifact."""
+    if provenance_kind == EMULATED_SLUG_MARKER:
+        return f"{fp.slug}-{EMULATED_SLUG_MARKER}"
+    return fp.slug
 
 
-def plan_filename(fp: Fingerprint) -> str:
-    return f"plan-{fp.model}-{fp.slug}.json"
+def qmax_filename(fp: Fingerprint, provenance_kind: str = "measured") -> str:
+    return f"qmax-{fp.model}-{fp.transport.value}-{file_slug(fp, provenance_kind)}.json"
+
+
+def ttotal_filename(fp: Fingerprint, trigger: str, provenance_kind: str = "measured") -> str:
+    return f"ttotal-{fp.model}-{trigger}-{file_slug(fp, provenance_kind)}.json"
+
+
+def plan_filename(fp: Fingerprint, provenance_kind: str = "measured") -> str:
+    return f"plan-{fp.model}-{file_slug(fp, provenance_kind)}.json"

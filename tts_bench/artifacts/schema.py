@@ -52,6 +52,7 @@ __all__ = [
     "PlanInputs",
     "PolicyOutcome",
     "Provenance",
+    "ProvenanceKind",
     "QmaxArtifact",
     "Refinement",
     "RefinementProbe",
@@ -77,10 +78,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class Provenance(_Strict):
-    """Where an artifact came from: measured live, rebuilt from a reference, or simulated."""
+ProvenanceKind = Literal["measured", "reference", "simulated", "emulated"]
 
-    kind: Literal["measured", "reference", "simulated"]
+
+class Provenance(_Strict):
+    """Where an artifact came from: measured live, rebuilt from a reference, simulated, or
+    emulated (measured through the local cloud: real clients and containers, no real AWS)."""
+
+    kind: ProvenanceKind
     created_at: datetime
     source: str = Field(min_length=1, description="what was measured: endpoint, host or file")
     tool: str = f"tts-bench {__version__}"
@@ -88,7 +93,7 @@ class Provenance(_Strict):
     notes: str | None = None
 
     @classmethod
-    def now(cls, kind: Literal["measured", "reference", "simulated"], source: str, **kw: Any):
+    def now(cls, kind: ProvenanceKind, source: str, **kw: Any):
         return cls(
             kind=kind, created_at=datetime.now(UTC).replace(microsecond=0), source=source, **kw
         )
@@ -540,7 +545,7 @@ class Finding(BaseModel):
 class SourceArtifact(_Strict):
     path: str
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-    provenance: Literal["measured", "reference", "simulated"]
+    provenance: ProvenanceKind
 
 
 class PlanInputs(_Strict):
@@ -781,6 +786,11 @@ def write_artifact(artifact: A, directory: str | os.PathLike[str], filename: str
             raise ArtifactError(
                 f"{target}: exists and cannot be read back ({exc}); move it aside, nothing was written"
             ) from None
+        if _is_emulated(artifact) != _is_emulated(existing):
+            raise ArtifactError(
+                f"{target}: holds a {existing.provenance.kind} artifact and this one is "
+                f"{artifact.provenance.kind}; they never replace each other, nothing was written"
+            )
         if existing.fingerprint != artifact.fingerprint:
             raise ArtifactError(
                 f"{target}: holds an artifact of another fingerprint; pass another --out "
@@ -793,6 +803,10 @@ def write_artifact(artifact: A, directory: str | os.PathLike[str], filename: str
             f"{target}: cannot write ({exc.strerror or exc}); nothing was written"
         ) from None
     return target
+
+
+def _is_emulated(artifact: QmaxArtifact | TtotalArtifact | PlanArtifact) -> bool:
+    return artifact.provenance.kind == "emulated"
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

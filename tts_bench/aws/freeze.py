@@ -199,6 +199,7 @@ def _variant(session: AwsSession, endpoint: str, variant: str) -> tuple[str, dic
 def _wait_in_service(session: AwsSession, endpoint: str, timeout_s: float, log: Log) -> None:
     """Wait while the endpoint is Updating: SageMaker refuses capacity changes until then."""
     deadline = time.monotonic() + timeout_s
+    polls = 0
     while True:
         status = str(describe_endpoint(session, endpoint).get("EndpointStatus", "Unknown"))
         if status == "InService":
@@ -213,7 +214,9 @@ def _wait_in_service(session: AwsSession, endpoint: str, timeout_s: float, log: 
                 f"`tts-bench thaw --endpoint {endpoint}`"
             )
         log(f"waiting for endpoint {endpoint} to be InService (now {status})")
-        time.sleep(IN_SERVICE_POLL_S)
+        # Quick at first (a drain or a local endpoint takes seconds), then every 15 s.
+        time.sleep(min(IN_SERVICE_POLL_S, 2.0**polls))
+        polls += 1
 
 
 def _set_desired(

@@ -219,6 +219,24 @@ class AwsSession:
                 self._clients[service] = self._boto.client(service, config=config)
         return self._clients[service]
 
+    def measuring_client(self, service: str, *, pool: int, read_timeout_s: float) -> Any:
+        """A new client for a measurement's data plane: no retries, `pool` connections.
+
+        A retried request would hide a failure and stretch its latency, so every attempt is
+        the only one and a failure surfaces, named by its error code. Not cached: each
+        load-generating process makes its own.
+        """
+        from botocore.config import Config
+
+        config = Config(
+            max_pool_connections=max(pool, 1),
+            retries={"mode": "standard", "total_max_attempts": 1},
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=read_timeout_s,
+        )
+        with aws_errors(service=service, operation="(client)", resource=f"region {self.region}"):
+            return self._boto.client(service, config=config)
+
     def endpoint_url(self, service: str) -> str:
         return str(self.client(service).meta.endpoint_url)
 

@@ -33,6 +33,8 @@ COMMANDS = (
     "surge", "simulate",
     # infrastructure
     "preview", "image",
+    # a SageMaker endpoint on this machine (SPEC §11)
+    "local_cloud",
 )  # fmt: skip
 
 

@@ -1,7 +1,10 @@
-"""`tts-bench qmax`: the closed-loop Q_max ladder (Locust, headless) against a server.
+"""`tts-bench qmax`: the closed-loop Q_max ladder (Locust, headless) against a server or endpoint.
 
 `--dry-run` prints the schedule and its wall-clock estimate and touches nothing else. A local
-run needs `--host` (a `tts-bench serve`); the SageMaker transports come in a later issue.
+run needs `--host` (a `tts-bench serve`) and a local transport. A SageMaker run takes
+`--endpoint NAME [--variant V] --transport response-stream|bidi-stream`: a preflight drift, the
+freeze around the Locust run (restored on every exit path), the fingerprint from the endpoint,
+and each rung's CloudWatch ratio.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.measure.ladder import (
     DEFAULT_HOLD_S,
     DEFAULT_IDLE_S,
@@ -87,9 +91,14 @@ def add_ladder_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", default="kokoro-82m", help="model id (default: %(default)s)")
     parser.add_argument(
-        "--endpoint", default=None, help="SageMaker endpoint name (SageMaker runs: later issue)"
+        "--endpoint", default=None, help="SageMaker endpoint name (a live ladder on SageMaker)"
     )
-    parser.add_argument("--region", default=None, help="AWS region (SageMaker runs: later issue)")
+    parser.add_argument(
+        "--variant", default=DEFAULT_VARIANT, help="production variant (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--region", default=None, help="AWS region (default: AWS_REGION or the profile's)"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -112,6 +121,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--processes", type=int, default=None, help="Locust worker processes (default: one process)"
+    )
+    parser.add_argument(
+        "--metric-wait-s",
+        type=float,
+        default=None,
+        help="SageMaker: how long to wait for CloudWatch's last period (default: 180)",
     )
     add_ladder_arguments(parser)
     parser.set_defaults(handler=run)
@@ -142,10 +157,11 @@ def run(args: argparse.Namespace) -> int:
         print(describe_schedule(schedule, args.slo_ms, refine_pct))
         return 0
     transport = Transport(args.transport)
+    if args.endpoint:
+        return run_on_endpoint(args, schedule, transport)
     if not transport.is_local:
         raise RefusalError(
-            f"--transport {transport.value}: live SageMaker ladders come in a later issue; "
-            "use --transport local-http or local-ws with --host"
+            f"--transport {transport.value} measures a SageMaker endpoint: pass --endpoint NAME"
         )
     if not args.host:
         raise RefusalError("a local ladder needs --host, e.g. --host http://127.0.0.1:8080")
@@ -172,4 +188,41 @@ def run(args: argparse.Namespace) -> int:
     )
     print(path)
     print(f"next: tts-bench ttotal --local --qmax {path} --host {args.host}", file=sys.stderr)
+    return 0
+
+
+def run_on_endpoint(
+    args: argparse.Namespace, schedule: LadderSchedule, transport: Transport
+) -> int:
+    """The live ladder: preflight drift, freeze from this (main) thread, Locust, CloudWatch."""
+    from tts_bench.aws.session import AwsSession
+    from tts_bench.errors import RefusalError
+    from tts_bench.measure.cloudwatch_join import DEFAULT_METRIC_WAIT_S
+    from tts_bench.measure.live_ladder import LiveLadderRequest, run_live_ladder
+
+    if transport.is_local:
+        raise RefusalError(
+            f"--transport {transport.value} measures `tts-bench serve` (--host), not an endpoint; "
+            "use --transport response-stream or bidi-stream with --endpoint"
+        )
+    if args.host:
+        raise RefusalError("pass either --host (a local server) or --endpoint, not both")
+    session = AwsSession.from_environment(args.region)
+    request = LiveLadderRequest(
+        endpoint=args.endpoint, variant=args.variant, transport=transport, schedule=schedule,
+        slo_ms=args.slo_ms, model=args.model, out=args.out, corpus=args.corpus,
+        processes=args.processes,
+        metric_wait_s=DEFAULT_METRIC_WAIT_S if args.metric_wait_s is None else args.metric_wait_s,
+    )  # fmt: skip
+    print(describe_schedule(schedule, args.slo_ms), file=sys.stderr)
+
+    def say(line: str) -> None:
+        print(f"qmax: {line}", file=sys.stderr, flush=True)
+
+    path = run_live_ladder(session, request, say, say)
+    print(path)
+    print(
+        f"next: tts-bench ttotal --endpoint {args.endpoint} --variant {args.variant} --qmax {path}",
+        file=sys.stderr,
+    )
     return 0

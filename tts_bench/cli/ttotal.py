@@ -1,8 +1,10 @@
-"""`tts-bench ttotal --local --qmax PATH --host URL`: local T_total beside a loaded server.
+"""`tts-bench ttotal`: T_total, on a SageMaker endpoint (`--endpoint`) or beside a local server.
 
-Without `--local` it refuses: SageMaker T_total (forcing one more instance) comes in a later
-issue. The fresh server is started with the serve flags given here; it must report the same
-build as the ladder's artifact, or nothing is written.
+`--endpoint NAME --qmax PATH`: SPEC §4 step 4. A free instance quota first; under the freeze a
+probe holds load, one more instance is forced (UpdateEndpointWeightsAndCapacities, bypassing
+the policies), each stage is timed from its own source until the probe recovers, and the
+capacity is restored. `--local --qmax PATH --host URL`: a fresh local server process beside the
+loaded one; it must report the same build as the ladder's artifact, or nothing is written.
 """
 
 from __future__ import annotations
@@ -10,30 +12,77 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
+from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S, DEFAULT_VARIANT
+from tts_bench.measure import ttotal_sagemaker as live
 from tts_bench.measure.ttotal_local import DEFAULT_PROBE_CONCURRENCY
+
+if TYPE_CHECKING:
+    from tts_bench.artifacts.schema import TtotalArtifact
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ttotal",
-        help="measure T_total: spawn to first served request of a fresh server (--local)",
+        help="measure T_total: force one more instance on an endpoint, or a fresh local server",
         description=__doc__.splitlines()[0],
     )
-    parser.add_argument("--local", action="store_true", help="a fresh local server process")
-    parser.add_argument("--qmax", type=Path, required=True, help="the local qmax artifact")
-    parser.add_argument(
+    parser.add_argument("--qmax", type=Path, required=True, help="the ladder's qmax artifact")
+    where = parser.add_argument_group("on a SageMaker endpoint")
+    where.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint name")
+    where.add_argument("--variant", default=DEFAULT_VARIANT, help="production variant")
+    where.add_argument("--region", help="AWS region (default: AWS_REGION or the profile's)")
+    where.add_argument("--model", default="kokoro-82m", help="model id (default: %(default)s)")
+    where.add_argument(
+        "--bound-rung",
+        type=int,
+        default=live.DEFAULT_BOUND_RUNG,
+        help="the ladder rung whose p95 TTFAB bounds recovery (default: %(default)s)",
+    )
+    where.add_argument(
+        "--recovery-factor",
+        type=float,
+        default=live.DEFAULT_RECOVERY_FACTOR,
+        help="recovered within this multiple of that p95 (default: %(default)g)",
+    )
+    where.add_argument(
+        "--recovery-hold-s",
+        type=float,
+        default=live.DEFAULT_RECOVERY_HOLD_S,
+        help="and held there this long (default: %(default)g)",
+    )
+    where.add_argument(
+        "--warmup-s",
+        type=float,
+        default=live.DEFAULT_WARMUP_S,
+        help="probe load before the forced count, recorded, not counted (default: %(default)g)",
+    )
+    where.add_argument(
+        "--timeout-s",
+        type=float,
+        default=live.DEFAULT_TIMEOUT_S,
+        help="give up this long after desired_set (default: %(default)g)",
+    )
+    where.add_argument(
+        "--allow-config-mismatch",
+        action="store_true",
+        help="warn instead of refusing when the endpoint is not the ladder's build",
+    )
+    local = parser.add_argument_group("beside a local server (--local)")
+    local.add_argument("--local", action="store_true", help="a fresh local server process")
+    local.add_argument(
         "--host", help="the running server the probe loads, e.g. http://127.0.0.1:8080"
     )
-    parser.add_argument("--backend", choices=["onnx", "torch"], help="fresh server's --backend")
-    parser.add_argument("--model-dir", type=Path, help="fresh server's --model-dir")
-    parser.add_argument("--serial", action="store_true", help="fresh server's --serial")
+    local.add_argument("--backend", choices=["onnx", "torch"], help="fresh server's --backend")
+    local.add_argument("--model-dir", type=Path, help="fresh server's --model-dir")
+    local.add_argument("--serial", action="store_true", help="fresh server's --serial")
     parser.add_argument(
         "--probe-concurrency",
         type=int,
-        default=DEFAULT_PROBE_CONCURRENCY,
-        help="closed-loop probe users on the running server (default: %(default)s)",
+        default=None,
+        help=f"closed-loop probe users (default: {live.DEFAULT_PROBE_CONCURRENCY} on an "
+        f"endpoint, {DEFAULT_PROBE_CONCURRENCY} locally)",
     )
     parser.add_argument(
         "--policy-lag-s",
@@ -59,40 +108,7 @@ def serve_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
-def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.fingerprint import ttotal_filename
-    from tts_bench.artifacts.out_paths import usable_folder
-    from tts_bench.artifacts.schema import Trigger, write_artifact
-    from tts_bench.errors import RefusalError
-    from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ladder import MAX_PHASE_S
-    from tts_bench.measure.ladder_locust import REPO_ROOT
-    from tts_bench.measure.ttotal_local import LocalTtotalRequest, local_qmax, measure_local_ttotal
-
-    if not args.local:
-        raise RefusalError(
-            "not yet available: SageMaker T_total comes in a later issue; "
-            "pass --local to time a fresh local server process"
-        )
-    if args.probe_concurrency < 1:
-        raise RefusalError("--probe-concurrency must be at least 1")
-    if not 0 <= args.policy_lag_s <= MAX_PHASE_S:
-        raise RefusalError(f"--policy-lag-s {args.policy_lag_s:g}: give 0 to {MAX_PHASE_S:g} s")
-    local_qmax(args.qmax)
-    usable_folder(args.out)  # before the measurement: a bad --out must not cost it
-    if not args.host:
-        raise RefusalError("--local needs --host: the running server the ladder measured")
-    corpus = load_corpus(args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt")
-    request = LocalTtotalRequest(
-        qmax_path=args.qmax, host=args.host, utterances=corpus, server_args=serve_flags(args),
-        probe_concurrency=args.probe_concurrency, policy_lag_bound_s=args.policy_lag_s,
-    )  # fmt: skip
-    artifact = measure_local_ttotal(
-        request, lambda line: print(f"ttotal: {line}", file=sys.stderr, flush=True)
-    )
-    path = write_artifact(
-        artifact, args.out, ttotal_filename(artifact.fingerprint, Trigger.LOCAL_PROCESS.value)
-    )
+def print_result(artifact: TtotalArtifact, path: Path) -> None:
     for stage in artifact.stages:
         counted = "" if stage.counted else "  (not counted)"
         print(f"  {stage.name:<44} {stage.seconds:8.3f} s{counted}")
@@ -101,5 +117,81 @@ def run(args: argparse.Namespace) -> int:
         f"policy lag bound = {artifact.planned_total_s:.1f} s planned"
     )
     print(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.out_paths import usable_folder
+    from tts_bench.errors import RefusalError
+    from tts_bench.measure.ladder import MAX_PHASE_S
+
+    if args.probe_concurrency is not None and args.probe_concurrency < 1:
+        raise RefusalError("--probe-concurrency must be at least 1")
+    if not 0 <= args.policy_lag_s <= MAX_PHASE_S:
+        raise RefusalError(f"--policy-lag-s {args.policy_lag_s:g}: give 0 to {MAX_PHASE_S:g} s")
+    usable_folder(args.out)  # before the measurement: a bad --out must not cost it
+    if args.local and args.endpoint:
+        raise RefusalError("pass either --local (a fresh local server) or --endpoint, not both")
+    if args.endpoint:
+        return run_on_endpoint(args)
+    if not args.local:
+        raise RefusalError(
+            "say where: --endpoint NAME (force one more instance on SageMaker) or --local "
+            "(a fresh local server process)"
+        )
+    return run_local(args)
+
+
+def run_on_endpoint(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.fingerprint import ttotal_filename
+    from tts_bench.artifacts.schema import Trigger, write_artifact
+    from tts_bench.aws.session import AwsSession
+    from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ladder_locust import REPO_ROOT
+
+    _, fingerprint = live.sagemaker_qmax(args.qmax)  # a wrong ladder: refused before AWS
+    corpus = load_corpus(args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt")
+    request = live.SageMakerTtotalRequest(
+        qmax_path=args.qmax, endpoint=args.endpoint, variant=args.variant, model=args.model,
+        utterances=corpus,
+        probe_concurrency=args.probe_concurrency or live.DEFAULT_PROBE_CONCURRENCY,
+        bound_rung=args.bound_rung, recovery_factor=args.recovery_factor,
+        recovery_hold_s=args.recovery_hold_s, warmup_s=args.warmup_s, timeout_s=args.timeout_s,
+        policy_lag_bound_s=args.policy_lag_s, allow_config_mismatch=args.allow_config_mismatch,
+    )  # fmt: skip
+    session = AwsSession.from_environment(args.region)
+    artifact = live.measure_sagemaker_ttotal(
+        session, request, lambda line: print(f"ttotal: {line}", file=sys.stderr, flush=True)
+    )
+    name = ttotal_filename(fingerprint, Trigger.FORCE_DESIRED.value, artifact.provenance.kind)
+    path = write_artifact(artifact, args.out, name)
+    print_result(artifact, path)
+    print(f"next: tts-bench plan --qmax {args.qmax} --ttotal {path} --peak-rps R", file=sys.stderr)
+    return 0
+
+
+def run_local(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.fingerprint import ttotal_filename
+    from tts_bench.artifacts.schema import Trigger, write_artifact
+    from tts_bench.errors import RefusalError
+    from tts_bench.measure.corpus import load_corpus
+    from tts_bench.measure.ladder_locust import REPO_ROOT
+    from tts_bench.measure.ttotal_local import LocalTtotalRequest, local_qmax, measure_local_ttotal
+
+    local_qmax(args.qmax)
+    if not args.host:
+        raise RefusalError("--local needs --host: the running server the ladder measured")
+    corpus = load_corpus(args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt")
+    request = LocalTtotalRequest(
+        qmax_path=args.qmax, host=args.host, utterances=corpus, server_args=serve_flags(args),
+        probe_concurrency=args.probe_concurrency or DEFAULT_PROBE_CONCURRENCY,
+        policy_lag_bound_s=args.policy_lag_s,
+    )  # fmt: skip
+    artifact = measure_local_ttotal(
+        request, lambda line: print(f"ttotal: {line}", file=sys.stderr, flush=True)
+    )
+    path = write_artifact(
+        artifact, args.out, ttotal_filename(artifact.fingerprint, Trigger.LOCAL_PROCESS.value)
+    )
+    print_result(artifact, path)
     print(f"next: tts-bench plan --qmax {args.qmax} --ttotal {path} --peak-rps R", file=sys.stderr)
     return 0

@@ -67,6 +67,9 @@ class StackConfig(BaseModel):
     performance_env: dict[str, str] = Field(default_factory=dict, alias="performanceEnv")
     # False for a first deploy: the repository and the weights must exist before the endpoint.
     deploy_endpoint: bool = Field(True, alias="deployEndpoint")
+    # Set only by the local cloud's deploy: the image's digest is the working tree's local
+    # digest, so an emulated plan may gate it (never a real stack's; the policy pack refuses).
+    local_cloud: bool = Field(False, alias="localCloud")
 
     @field_validator("image")
     @classmethod

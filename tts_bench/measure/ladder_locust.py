@@ -79,11 +79,12 @@ def run_ladder(
     fingerprint: Fingerprint,
     progress: Callable[[str], None],
     extra_args: Sequence[str] = (),
+    provenance_kind: str = "measured",
 ) -> Path:
     """Run the ladder to its end; return the artifact path (named after `fingerprint`)."""
     if not LOCUSTFILE.is_file():
         raise LadderRunError(f"{LOCUSTFILE} is missing: run from a clone of the repository")
-    target = request.out / qmax_filename(fingerprint)
+    target = request.out / qmax_filename(fingerprint, provenance_kind)
     before = target.stat().st_mtime_ns if target.exists() else None
     tail: collections.deque[str] = collections.deque(maxlen=40)
     with subprocess.Popen(

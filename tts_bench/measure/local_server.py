@@ -37,10 +37,12 @@ class LocalServer:
         server_args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
+        on_line: Callable[[str], None] | None = None,
     ) -> None:
         self.server_args = list(server_args)
         self.env = env
         self.log_path = log_path
+        self.on_line = on_line  # each stdout line as read (the local cloud ships them to Logs)
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[dict[str, Any]] = []
         self.spawned_at: float | None = None
@@ -72,6 +74,8 @@ class LocalServer:
                 if log:
                     log.write(raw)
                     log.flush()
+                if self.on_line:
+                    self.on_line(raw)
                 try:
                     entry = json.loads(raw)
                 except ValueError:

@@ -195,7 +195,7 @@ def local_qmax(path: Path) -> tuple[QmaxArtifact, Fingerprint]:
     if qmax.fingerprint is None or not qmax.fingerprint.transport.is_local:
         raise RefusalError(
             f"{path}: local T_total needs a local ladder (transport local-http or local-ws); "
-            "SageMaker T_total comes in a later issue"
+            "for a SageMaker ladder use `tts-bench ttotal --endpoint NAME`"
         )
     return qmax, qmax.fingerprint
 

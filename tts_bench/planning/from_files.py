@@ -47,5 +47,5 @@ def plan_from_files(
     }
     plan = derive_plan(qmax, ttotal, request, sources)
     fp = plan.fingerprint or qmax.fingerprint
-    filename = plan_filename(fp) if fp else "plan-unfingerprinted.json"
+    filename = plan_filename(fp, plan.provenance.kind) if fp else "plan-unfingerprinted.json"
     return WrittenPlan(plan, write_artifact(plan, out, filename), qmax, ttotal)

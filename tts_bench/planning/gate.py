@@ -5,6 +5,8 @@ and by the policy pack (to refuse scaling resources that the rule would not allo
 scaling is enabled when the operator's bounds leave room to scale (max > min) and a plan in the
 measurements folder matches the deployment's model, instance type, image digest and container
 performance env, and that plan is feasible. The result names the first condition that failed.
+An emulated plan (measured through the local cloud) gates only a local image: nothing measured
+through the emulator ever scales a real endpoint.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class GateCondition(StrEnum):
     NO_PLAN = "no-plan"  # nothing for this model and instance type
     DIGEST_MISMATCH = "digest-mismatch"  # plans exist, but for other images
     ENV_MISMATCH = "env-mismatch"  # plans for this image, but another performance env
+    EMULATED_PLAN = "emulated-plan"  # only emulated plans match, and the image is no local digest
     INPUTS_MISMATCH = "inputs-mismatch"  # the plan was derived for another SLO or surge ratio
     INFEASIBLE = "infeasible"  # the matching plan has a `stop` finding
 
@@ -49,6 +52,9 @@ class GateQuery(BaseModel):
     bounds: OperatorBounds
     slo_ms: float | None = None
     surge_ratio: float | None = None
+    image_is_local: bool = Field(
+        default=False, description="the image is a local digest (the local cloud), not a registry's"
+    )
 
 
 class GateResult(BaseModel):
@@ -156,6 +162,19 @@ def decide(
             ),
             unreadable=unreadable,
         )
+    if not query.image_is_local:
+        emulated = [p.name for p, a in same_env if a.provenance.kind == "emulated"]
+        same_env = [(p, a) for p, a in same_env if a.provenance.kind != "emulated"]
+        if not same_env:
+            return GateResult(
+                condition=GateCondition.EMULATED_PLAN,
+                reason=(
+                    f"the only plan(s) for this image ({', '.join(emulated)}) are emulated, measured "
+                    "through the local cloud; an emulated plan never gates a stack whose image is "
+                    f"not a local digest{broken}; measure the real endpoint"
+                ),
+                unreadable=unreadable,
+            )
     path, plan = same_env[-1]
     common = {"plan": plan, "plan_path": str(path), "unreadable": unreadable}
     if query.slo_ms is not None and abs(plan.inputs.slo_ms - query.slo_ms) > 1e-9:

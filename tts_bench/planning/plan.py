@@ -317,9 +317,10 @@ def derive_plan(
 
 
 def _provenance(sources: dict[str, SourceArtifact], created_at: datetime | None) -> Provenance:
-    # A plan is only as real as its least real source.
+    # A plan is only as real as its least real source; an emulated source marks it first, so
+    # the gate can always tell a plan that went through the local cloud.
     kinds = {s.provenance for s in sources.values()}
-    kind = next((k for k in ("simulated", "reference") if k in kinds), "measured")
+    kind = next((k for k in ("emulated", "simulated", "reference") if k in kinds), "measured")
     return Provenance(
         kind=kind,  # type: ignore[arg-type]
         created_at=created_at or datetime.now(UTC).replace(microsecond=0),

@@ -1,0 +1,295 @@
+"""The chain through the local cloud with the real clients: qmax over response-stream, ttotal
+force-desired, plan, the redeploy, validate; the refusals; a ladder killed mid-run.
+
+One local cloud for the module (onnx backend, deployed without a plan: no scaling, no bound),
+short rungs over the tiny corpus. Tests run in file order and share the artifacts they make.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.aws.deployed import SuspendedState
+from tts_bench.cli import main
+from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "ladder" / "corpora" / "short.txt"
+SLO_MS = "59000"  # under the 60 s ceiling: every rung passes, and the plan can be feasible
+QUOTA = 3
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tts_bench.local_cloud import LocalCloudSettings, local_cloud
+
+    no_plans = tmp_path_factory.mktemp("no-plans")
+    settings = LocalCloudSettings(
+        instances=1,
+        server_args=("--backend", "onnx"),
+        stack_overrides={"measurementsDir": str(no_plans)},
+        instance_quota=QUOTA,
+    )
+    with pytest.MonkeyPatch.context() as patch, local_cloud(settings) as started:
+        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+            patch.delenv(name, raising=False)
+        for name, value in started.env.items():
+            patch.setenv(name, value)
+        patch.setenv("TTS_BENCH_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        paths = [str(REPO), str(REPO / "container"), os.environ.get("PYTHONPATH", "")]
+        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+        yield started
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("measurements")
+
+
+def client(service: str) -> Any:
+    return boto3.client(service)
+
+
+def endpoint_args(cloud: Any) -> list[str]:
+    return ["--endpoint", cloud.endpoint_name, "--variant", cloud.variant_name]
+
+
+@pytest.fixture(scope="module")
+def ladder(cloud: Any, out: Path) -> Path:
+    code = main(
+        [
+            "qmax", *endpoint_args(cloud), "--transport", "response-stream", "--rungs", "1,2",
+            "--hold-s", "30", "--measure-s", "20", "--idle-s", "0", "--slo-ms", SLO_MS,
+            "--corpus", str(CORPUS), "--out", str(out), "--metric-wait-s", "40",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    (path,) = out.glob("qmax-*.json")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ttotal(cloud: Any, ladder: Path, out: Path) -> Path:
+    # The machine's cores are shared by both instances, so recovery is judged loosely here;
+    # the stages and their sources are what this test checks.
+    code = main(
+        [
+            "ttotal", *endpoint_args(cloud), "--qmax", str(ladder), "--bound-rung", "1",
+            "--probe-concurrency", "2", "--recovery-factor", "1000", "--recovery-hold-s", "3",
+            "--warmup-s", "3", "--timeout-s", "300", "--corpus", str(CORPUS), "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    (path,) = out.glob("ttotal-*.json")
+    return path
+
+
+def test_the_ladder_is_emulated_and_cloudwatch_agrees_with_the_client(
+    ladder: Path, cloud: Any
+) -> None:
+    qmax = load_artifact(ladder, QmaxArtifact)
+    assert ladder.name.endswith("-emulated.json") and "-response-stream-g5xlarge-" in ladder.name
+    assert qmax.provenance.kind == "emulated"
+    assert qmax.fingerprint is not None and qmax.fingerprint.instance_type == "ml.g5.xlarge"
+    image = client("sagemaker").describe_model(
+        ModelName=client("sagemaker").describe_endpoint_config(
+            EndpointConfigName=client("sagemaker").describe_endpoint(
+                EndpointName=cloud.endpoint_name
+            )["EndpointConfigName"]
+        )["ProductionVariants"][0]["ModelName"]
+    )["PrimaryContainer"]["Image"]
+    assert image.endswith(qmax.fingerprint.image_digest)
+    usable = [r for r in qmax.rungs if r.usable]
+    assert usable, [r.unusable_reason for r in qmax.rungs]
+    for rung in usable:
+        assert rung.cloudwatch_ratio is not None and 0.8 <= rung.cloudwatch_ratio <= 1.25, rung
+
+
+def test_ttotal_stages_come_in_order_from_their_sources_and_capacity_is_restored(
+    ttotal: Path, ladder: Path, cloud: Any
+) -> None:
+    artifact = load_artifact(ttotal, TtotalArtifact)
+    assert artifact.trigger.value == "force-desired" and artifact.provenance.kind == "emulated"
+    assert ttotal.name.endswith("-emulated.json")
+    names = [s.name.split(" -> ") for s in artifact.stages]
+    assert names[0] == ["load_applied", "desired_set"] and not artifact.stages[0].counted
+    chain = [a for a, _ in names[1:]] + [names[-1][1]]
+    assert chain[:3] == ["desired_set", "instance_visible", "container_started"]
+    assert chain[-3:] == ["warmup_done", "in_service", "traffic_recovered"]
+    assert all(b == a2 for (_, b), (a2, _) in itertools.pairwise(names[1:]))
+    counted = sum(s.seconds for s in artifact.stages if s.counted)
+    assert counted == pytest.approx(artifact.measured_total_s, abs=0.01)
+    assert artifact.fingerprint == load_artifact(ladder, QmaxArtifact).fingerprint
+    variant = client("sagemaker").describe_endpoint(EndpointName=cloud.endpoint_name)[
+        "ProductionVariants"
+    ][0]
+    assert variant["DesiredInstanceCount"] == 1  # the freeze put back what it found
+
+
+# --------------------------------------------------------------------------- interrupted
+
+
+def scaling_state(cloud: Any) -> tuple[Any, ...]:
+    targets = client("application-autoscaling").describe_scalable_targets(
+        ServiceNamespace=SERVICE_NAMESPACE,
+        ResourceIds=[resource_id(cloud.endpoint_name, cloud.variant_name)],
+    )["ScalableTargets"]
+    variant = client("sagemaker").describe_endpoint(EndpointName=cloud.endpoint_name)[
+        "ProductionVariants"
+    ][0]
+    scaling = [
+        (t["MinCapacity"], t["MaxCapacity"], SuspendedState.from_api(t.get("SuspendedState")))
+        for t in targets
+    ]
+    return (*scaling, variant["DesiredInstanceCount"])
+
+
+@pytest.fixture
+def scalable_target(cloud: Any) -> Iterator[None]:
+    """A scalable target on the variant (before the redeploy, the dev stack has none)."""
+    settings = {
+        "ServiceNamespace": SERVICE_NAMESPACE,
+        "ResourceId": resource_id(cloud.endpoint_name, cloud.variant_name),
+        "ScalableDimension": SCALABLE_DIMENSION,
+    }
+    scaling = client("application-autoscaling")
+    scaling.register_scalable_target(**settings, MinCapacity=1, MaxCapacity=3)
+    yield
+    scaling.deregister_scalable_target(**settings)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_ladder_killed_mid_run_restores_the_scaling(
+    cloud: Any, scalable_target: None, tmp_path: Path, signum: int
+) -> None:
+    before = scaling_state(cloud)
+    assert len(before) == 2, before
+    child = subprocess.Popen(
+        [
+            sys.executable, "-m", "tts_bench", "qmax", *endpoint_args(cloud),
+            "--transport", "response-stream", "--rungs", "1,2", "--hold-s", "60",
+            "--measure-s", "10", "--corpus", str(CORPUS), "--out", str(tmp_path),
+        ],
+        cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        frozen, seen = False, []
+        assert child.stderr is not None
+        for line in child.stderr:
+            seen.append(line)
+            frozen = frozen or "freezing scaling" in line
+            if frozen and "rung 1/2 c=1" in line:
+                break
+        assert frozen, "the ladder never froze the scaling: " + "".join(seen[-20:])
+        time.sleep(1.0)
+        if signum == signal.SIGINT:
+            os.killpg(child.pid, signum)  # Ctrl-C reaches the whole process group
+        else:
+            child.send_signal(signum)  # `kill` reaches the CLI alone
+        rest = child.communicate(timeout=120)[1]
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == (130 if signum == signal.SIGINT else 128 + signum), rest[-2000:]
+    assert "restored" in rest
+    assert scaling_state(cloud) == before
+    assert not list(Path(os.environ["TTS_BENCH_STATE_DIR"]).glob("freeze/*.json"))
+
+
+def test_the_redeployed_plan_validates_and_a_changed_value_does_not(
+    cloud: Any, ladder: Path, ttotal: Path, out: Path
+) -> None:
+    from tts_bench.jobs.local_cloud_run import redeploy_with_plan
+
+    code = main(
+        [
+            "plan", "--qmax", str(ladder), "--ttotal", str(ttotal), "--peak-rps", "1",
+            "--trough-rps", "0.2", "--slo-ms", SLO_MS, "--out", str(out),
+        ]
+    )  # fmt: skip
+    (path,) = out.glob("plan-*.json")
+    plan = load_artifact(path, PlanArtifact)
+    assert path.name.endswith("-emulated.json") and plan.provenance.kind == "emulated"
+    assert code == 0 and plan.feasible, [f.message for f in plan.findings]
+    redeploy_with_plan(cloud, plan, out)
+    cloud.wait_in_service(timeout_s=300)
+    validate = ["validate", "--plan", str(path), *endpoint_args(cloud), "--bounds", "1:20"]
+    assert main(validate) == 0
+    policies = client("application-autoscaling").describe_scaling_policies(
+        ServiceNamespace=SERVICE_NAMESPACE
+    )["ScalingPolicies"]
+    tracking = next(p for p in policies if p["PolicyType"] == "TargetTrackingScaling")
+    config = dict(tracking["TargetTrackingScalingPolicyConfiguration"])
+    config["TargetValue"] = config["TargetValue"] + 1
+    client("application-autoscaling").put_scaling_policy(
+        PolicyName=tracking["PolicyName"], ServiceNamespace=SERVICE_NAMESPACE,
+        ResourceId=tracking["ResourceId"], ScalableDimension=SCALABLE_DIMENSION,
+        PolicyType="TargetTrackingScaling", TargetTrackingScalingPolicyConfiguration=config,
+    )  # fmt: skip
+    assert main(validate) == 1
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_a_drift_error_refuses_the_ladder(cloud: Any, out: Path, capsys) -> None:
+    orphan = resource_id("gone-endpoint", "AllTraffic")
+    scaling = client("application-autoscaling")
+    scaling.register_scalable_target(
+        ServiceNamespace=SERVICE_NAMESPACE, ResourceId=orphan,
+        ScalableDimension=SCALABLE_DIMENSION, MinCapacity=1, MaxCapacity=2,
+    )  # fmt: skip
+    try:
+        code = main(["qmax", *endpoint_args(cloud), "--transport", "response-stream",
+                     "--rungs", "1", "--hold-s", "5", "--measure-s", "2", "--out", str(out)])  # fmt: skip
+    finally:
+        scaling.deregister_scalable_target(
+            ServiceNamespace=SERVICE_NAMESPACE, ResourceId=orphan,
+            ScalableDimension=SCALABLE_DIMENSION,
+        )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "preflight drift" in err and "orphan-target" in err
+
+
+def test_the_local_cloud_answers_the_quota_and_none_free_is_refused(cloud: Any) -> None:
+    from tts_bench.aws.session import AwsSession
+    from tts_bench.errors import RefusalError
+    from tts_bench.measure.quota import read_quota_check
+
+    check = read_quota_check(AwsSession.from_environment(), "ml.g5.xlarge")
+    running = client("sagemaker").describe_endpoint(EndpointName=cloud.endpoint_name)[
+        "ProductionVariants"
+    ][0]["CurrentInstanceCount"]
+    assert (check.quota, check.running) == (QUOTA, running)
+    with pytest.raises(RefusalError, match=rf"quota {QUOTA}, {running} running"):
+        check.require(QUOTA - running + 1)
+
+
+def test_a_ladder_of_another_build_or_transport_is_refused(
+    cloud: Any, ladder: Path, tmp_path: Path, capsys
+) -> None:
+    data = json.loads(ladder.read_text())
+    data["fingerprint"]["image_digest"] = "sha256:" + "0" * 64
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    assert main(["ttotal", *endpoint_args(cloud), "--qmax", str(other), "--bound-rung", "1"]) == 2
+    assert "another build" in capsys.readouterr().err
+    data["fingerprint"]["transport"] = "local-http"
+    other.write_text(json.dumps(data))
+    assert main(["ttotal", *endpoint_args(cloud), "--qmax", str(other), "--bound-rung", "1"]) == 2
+    assert "needs a ladder measured on it" in capsys.readouterr().err

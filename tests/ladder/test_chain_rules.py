@@ -1,0 +1,127 @@
+"""The chain's pure rules on SageMaker: recovery, scale-out stages, the CloudWatch join, quota."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tts_bench.artifacts.schema import LadderSettings, QmaxArtifact, TtotalArtifact
+from tts_bench.errors import RefusalError
+from tts_bench.measure.cloudwatch_join import MetricPoint, ratios_for, window_mean
+from tts_bench.measure.quota import QuotaCheck
+from tts_bench.measure.response_stream import StreamEventError, failure_of, payload_lines
+from tts_bench.measure.samples import Outcome
+from tts_bench.measure.ttotal_sagemaker import (
+    EMULATED_PROVISIONING,
+    ProbeSample,
+    recovery_time,
+    scale_out_stages,
+)
+
+
+def steady(start: float, end: float, ttfab_ms: float, every_s: float = 0.5) -> list[ProbeSample]:
+    count = int((end - start) / every_s)
+    return [ProbeSample(start + i * every_s, ttfab_ms) for i in range(count)]
+
+
+def test_recovery_is_the_first_end_that_stays_within_the_bound_for_the_hold() -> None:
+    samples = steady(0, 30, 900) + steady(30, 100, 300)
+    # The rolling 10 s window still holds slow requests until ~40 s.
+    recovered = recovery_time(samples, since=20, bound_ms=400, hold_s=20, now=100)
+    assert recovered is not None and 35 < recovered <= 40.5
+    assert recovery_time(samples, since=20, bound_ms=400, hold_s=20, now=recovered + 19) is None
+    assert recovery_time(samples, since=20, bound_ms=200, hold_s=20, now=100) is None
+
+
+def test_a_relapse_restarts_the_hold_and_failures_never_count_as_recovered() -> None:
+    relapse = steady(0, 20, 300) + steady(20, 22, 900) + steady(22, 80, 300)
+    assert recovery_time(relapse, since=0, bound_ms=400, hold_s=25, now=80) >= 30
+    failures = [ProbeSample(s.end, None) for s in steady(0, 60, 300)]
+    assert recovery_time(failures, since=0, bound_ms=400, hold_s=10, now=60) is None
+
+
+@given(st.lists(st.floats(0.5, 30), min_size=6, max_size=6))
+def test_stages_run_in_order_and_sum_to_the_total(gaps: list[float]) -> None:
+    t = [1000.0]
+    for gap in gaps:
+        t.append(t[-1] + gap)
+    markers = {"container_started": t[2], "framework_init": t[2] + 0.1, "weights_ready": t[3]}
+    markers["warmup_done"] = t[4]
+    stages = scale_out_stages(t[0] - 5, t[0], t[1], markers, t[5], t[6], emulated=True)
+    names = [s.name for s in stages]
+    assert names[0] == "load_applied -> desired_set" and not stages[0].counted
+    assert names[1:3] == [
+        "desired_set -> instance_visible",
+        "instance_visible -> container_started",
+    ]
+    assert names[-2:] == ["warmup_done -> in_service", "in_service -> traffic_recovered"]
+    assert stages[1].reason == EMULATED_PROVISIONING and all(s.reason is None for s in stages[2:])
+    counted = round(sum(s.seconds for s in stages if s.counted), 3)
+    assert counted == pytest.approx(t[6] - t[0], abs=0.01)
+    assert TtotalArtifact(
+        fingerprint=None, trigger="force-desired", stages=stages, measured_total_s=counted,
+        policy_lag_bound_s=60, planned_total_s=counted + 60,
+        provenance={"kind": "emulated", "created_at": "2026-11-30T00:00:00Z", "source": "x"},
+    )  # fmt: skip
+
+
+def test_qmax_ratios_are_the_window_mean_over_the_client_mean(reference_qmax_path) -> None:
+    from tts_bench.artifacts.schema import load_artifact
+
+    qmax = load_artifact(reference_qmax_path, QmaxArtifact)
+    ladder = LadderSettings(rungs=[r.concurrency for r in qmax.rungs], hold_s=60, measure_s=30,
+                            idle_s=10, start_epoch=1000.0)  # fmt: skip
+    qmax = qmax.model_copy(update={"ladder": ladder})
+    w0, w1 = ladder.measure_window(1)
+    points = [MetricPoint(w0 - 10, 99.0), MetricPoint(w0, 4.0), MetricPoint(w0 + 10, 6.0)]
+    points += [MetricPoint(w1 - 5, 99.0), MetricPoint(w1, 99.0)]  # partly or wholly after it
+    assert window_mean(points, w0, w1) == 5.0
+    # Rung 3: no whole period inside its window, one inside its hold.
+    h0 = ladder.measure_window(2)[1] - ladder.hold_s
+    points.append(MetricPoint(h0 + 2, 7.0))
+    joined = ratios_for(qmax, points)
+    assert joined.rungs[1].cloudwatch_ratio == round(5.0 / qmax.rungs[1].client_mean_in_flight, 3)
+    assert joined.rungs[2].cloudwatch_ratio == round(7.0 / qmax.rungs[2].client_mean_in_flight, 3)
+    assert joined.rungs[0].cloudwatch_ratio is None  # no point inside its window or hold
+
+
+def test_quota_refuses_with_the_numbers() -> None:
+    check = QuotaCheck("ml.g5.xlarge", quota=2, running=2, region="us-east-1")
+    with pytest.raises(RefusalError, match="quota 2, 2 running, 0 free, 1 needed"):
+        check.require(1)
+    QuotaCheck("ml.g5.xlarge", quota=3, running=2, region="us-east-1").require(1)
+
+
+@given(st.lists(st.integers(1, 7), min_size=1, max_size=40))
+def test_payload_parts_re_split_at_newlines(cuts: list[int]) -> None:
+    text = b'{"type":"chunk","n":1}\n{"type":"chunk","n":2}\n\n{"type":"done"}\n'
+    parts, i = [], 0
+    for cut in cuts:
+        parts.append({"PayloadPart": {"Bytes": text[i : i + cut]}})
+        i += cut
+    parts.append({"PayloadPart": {"Bytes": text[i:]}})
+    assert list(payload_lines(parts)) == [line for line in text.split(b"\n") if line]
+
+
+def test_stream_failures_are_named() -> None:
+    from botocore.exceptions import ClientError, EventStreamError
+    from urllib3.exceptions import ProtocolError
+
+    with pytest.raises(StreamEventError, match="ModelStreamError"):
+        list(payload_lines([{"ModelStreamError": {"ErrorCode": "StreamBroken"}}]))
+    saturated = ClientError(
+        {"Error": {"Code": "ModelError", "Message": "x"}, "OriginalStatusCode": 503,
+         "OriginalMessage": '{"error": "queue_saturated"}'},
+        "InvokeEndpointWithResponseStream",
+    )  # fmt: skip
+    assert failure_of(saturated) == (
+        'ModelError (container 503): {"error": "queue_saturated"}',
+        Outcome.REJECTED,
+    )
+    throttled = ClientError({"Error": {"Code": "ThrottlingException"}}, "Invoke")
+    assert failure_of(throttled)[0].startswith("ThrottlingException")
+    broken = EventStreamError({"Error": {"Code": ""}}, "InvokeEndpointWithResponseStream")
+    assert failure_of(broken)[0].startswith("EventStreamError: ModelStreamError")
+    assert failure_of(ProtocolError("cut"))[0] == "ProtocolError: cut"
+    assert failure_of(ValueError("x")) is None

@@ -1,0 +1,328 @@
+"""The local cloud as one object: moto, the runtime, the fleet and its control loops, deployed.
+
+`local_cloud(settings)` starts everything, deploys the stack's recorded preview, waits until
+the endpoint is InService and yields a `LocalCloud`; on exit every thread and every instance
+process it started is stopped. The clients it hands out (`env`) reach moto for the control
+plane and the runtime for the data plane and Service Quotas.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tts_bench.local_cloud.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.control_plane import EndpointControl
+from tts_bench.local_cloud.deploy import (
+    Deployment,
+    apply_deployment,
+    deployment_from_recording,
+    local_image_overrides,
+    new_suffix,
+    record_stack,
+    stack_max_instances,
+)
+from tts_bench.local_cloud.errors import LocalCloudError
+from tts_bench.local_cloud.fleet import Fleet
+from tts_bench.local_cloud.image_digest import local_image_digest
+from tts_bench.local_cloud.logs import LogShipper
+from tts_bench.local_cloud.metrics import MetricsPublisher, VariantMetrics, WindowFigures
+from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.runtime import Runtime, Served
+from tts_bench.local_cloud.settings import LocalCloudSettings
+from tts_bench.local_cloud.tls import make_local_tls
+
+ACCESS_KEY = "testing"  # moto accepts any; these say what they are
+START_TIMEOUT_S = 600.0
+# The variables a client needs, in the order they are printed.
+ENV_KEYS = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+    "AWS_ENDPOINT_URL_SERVICE_QUOTAS",
+    "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2",
+    "SSL_CERT_FILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+)
+
+
+def _say_nothing(_: str) -> None:
+    pass
+
+
+def instance_base_env(program_dir: Path) -> dict[str, str]:
+    """The environment of every instance process before the Model's env: this machine's, with
+    the container package and this checkout importable."""
+    env = dict(os.environ)
+    paths = [str(program_dir / "container"), str(program_dir), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class LocalCloud:
+    """A started local cloud. Use `local_cloud(...)`; `deploy` again after a new plan."""
+
+    def __init__(self, settings: LocalCloudSettings, say: Callable[[str], None]) -> None:
+        self.settings = settings
+        self._say = say
+        self.moto = MotoHost()
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
+        self.env: dict[str, str] = {}
+        self.deployment: Deployment | None = None
+        self.fleet: Fleet | None = None
+        self.metrics = VariantMetrics()
+        self.control: EndpointControl | None = None
+        self._runtime: Runtime | None = None
+        self._publisher: MetricsPublisher | None = None
+        self._shipper: LogShipper | None = None
+        self._autoscaler: Any = None
+        self._image_digest: str | None = None
+        self._stack_max_instances = 1
+        self._stoppers: list[Callable[[], None]] = []
+        # SageMaker's 60 s by default; a test may lower it for one request and restore it.
+        self.ceiling_s = settings.invocation_ceiling_s
+
+    # ------------------------------------------------------------------ the contract
+
+    @property
+    def endpoint_name(self) -> str:
+        return self._deployed.endpoint_name
+
+    @property
+    def variant_name(self) -> str:
+        return self._deployed.variant_name
+
+    @property
+    def _deployed(self) -> Deployment:
+        if self.deployment is None:
+            raise LocalCloudError("nothing is deployed yet")
+        return self.deployment
+
+    def deploy(self, plans_dir: Path | None = None) -> None:
+        """Record the stack's program (with `plans_dir` as its measurementsDir when given) and
+        create what it records; a second call replaces the endpoint's instances and policies."""
+        if self._image_digest is None:
+            self._image_digest = local_image_digest(
+                self.settings.server_args, instance_base_env(self.settings.program_dir)
+            )
+        overrides = {
+            **self.settings.stack_overrides,
+            **local_image_overrides(
+                self.settings.program_dir, self.settings.stack, self._image_digest
+            ),
+        }
+        if plans_dir is not None:
+            overrides["measurementsDir"] = str(Path(plans_dir).resolve())
+        self._say(f"recording the program's resources for stack {self.settings.stack}")
+        recording = record_stack(self.settings.program_dir, self.settings.stack, overrides)
+        self._stack_max_instances = stack_max_instances(
+            self.settings.program_dir, self.settings.stack, overrides
+        )
+        deployment = deployment_from_recording(
+            recording, self._image_digest, self.settings.instances, new_suffix()
+        )
+        if self.settings.instance_env:
+            env = {**deployment.instance_env, **self.settings.instance_env}
+            deployment = replace(deployment, instance_env=env)
+        for log in recording.logs:
+            if log.level in ("info", "warning"):
+                self._say(f"program: {log.message}")
+        first = self.deployment is None
+        if not first and deployment.endpoint_name != self.endpoint_name:
+            raise LocalCloudError(
+                f"the stack now names endpoint {deployment.endpoint_name}, not {self.endpoint_name}; "
+                "start a new local cloud for it"
+            )
+        if first:
+            self._start_endpoint(deployment)
+        control = self.control
+        assert control is not None  # set by _start_endpoint
+        scaling = "with scaling policies" if deployment.policies else "without scaling"
+        self._say(
+            f"deploying {deployment.endpoint_name} ({deployment.instance_type}, "
+            f"{deployment.initial_count} instance(s), {scaling}, image {self._image_digest[:19]}…)"
+        )
+        apply_deployment(
+            deployment,
+            self.client,
+            endpoint_exists=not first,
+            switch_config=lambda name: control.switch_config(deployment, name),
+        )
+        self.deployment = deployment
+        if self._autoscaler is not None:
+            self._autoscaler.reload()
+
+    def wait_in_service(self, timeout_s: float) -> None:
+        if self.control is None:
+            raise LocalCloudError("nothing is deployed yet")
+        self.control.wait_in_service(timeout_s)
+
+    # ------------------------------------------------------------------ helpers for callers
+
+    def client(self, service: str) -> Any:
+        """A boto3 client on moto (control plane) or the runtime (data plane); made once."""
+        import boto3
+        from botocore.config import Config
+
+        with self._clients_lock:
+            if service not in self._clients:
+                url = self.env["AWS_ENDPOINT_URL"]
+                if service == "sagemaker-runtime":
+                    url = self.env["AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"]
+                elif service == "service-quotas":
+                    url = self.env["AWS_ENDPOINT_URL_SERVICE_QUOTAS"]
+                self._clients[service] = boto3.client(
+                    service,
+                    region_name=REGION,
+                    endpoint_url=url,
+                    aws_access_key_id=ACCESS_KEY,
+                    aws_secret_access_key=ACCESS_KEY,
+                    config=Config(max_pool_connections=64, retries={"max_attempts": 1}),
+                )
+            return self._clients[service]
+
+    @contextmanager
+    def open_session(self, endpoint_name: str) -> Iterator[str]:
+        """The bidi bridge's hook: an InService instance's WebSocket URL, counted in flight for
+        the session's life; `NoInstanceError` when none is InService."""
+        served = self.served(endpoint_name)
+        if served is None:
+            raise LocalCloudError(f"endpoint {endpoint_name} not found")
+        instance = served.fleet.acquire()
+        try:
+            yield instance.url.replace("http://", "ws://") + "/invocations-bidirectional-stream"
+        finally:
+            served.fleet.release(instance)
+
+    # ------------------------------------------------------------------ RuntimeBackend
+
+    def served(self, endpoint_name: str) -> Served | None:
+        if self.deployment is None or self.fleet is None or endpoint_name != self.endpoint_name:
+            return None
+        return Served(self.fleet, self.metrics, self.variant_name)
+
+    def invocation_ceiling_s(self) -> float:
+        return self.ceiling_s
+
+    def quotas(self) -> dict[str, int]:
+        deployment = self._deployed
+        value = self.settings.instance_quota or self._stack_max_instances
+        return {deployment.instance_type: value}
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        moto_url = self.moto.start()
+        self._stoppers.append(self.moto.stop)
+        self._runtime = Runtime(self)
+        runtime_url = self._runtime.start()
+        self._stoppers.append(self._runtime.stop)
+        self.env = {
+            "AWS_ENDPOINT_URL": moto_url,
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": runtime_url,
+            "AWS_ENDPOINT_URL_SERVICE_QUOTAS": runtime_url,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": ACCESS_KEY,
+        }
+        self._shipper = LogShipper(self.client)
+        self._stoppers.append(self._shipper.close)
+        # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge).
+        tls_dir = Path(tempfile.mkdtemp(prefix="tts-bench-local-cloud-tls-"))
+        self._stoppers.append(lambda: shutil.rmtree(tls_dir, ignore_errors=True))
+        bridge = BidiBridge(make_local_tls(tls_dir), self.open_session)
+        bridge.start()
+        self._stoppers.append(bridge.stop)
+        self.env.update(bridge.client_env())
+        self._say(
+            f"moto at {moto_url}; the SageMaker runtime at {runtime_url}; "
+            f"bidirectional streaming at {bridge.url}"
+        )
+
+    def _start_endpoint(self, deployment: Deployment) -> None:
+        """The fleet, its control plane, metrics and autoscaling, for the first deploy."""
+        from tts_bench.local_cloud.autoscaling import Autoscaler
+
+        assert self._shipper is not None  # start() ran
+        control_ref: list[EndpointControl] = []
+        self.fleet = Fleet(
+            deployment.endpoint_name,
+            deployment.variant_name,
+            self._shipper,
+            self.settings.server_args,
+            instance_base_env(self.settings.program_dir),
+            self._say,
+            on_change=lambda: control_ref[0].wake() if control_ref else None,
+            log_dir=self.settings.log_dir,
+        )
+        self.fleet.observe_concurrency(self.metrics.observe_concurrency)
+        self._stoppers.append(self.fleet.stop_all)
+        self.control = EndpointControl(
+            self.moto, self.fleet, deployment, self.settings.provision_delay_s, self._say
+        )
+        control_ref.append(self.control)
+        self.moto.listen(self.control)
+        self.control.start()
+        self._stoppers.append(self.control.stop)
+        self._autoscaler = Autoscaler(
+            self.client,
+            self.metrics,
+            deployment.endpoint_name,
+            deployment.variant_name,
+            self.settings.scaling_time_scale,
+            self._say,
+        )
+        self._publisher = MetricsPublisher(
+            self.metrics,
+            self.client,
+            deployment.endpoint_name,
+            deployment.variant_name,
+            on_window=self._on_window,
+        )
+        self._publisher.start()
+        self._stoppers.append(self._publisher.stop)
+
+    def _on_window(self, figures: WindowFigures) -> None:
+        if self._autoscaler is not None:
+            self._autoscaler.evaluate(figures.start_s)
+
+    def stop(self) -> None:
+        """Stop in reverse order of start: control loops, instances, runtime, logs, moto."""
+        self.moto.listen(None)
+        while self._stoppers:
+            stopper = self._stoppers.pop()
+            try:
+                stopper()
+            except Exception as exc:  # keep stopping the rest
+                self._say(f"while stopping: {type(exc).__name__}: {exc}")
+
+
+@contextmanager
+def local_cloud(
+    settings: LocalCloudSettings, say: Callable[[str], None] = _say_nothing
+) -> Iterator[LocalCloud]:
+    """Start moto in-process + the runtime on loopback, deploy, wait InService; stop everything
+    on exit."""
+    if settings.instances is not None and settings.instances < 1:
+        raise LocalCloudError("--instances must be at least 1")
+    cloud = LocalCloud(settings, say)
+    try:
+        cloud.start()
+        cloud.deploy()
+        cloud.wait_in_service(START_TIMEOUT_S)
+        say(f"endpoint {cloud.endpoint_name} is InService")
+        yield cloud
+    finally:
+        cloud.stop()

@@ -1,0 +1,235 @@
+"""The fleet of one variant: instance processes, their states, and who is busy.
+
+Each instance is a real `python -m tts_server` process on its own loopback port, started with
+the deployed Model's env. Its log stream is opened when it is spawned (visible before the
+process exists, as during provisioning), its stdout shipped line by line; it is InService once
+the server's `ready` marker is logged and `/ping` answers 200. `drain` stops routing to it and
+sends SIGTERM, waiting for the server's own drain. `acquire`/`release` count requests in flight
+per instance (arrival to last byte) and pick by least outstanding requests.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from tts_bench.local_cloud.errors import NoInstanceError
+from tts_bench.local_cloud.logs import LogShipper
+from tts_bench.measure.local_server import LocalServer, LocalServerError
+
+
+class InstanceState(StrEnum):
+    PENDING = "Pending"  # provisioning (the emulated delay) before the process starts
+    STARTING = "Starting"  # the process runs, /ping not yet 200
+    IN_SERVICE = "InService"
+    DRAINING = "Draining"  # SIGTERM sent, in-flight work finishing
+    STOPPED = "Stopped"
+    FAILED = "Failed"  # exited or never became ready without being asked to stop
+
+
+LIVE = (InstanceState.PENDING, InstanceState.STARTING, InstanceState.IN_SERVICE)
+GONE = (InstanceState.STOPPED, InstanceState.FAILED)
+
+
+@dataclass
+class Instance:
+    instance_id: str
+    generation: int  # which deploy (endpoint config) it runs
+    log_stream: str
+    state: InstanceState = InstanceState.PENDING
+    in_flight: int = 0
+    url: str = ""
+    spawned_at: float = field(default_factory=time.time)
+    server: LocalServer | None = None
+    exit_code: int | None = None
+    stop_requested: bool = False
+
+
+def new_instance_id() -> str:
+    return f"i-{secrets.token_hex(8)}"
+
+
+class Fleet:
+    """All instances of one endpoint variant; every method is thread-safe."""
+
+    def __init__(
+        self,
+        endpoint_name: str,
+        variant_name: str,
+        shipper: LogShipper,
+        server_args: Sequence[str],
+        base_env: dict[str, str],
+        say: Callable[[str], None],
+        on_change: Callable[[], None],
+        log_dir: Path | None = None,
+    ) -> None:
+        self.endpoint_name = endpoint_name
+        self.variant_name = variant_name
+        self._shipper = shipper
+        self._server_args = list(server_args)
+        self._base_env = base_env
+        self._say = say
+        self._on_change = on_change
+        self._log_dir = log_dir
+        self._lock = threading.Condition()
+        self._instances: dict[str, Instance] = {}
+        self._concurrency_observers: list[Callable[[int, int], None]] = []
+
+    # ------------------------------------------------------------------ reading
+
+    def instances(self) -> list[Instance]:
+        with self._lock:
+            return list(self._instances.values())
+
+    def get(self, instance_id: str) -> Instance:
+        with self._lock:
+            return self._instances[instance_id]
+
+    def in_service(self) -> list[Instance]:
+        with self._lock:
+            return [i for i in self._instances.values() if i.state == InstanceState.IN_SERVICE]
+
+    def observe_concurrency(self, observer: Callable[[int, int], None]) -> None:
+        """`observer(in_flight_total, in_service_count)` on every change of either."""
+        with self._lock:
+            self._concurrency_observers.append(observer)
+
+    def _notify_concurrency(self) -> None:  # with the lock held
+        total = sum(i.in_flight for i in self._instances.values())
+        serving = sum(1 for i in self._instances.values() if i.state == InstanceState.IN_SERVICE)
+        for observer in self._concurrency_observers:
+            observer(total, serving)
+
+    # ------------------------------------------------------------------ routing
+
+    def acquire(self) -> Instance:
+        """The InService instance with the fewest requests in flight (ties at random), counted
+        busy until `release`; LEAST_OUTSTANDING_REQUESTS."""
+        with self._lock:
+            ready = [i for i in self._instances.values() if i.state == InstanceState.IN_SERVICE]
+            if not ready:
+                raise NoInstanceError(
+                    f"endpoint {self.endpoint_name} has no InService instance "
+                    f"(variant {self.variant_name}); wait for it to be InService"
+                )
+            least = min(i.in_flight for i in ready)
+            chosen = random.choice([i for i in ready if i.in_flight == least])
+            chosen.in_flight += 1
+            self._notify_concurrency()
+            return chosen
+
+    def release(self, instance: Instance) -> None:
+        with self._lock:
+            instance.in_flight -= 1
+            self._notify_concurrency()
+
+    # ------------------------------------------------------------------ life cycle
+
+    def spawn(
+        self, env: dict[str, str], generation: int, provision_delay_s: float, ready_timeout_s: float
+    ) -> Instance:
+        instance_id = new_instance_id()
+        instance = Instance(instance_id, generation, f"{self.variant_name}/{instance_id}")
+        self._shipper.open_stream(self.endpoint_name, instance.log_stream)
+        with self._lock:
+            self._instances[instance_id] = instance
+        self._say(f"instance {instance_id}: provisioning (log stream {instance.log_stream})")
+        threading.Thread(
+            target=self._run,
+            args=(instance, env, provision_delay_s, ready_timeout_s),
+            name=f"instance-{instance_id}",
+            daemon=True,
+        ).start()
+        return instance
+
+    def _run(
+        self, instance: Instance, env: dict[str, str], delay_s: float, ready_timeout_s: float
+    ) -> None:
+        if delay_s > 0:
+            time.sleep(delay_s)  # emulated EC2 provisioning and image pull
+        with self._lock:
+            if instance.stop_requested:
+                self._set(instance, InstanceState.STOPPED)
+                return
+            server = LocalServer(
+                self._server_args,
+                env={**self._base_env, **env},
+                log_path=self._log_dir / f"{instance.instance_id}.log" if self._log_dir else None,
+                on_line=lambda line: self._shipper.ship(
+                    self.endpoint_name, instance.log_stream, line
+                ),
+            )
+            instance.server = server
+            server.start()
+            self._set(instance, InstanceState.STARTING)
+        started = time.time()
+        try:
+            server.wait_ready(timeout_s=ready_timeout_s)
+            instance.url = server.url
+        except LocalServerError as exc:
+            self._say(f"instance {instance.instance_id}: did not become ready: {exc}")
+            server.stop()
+        else:
+            with self._lock:
+                if not instance.stop_requested:
+                    self._set(instance, InstanceState.IN_SERVICE)
+            self._say(
+                f"instance {instance.instance_id}: InService at {instance.url} after "
+                f"{time.time() - started:.1f} s"
+            )
+        code = server.process.wait() if server.process else None
+        with self._lock:
+            instance.exit_code = code
+            stopped = instance.stop_requested
+            self._set(instance, InstanceState.STOPPED if stopped else InstanceState.FAILED)
+        if not stopped:
+            self._say(f"instance {instance.instance_id}: exited unexpectedly (code {code})")
+
+    def _set(self, instance: Instance, state: InstanceState) -> None:
+        with self._lock:
+            instance.state = state
+            self._notify_concurrency()
+            self._lock.notify_all()
+        self._on_change()
+
+    def drain(self, instance: Instance) -> None:
+        """Stop routing to it and SIGTERM it; the server finishes in-flight work, then exits."""
+        with self._lock:
+            if instance.state in GONE or instance.stop_requested:
+                return
+            instance.stop_requested = True
+            server = instance.server
+            if server is not None:
+                self._set(instance, InstanceState.DRAINING)
+        self._say(f"instance {instance.instance_id}: draining ({instance.in_flight} in flight)")
+        if server is not None:
+            threading.Thread(target=server.stop, name="drain", daemon=True).start()
+
+    def kill(self, instance_id: str) -> None:
+        """SIGKILL the instance's process, as a crashed host would (tests)."""
+        server = self.get(instance_id).server
+        if server is not None and server.process is not None:
+            os.killpg(server.process.pid, signal.SIGKILL)
+
+    def stop_all(self, timeout_s: float = 40.0) -> None:
+        for instance in self.instances():
+            self.drain(instance)
+        deadline = time.time() + timeout_s
+        with self._lock:
+            while any(i.state not in GONE for i in self._instances.values()):
+                if time.time() > deadline:
+                    break
+                self._lock.wait(timeout=0.2)
+        for instance in self.instances():  # whatever did not drain in time
+            server = instance.server
+            if server is not None and server.process is not None and server.process.poll() is None:
+                os.killpg(server.process.pid, signal.SIGKILL)
+                server.process.wait(timeout=10)

@@ -1,0 +1,176 @@
+"""The variant's SageMaker metrics, published to CloudWatch (moto) every 10 s.
+
+`VariantMetrics` is the backend: the fleet reports every change of requests in flight and of
+InService instances, the runtime every finished invocation. `close_window` turns one 10 s window
+into the figures SageMaker publishes (pure data); `MetricsPublisher` calls it on each 10 s
+boundary and sends the figures with `put_metric_data`; the autoscaler reads the same history.
+
+ConcurrentRequestsPerModel: requests in flight at the containers (queued plus executing,
+arrival to last byte), divided by the InService instances, the maximum over the window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tts_bench.telemetry import (
+    CONCURRENT_REQUESTS_PER_MODEL,
+    SAGEMAKER_4XX,
+    SAGEMAKER_5XX,
+    SAGEMAKER_INVOCATIONS,
+    SAGEMAKER_NAMESPACE,
+)
+
+PERIOD_S = 10
+MODEL_LATENCY = "ModelLatency"  # microseconds, as SageMaker publishes it
+HISTORY_WINDOWS = 720  # two hours of 10 s windows, more than any alarm looks back
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    start_s: float  # the window's start, a multiple of PERIOD_S
+    concurrency_max: float
+    invocations: int
+    errors_4xx: int
+    errors_5xx: int
+    latency_us_sum: float
+    latency_us_min: float
+    latency_us_max: float
+
+
+class VariantMetrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current = 0.0
+        self._window_max = 0.0
+        self._invocations = 0
+        self._errors_4xx = 0
+        self._errors_5xx = 0
+        self._latencies_us: list[float] = []
+        self.history: list[WindowFigures] = []
+
+    def observe_concurrency(self, in_flight_total: int, in_service: int) -> None:
+        with self._lock:
+            self._current = in_flight_total / in_service if in_service else 0.0
+            self._window_max = max(self._window_max, self._current)
+
+    def record_invocation(self, latency_s: float, status: int) -> None:
+        """One invocation answered: `status` is what the client got (200, or the container's)."""
+        with self._lock:
+            self._invocations += 1
+            self._latencies_us.append(latency_s * 1e6)
+            if 400 <= status < 500:
+                self._errors_4xx += 1
+            elif status >= 500:
+                self._errors_5xx += 1
+
+    def close_window(self, start_s: float) -> WindowFigures:
+        with self._lock:
+            latencies = self._latencies_us
+            figures = WindowFigures(
+                start_s=start_s,
+                concurrency_max=self._window_max,
+                invocations=self._invocations,
+                errors_4xx=self._errors_4xx,
+                errors_5xx=self._errors_5xx,
+                latency_us_sum=sum(latencies),
+                latency_us_min=min(latencies, default=0.0),
+                latency_us_max=max(latencies, default=0.0),
+            )
+            self._window_max = self._current  # what is in flight now carries into the next
+            self._invocations = self._errors_4xx = self._errors_5xx = 0
+            self._latencies_us = []
+            self.history.append(figures)
+            del self.history[:-HISTORY_WINDOWS]
+            return figures
+
+    def windows(self) -> list[WindowFigures]:
+        with self._lock:
+            return list(self.history)
+
+
+def metric_data(figures: WindowFigures, endpoint: str, variant: str) -> list[dict[str, Any]]:
+    """Pure: one window as `put_metric_data` entries in AWS/SageMaker."""
+    stamp = datetime.fromtimestamp(figures.start_s, tz=UTC)
+    dimensions = [
+        {"Name": "EndpointName", "Value": endpoint},
+        {"Name": "VariantName", "Value": variant},
+    ]
+
+    def datum(name: str, unit: str, **value: Any) -> dict[str, Any]:
+        return {
+            "MetricName": name,
+            "Dimensions": dimensions,
+            "Timestamp": stamp,
+            "Unit": unit,
+            "StorageResolution": 1,
+            **value,
+        }
+
+    data = [
+        datum(CONCURRENT_REQUESTS_PER_MODEL, "None", Value=figures.concurrency_max),
+        datum(SAGEMAKER_INVOCATIONS, "None", Value=float(figures.invocations)),
+        datum(SAGEMAKER_4XX, "None", Value=float(figures.errors_4xx)),
+        datum(SAGEMAKER_5XX, "None", Value=float(figures.errors_5xx)),
+    ]
+    if figures.invocations:
+        data.append(
+            datum(
+                MODEL_LATENCY,
+                "Microseconds",
+                StatisticValues={
+                    "SampleCount": float(figures.invocations),
+                    "Sum": figures.latency_us_sum,
+                    "Minimum": figures.latency_us_min,
+                    "Maximum": figures.latency_us_max,
+                },
+            )
+        )
+    return data
+
+
+class MetricsPublisher:
+    """A thread that closes a window on every 10 s boundary and publishes it."""
+
+    def __init__(
+        self,
+        metrics: VariantMetrics,
+        client: Callable[[str], Any],
+        endpoint: str,
+        variant: str,
+        on_window: Callable[[WindowFigures], None] | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._cw = client("cloudwatch")
+        self._endpoint = endpoint
+        self._variant = variant
+        self._on_window = on_window
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="local-cloud-metrics", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        window_start = math.floor(time.time() / PERIOD_S) * PERIOD_S
+        while not self._stop.wait(max(0.0, window_start + PERIOD_S - time.time())):
+            figures = self._metrics.close_window(window_start)
+            window_start += PERIOD_S
+            with contextlib.suppress(Exception):  # a lost datapoint must not stop the metrics
+                self._cw.put_metric_data(
+                    Namespace=SAGEMAKER_NAMESPACE,
+                    MetricData=metric_data(figures, self._endpoint, self._variant),
+                )
+            if self._on_window is not None:
+                self._on_window(figures)

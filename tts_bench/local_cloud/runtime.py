@@ -1,0 +1,289 @@
+"""The SageMaker runtime's wire layer on loopback (`AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`).
+
+Routes: `POST /endpoints/{name}/invocations` (InvokeEndpoint), `.../invocations-response-stream`
+(InvokeEndpointWithResponseStream) and `POST /` with a Service Quotas `X-Amz-Target`. It only
+translates: the fleet picks and counts the instance, the metrics backend records the outcome,
+`event_stream` and `wire_errors` give the bytes. Each request is forwarded to the chosen
+instance's `/invocations`; the stream sends each flushed chunk as PayloadPart frames as it
+arrives. The aiohttp server runs on its own event loop in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+from aiohttp import web
+
+from tts_bench.local_cloud import event_stream, quotas, wire_errors
+from tts_bench.local_cloud.errors import NoInstanceError
+from tts_bench.local_cloud.fleet import Fleet, Instance
+from tts_bench.local_cloud.logs import log_stream_arn
+from tts_bench.local_cloud.metrics import VariantMetrics
+
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+FORWARDED_HEADERS = ("Content-Type", "Accept")
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the runtime needs of one endpoint."""
+
+    fleet: Fleet
+    metrics: VariantMetrics
+    variant_name: str
+
+
+class RuntimeBackend(Protocol):
+    def served(self, endpoint_name: str) -> Served | None: ...
+
+    def quotas(self) -> dict[str, int]: ...
+
+    def invocation_ceiling_s(self) -> float: ...
+
+
+SERVED = web.AppKey("served", object)
+CLIENT = web.AppKey("client", aiohttp.ClientSession)
+
+
+def _wire(error: wire_errors.WireError) -> web.Response:
+    status, headers, body = error
+    return web.Response(status=status, headers=headers, body=body)
+
+
+def create_app(backend: RuntimeBackend) -> web.Application:
+    app = web.Application(client_max_size=8 * 1024 * 1024)
+    app[SERVED] = backend
+
+    async def client_session(app: web.Application) -> AsyncIterator[None]:
+        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        app[CLIENT] = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        yield
+        await app[CLIENT].close()
+
+    app.cleanup_ctx.append(client_session)
+    app.router.add_post("/endpoints/{name}/invocations", invoke)
+    app.router.add_post("/endpoints/{name}/invocations-response-stream", invoke_stream)
+    app.router.add_post("/", service_quotas)
+    return app
+
+
+@dataclass
+class _Call:
+    """One invocation in flight: the instance it holds until `finish`."""
+
+    endpoint: str
+    served: Served
+    instance: Instance
+    arrived: float
+    status: int = 200
+
+    def finish(self) -> None:
+        self.served.fleet.release(self.instance)
+        self.served.metrics.record_invocation(time.monotonic() - self.arrived, self.status)
+
+    @property
+    def log_stream_arn(self) -> str:
+        return log_stream_arn(self.endpoint, self.instance.log_stream)
+
+
+def _begin(request: web.Request) -> _Call | web.Response:
+    endpoint = request.match_info["name"]
+    served = request.app[SERVED].served(endpoint)  # type: ignore[attr-defined]
+    if served is None:
+        return _wire(wire_errors.no_endpoint(endpoint))
+    arrived = time.monotonic()
+    try:
+        instance = served.fleet.acquire()
+    except NoInstanceError as exc:
+        return _wire(wire_errors.no_instance(str(exc)))
+    return _Call(endpoint, served, instance, arrived)
+
+
+def _forward_headers(request: web.Request) -> dict[str, str]:
+    headers = {h: request.headers[h] for h in FORWARDED_HEADERS if h in request.headers}
+    if "X-Amzn-SageMaker-Custom-Attributes" in request.headers:
+        headers["X-Amzn-SageMaker-Custom-Attributes"] = request.headers[
+            "X-Amzn-SageMaker-Custom-Attributes"
+        ]
+    return headers
+
+
+async def invoke(request: web.Request) -> web.StreamResponse:
+    begun = _begin(request)
+    if isinstance(begun, web.Response):
+        return begun
+    call = begun
+    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
+    try:
+        body = await request.read()
+        async with asyncio.timeout(ceiling_s):
+            async with request.app[CLIENT].post(
+                f"{call.instance.url}/invocations", data=body, headers=_forward_headers(request)
+            ) as answer:
+                payload = await answer.read()
+                call.status = answer.status
+                if answer.status != 200:
+                    return _wire(
+                        wire_errors.model_error(
+                            call.endpoint, answer.status, payload, call.log_stream_arn
+                        )
+                    )
+                return web.Response(
+                    body=payload,
+                    headers={
+                        "Content-Type": answer.headers.get("Content-Type", "application/json"),
+                        "x-Amzn-Invoked-Production-Variant": call.served.variant_name,
+                    },
+                )
+    except TimeoutError:
+        call.status = 424
+        return _wire(wire_errors.invocation_timeout(call.endpoint, ceiling_s, streaming=False))
+    except aiohttp.ClientError as exc:
+        call.status = 424
+        return _wire(
+            wire_errors.model_error(call.endpoint, 502, str(exc).encode(), call.log_stream_arn)
+        )
+    finally:
+        call.finish()
+
+
+async def invoke_stream(request: web.Request) -> web.StreamResponse:
+    begun = _begin(request)
+    if isinstance(begun, web.Response):
+        return begun
+    call = begun
+    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
+    deadline = asyncio.get_running_loop().time() + ceiling_s
+    response: web.StreamResponse | None = None
+    try:
+        body = await request.read()
+        try:
+            async with asyncio.timeout_at(deadline):
+                answer = await request.app[CLIENT].post(
+                    f"{call.instance.url}/invocations", data=body, headers=_forward_headers(request)
+                )
+        except TimeoutError:
+            call.status = 424
+            return _wire(wire_errors.invocation_timeout(call.endpoint, ceiling_s, streaming=True))
+        except aiohttp.ClientError as exc:
+            call.status = 424
+            return _wire(
+                wire_errors.model_error(call.endpoint, 502, str(exc).encode(), call.log_stream_arn)
+            )
+        async with answer:
+            if answer.status != 200:
+                call.status = answer.status
+                payload = await answer.read()
+                return _wire(
+                    wire_errors.model_error(
+                        call.endpoint, answer.status, payload, call.log_stream_arn
+                    )
+                )
+            response = web.StreamResponse(
+                headers={
+                    "Content-Type": EVENT_STREAM,
+                    "X-Amzn-SageMaker-Content-Type": answer.headers.get(
+                        "Content-Type", "application/jsonlines"
+                    ),
+                    "x-Amzn-Invoked-Production-Variant": call.served.variant_name,
+                }
+            )
+            await response.prepare(request)
+            await _relay(answer, response, deadline, call, ceiling_s)
+            await response.write_eof()
+            return response
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise  # the client went away: nothing to answer
+    finally:
+        call.finish()
+
+
+async def _relay(
+    answer: aiohttp.ClientResponse,
+    response: web.StreamResponse,
+    deadline: float,
+    call: _Call,
+    ceiling_s: float,
+) -> None:
+    """Each chunk as the container flushes it, as PayloadPart frames; a cut or a late stream
+    ends with a ModelStreamError event."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            async for chunk in answer.content.iter_any():
+                for part in event_stream.split_unaligned(chunk):
+                    await response.write(event_stream.payload_part(part))
+    except TimeoutError:
+        call.status = 424
+        await response.write(
+            event_stream.model_stream_error(
+                "ModelInvocationTimeExceeded",
+                f"the model did not finish within {ceiling_s:g} s (endpoint {call.endpoint})",
+            )
+        )
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+        call.status = 424
+        await response.write(
+            event_stream.model_stream_error(
+                "StreamBroken", wire_errors.stream_broken_message(call.endpoint)
+            )
+        )
+
+
+async def service_quotas(request: web.Request) -> web.Response:
+    target = request.headers.get("X-Amz-Target", "")
+    if not target.startswith(quotas.TARGET_PREFIX):
+        return web.json_response(
+            {"__type": "UnknownOperationException", "message": f"unknown target {target!r}"},
+            status=400,
+        )
+    try:
+        body: Any = json.loads(await request.read() or b"{}")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return web.json_response(
+            {"__type": "SerializationException", "message": "the body is not a JSON object"},
+            status=400,
+        )
+    status, answer = quotas.answer(target, body, request.app[SERVED].quotas())  # type: ignore[attr-defined]
+    return web.Response(
+        status=status,
+        body=json.dumps(answer).encode(),
+        content_type="application/x-amz-json-1.1",
+    )
+
+
+class Runtime:
+    """The runtime's server on its own loop in a thread; `start` returns its URL."""
+
+    def __init__(self, backend: RuntimeBackend) -> None:
+        self._app = create_app(backend)
+        self._loop = asyncio.new_event_loop()
+        self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=1.0)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="local-cloud-runtime", daemon=True
+        )
+        self.url = ""
+
+    def start(self) -> str:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._runner.setup(), self._loop).result(30)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        asyncio.run_coroutine_threadsafe(site.start(), self._loop).result(30)
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._loop.close()

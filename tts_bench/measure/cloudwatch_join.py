@@ -1,0 +1,129 @@
+"""Each rung's `cloudwatch_ratio`: what SageMaker saw in flight against what the client held.
+
+Per rung, CloudWatch's `ConcurrentRequestsPerModel` (10 s periods, Maximum) averaged over the
+periods that start inside the rung's measure window, divided by the client's mean in-flight
+(SPEC §4). Near 1 says the ladder measured the load it meant to; far from it says the client or
+the routing did not hold N. `ratios_for` is the pure join; `read_concurrency` and
+`await_concurrency` are the edge that reads the metric, waiting out its publication delay.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from tts_bench.artifacts.schema import LadderSettings, QmaxArtifact
+from tts_bench.aws.session import AwsSession
+from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE
+
+PERIOD_S: Final = 10
+STATISTIC: Final = "Maximum"
+# CloudWatch publishes high-resolution points within about a minute; wait at most this long.
+DEFAULT_METRIC_WAIT_S: Final = 180.0
+POLL_S: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """One period's statistic: the period starts at `ts` (unix seconds)."""
+
+    ts: float
+    value: float
+
+
+def window_mean(points: Sequence[MetricPoint], w0: float, w1: float) -> float | None:
+    """Mean of the points whose whole period lies inside [w0, w1]; None when there is none."""
+    inside = [p.value for p in points if w0 <= p.ts and p.ts + PERIOD_S <= w1 + 1e-6]
+    return sum(inside) / len(inside) if inside else None
+
+
+def rung_mean(points: Sequence[MetricPoint], ladder: LadderSettings, index: int) -> float | None:
+    """Over the rung's measure window; a window shorter than a period falls back to its hold
+    (the same N), so a partial period never mixes in the next rung's load."""
+    w0, w1 = ladder.measure_window(index)
+    mean = window_mean(points, w0, w1)
+    return mean if mean is not None else window_mean(points, w1 - ladder.hold_s, w1)
+
+
+def ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArtifact:
+    """The artifact with each rung's `cloudwatch_ratio` set (None where nothing can be said)."""
+    if artifact.ladder is None or artifact.ladder.start_epoch is None:
+        return artifact
+    rungs = []
+    for index, rung in enumerate(artifact.rungs):
+        mean = rung_mean(points, artifact.ladder, index)
+        ratio = (
+            round(mean / rung.client_mean_in_flight, 3)
+            if mean and rung.client_mean_in_flight > 0
+            else None
+        )
+        rungs.append(rung.model_copy(update={"cloudwatch_ratio": ratio}))
+    data = artifact.model_dump(mode="json")
+    data["rungs"] = [r.model_dump(mode="json") for r in rungs]
+    return QmaxArtifact.model_validate(data)
+
+
+def read_concurrency(
+    session: AwsSession, endpoint: str, variant: str, start: float, end: float
+) -> list[MetricPoint]:
+    """ConcurrentRequestsPerModel, 10 s Maximum, for the variant over [start, end]."""
+    response = session.call(
+        "cloudwatch",
+        "get_metric_data",
+        resource=f"{CONCURRENT_REQUESTS_PER_MODEL} of endpoint {endpoint}",
+        MetricDataQueries=[
+            {
+                "Id": "concurrency",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": SAGEMAKER_NAMESPACE,
+                        "MetricName": CONCURRENT_REQUESTS_PER_MODEL,
+                        "Dimensions": [
+                            {"Name": "EndpointName", "Value": endpoint},
+                            {"Name": "VariantName", "Value": variant},
+                        ],
+                    },
+                    "Period": PERIOD_S,
+                    "Stat": STATISTIC,
+                },
+                "ReturnData": True,
+            }
+        ],
+        StartTime=datetime.fromtimestamp(start, UTC),
+        EndTime=datetime.fromtimestamp(end, UTC),
+        ScanBy="TimestampAscending",
+    )
+    points: list[MetricPoint] = []
+    for result in response.get("MetricDataResults", []):
+        for stamp, value in zip(
+            result.get("Timestamps", []), result.get("Values", []), strict=False
+        ):
+            points.append(MetricPoint(stamp.timestamp(), float(value)))
+    return sorted(points, key=lambda p: p.ts)
+
+
+def await_concurrency(
+    session: AwsSession,
+    endpoint: str,
+    variant: str,
+    start: float,
+    end: float,
+    *,
+    wait_s: float = DEFAULT_METRIC_WAIT_S,
+    log: Callable[[str], None] = lambda _line: None,
+) -> list[MetricPoint]:
+    """Read the metric once its last period before `end` is published, or after `wait_s`."""
+    deadline = time.time() + wait_s
+    last_period = end - 2 * PERIOD_S
+    # Whole periods on CloudWatch's own boundaries, so each point is one period of the metric.
+    first = (start // PERIOD_S - 1) * PERIOD_S
+    final = (end // PERIOD_S + 1) * PERIOD_S
+    while True:
+        points = read_concurrency(session, endpoint, variant, first, final)
+        if any(p.ts >= last_period for p in points) or time.time() >= deadline:
+            return points
+        log(f"waiting for CloudWatch {CONCURRENT_REQUESTS_PER_MODEL} up to the last window")
+        time.sleep(POLL_S)

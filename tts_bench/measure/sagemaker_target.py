@@ -1,0 +1,158 @@
+"""What a live ladder or T_total measures on SageMaker: the endpoint's fingerprint, read from AWS.
+
+DescribeEndpoint → its endpoint config → the variant's Model gives the instance type, the image
+digest (from the image URI), the performance env (the Model env less the deployment env) and
+the model id (the Model's `tts-bench:model` tag, when the program set one). An endpoint whose
+Model runs a local digest is the local cloud: what is measured there is `emulated`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from pydantic import ValidationError
+
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
+from tts_bench.artifacts.schema import ProvenanceKind
+from tts_bench.aws.deployed import describe_endpoint
+from tts_bench.aws.session import AwsSession
+from tts_bench.deployment import TAG_MODEL, is_local_image
+from tts_bench.errors import RefusalError
+from tts_bench.planning.gate import performance_env_of
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointTarget:
+    """One variant of a deployed endpoint, as a measurement sees it."""
+
+    region: str
+    endpoint: str
+    variant: str
+    status: str
+    image: str
+    fingerprint: Fingerprint
+    queue_max_depth: str | None
+    desired_instances: int | None
+    current_instances: int | None
+    emulated: bool
+
+    @property
+    def provenance_kind(self) -> ProvenanceKind:
+        return "emulated" if self.emulated else "measured"
+
+    @property
+    def source(self) -> str:
+        where = "local cloud" if self.emulated else self.region
+        return f"sagemaker endpoint {self.endpoint} variant {self.variant} ({where})"
+
+    def refuse_not_in_service(self) -> None:
+        if self.status != "InService":
+            raise RefusalError(
+                f"endpoint {self.endpoint} is {self.status}, not InService; wait for it "
+                "(or run `tts-bench thaw`) before measuring"
+            )
+
+    def refuse_bounded(self) -> None:
+        if self.queue_max_depth is not None:
+            raise RefusalError(
+                f"endpoint {self.endpoint}'s Model sets {ENV_MAX_QUEUE_DEPTH}="
+                f"{self.queue_max_depth}; Q_max must be measured unbounded: deploy the stack "
+                "without a plan (or its bound) first"
+            )
+
+
+def _variant_entry(entries: list[dict[str, Any]], variant: str, what: str) -> dict[str, Any]:
+    for entry in entries:
+        if entry.get("VariantName") == variant:
+            return entry
+    names = [e.get("VariantName") for e in entries]
+    raise RefusalError(f"{what} has no variant {variant!r}; pass --variant with one of {names}")
+
+
+def _model_id(session: AwsSession, model: dict[str, Any], fallback: str) -> str:
+    arn = model.get("ModelArn")
+    if not arn:
+        return fallback
+    tags = session.call("sagemaker", "list_tags", resource=f"model {arn}", ResourceArn=arn)
+    tagged = {t["Key"]: t["Value"] for t in tags.get("Tags", [])}.get(TAG_MODEL)
+    if tagged and tagged != fallback:
+        raise RefusalError(
+            f"endpoint serves model {tagged!r} (its Model's {TAG_MODEL} tag), not {fallback!r}; "
+            f"pass --model {tagged}"
+        )
+    return tagged or fallback
+
+
+def _on_loopback(url: str) -> bool:
+    return (urlparse(url).hostname or "") in _LOOPBACK
+
+
+def read_endpoint_target(
+    session: AwsSession, endpoint: str, variant: str, transport: Transport, model: str
+) -> EndpointTarget:
+    """Read the variant's fingerprint and state from SageMaker (read-only)."""
+    if transport.is_local:
+        raise RefusalError(f"--transport {transport.value} measures a local server, not {endpoint}")
+    described = describe_endpoint(session, endpoint)
+    live = _variant_entry(described.get("ProductionVariants", []), variant, f"endpoint {endpoint}")
+    config_name = described["EndpointConfigName"]
+    config = session.call(
+        "sagemaker",
+        "describe_endpoint_config",
+        resource=f"endpoint config {config_name}",
+        EndpointConfigName=config_name,
+    )
+    entry = _variant_entry(
+        config.get("ProductionVariants", []), variant, f"endpoint config {config_name}"
+    )
+    model_name = entry["ModelName"]
+    described_model = session.call(
+        "sagemaker", "describe_model", resource=f"model {model_name}", ModelName=model_name
+    )
+    container = described_model.get("PrimaryContainer") or next(
+        iter(described_model.get("Containers") or []), {}
+    )
+    image = str(container.get("Image", ""))
+    env = {str(k): str(v) for k, v in (container.get("Environment") or {}).items()}
+    digest = image.partition("@")[2]
+    try:
+        fingerprint = Fingerprint(
+            model=_model_id(session, described_model, model),
+            instance_type=str(entry.get("InstanceType", "")),
+            image_digest=digest,
+            performance_env=performance_env_of(env),
+            transport=transport,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise RefusalError(
+            f"endpoint {endpoint}: cannot fingerprint model {model_name} (image {image!r}): "
+            f"{'.'.join(map(str, first['loc']))}: {first['msg']}; its image must be pinned by digest"
+        ) from None
+    runtime_url = session.endpoint_url("sagemaker-runtime")
+    return EndpointTarget(
+        region=session.region,
+        endpoint=endpoint,
+        variant=variant,
+        status=str(described.get("EndpointStatus", "Unknown")),
+        image=image,
+        fingerprint=fingerprint,
+        queue_max_depth=env.get(ENV_MAX_QUEUE_DEPTH),
+        desired_instances=live.get("DesiredInstanceCount"),
+        current_instances=live.get("CurrentInstanceCount"),
+        emulated=is_local_image(image) or _on_loopback(runtime_url),
+    )
+
+
+def read_target_from_environment(
+    region: str | None, endpoint: str, variant: str, transport: Transport, model: str
+) -> EndpointTarget:
+    """`read_endpoint_target` with a session from the usual AWS settings (the Locust side)."""
+    return read_endpoint_target(
+        AwsSession.from_environment(region), endpoint, variant, transport, model
+    )
