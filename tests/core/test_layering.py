@@ -49,7 +49,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "container": frozenset({"leaves"}),
     "program": frozenset({"artifacts", "planning", "infra", "leaves"}),
     "loadtest": frozenset({"artifacts", "measure", "leaves"}),
-    "benchmarks": frozenset({"artifacts", "planning", "measure", "simulate", "leaves"}),
+    "benchmarks": frozenset(
+        {"artifacts", "planning", "measure", "simulate", "local_cloud", "leaves"}
+    ),
 }
 OUTSIDE = {
     "container": REPO / "container",
