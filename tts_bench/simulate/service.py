@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tts_bench.artifacts.schema import QmaxArtifact
-from tts_bench.planning.curve import Curve, cloudwatch_ratio_curve, throughput_curve
+from tts_bench.artifacts.schema import LADDER_RATIO_STAT, QmaxArtifact
+from tts_bench.planning.curve import Curve, ratio_points, throughput_curve
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,24 @@ def ttfab_p95_curve(qmax: QmaxArtifact) -> Curve:
     )
 
 
+def cloudwatch_ratio_curve(qmax: QmaxArtifact) -> Curve | None:
+    """What CloudWatch reads per request in flight, as a function of occupancy: the sensor.
+
+    The simulated controller sees the metric the way SageMaker would, so this interpolates
+    every measured point (ladder and verification rungs, the 10 s Maximum target tracking
+    evaluates). The plan's own conversion stays conservative (`planning.curve.ratio_at`); the
+    simulation then shows whether that is early enough. None: not measured, read as 1.0.
+    """
+    points = dict(ratio_points(qmax.rungs, LADDER_RATIO_STAT))
+    for v in qmax.verification:
+        if v.usable and (ratio := v.cloudwatch_ratios.get(LADDER_RATIO_STAT.key)) is not None:
+            points[float(v.concurrency)] = min(points.get(float(v.concurrency), ratio), ratio)
+    if not points:
+        return None
+    xs = sorted(points)
+    return Curve(xs=tuple(xs), ys=tuple(points[x] for x in xs))
+
+
 def service_curves(qmax: QmaxArtifact, queue_max_depth: int) -> ServiceCurves:
     occupancy = np.arange(queue_max_depth + 1, dtype=float)
     x = throughput_curve(qmax.rungs).at(occupancy)
@@ -57,7 +75,7 @@ def service_curves(qmax: QmaxArtifact, queue_max_depth: int) -> ServiceCurves:
         service_rps=np.ascontiguousarray(x, dtype=np.float64),
         queue_max_depth=queue_max_depth,
         over_slo_from=int(over[0]) + 1 if over.size else queue_max_depth + 1,
-        cw_ratio=cloudwatch_ratio_curve(qmax.rungs),
+        cw_ratio=cloudwatch_ratio_curve(qmax),
         slo_ms=qmax.slo_ms,
     )
 
