@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.local_cloud.bidi_frames import (
+from tts_bench.local_cloud.bidi_frames import unwrap_signed
+from tts_bench.local_cloud.event_stream import (
     FrameError,
     Message,
     MessageDecoder,
     payload_part,
     stream_exception,
-    unwrap_signed,
 )
 
 header_values = st.one_of(

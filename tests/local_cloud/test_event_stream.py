@@ -19,7 +19,7 @@ def _decode(data: bytes) -> list:
 
 @given(st.binary(max_size=5000))
 def test_payload_part_round_trips_through_botocore(data: bytes) -> None:
-    (message,) = _decode(payload_part(data))
+    (message,) = _decode(payload_part(data).encode())
     assert message.headers[":event-type"] == "PayloadPart"
     assert message.headers[":message-type"] == "event"
     assert message.payload == data
@@ -47,5 +47,5 @@ def test_model_stream_error_names_its_code_in_the_message() -> None:
 
 
 def test_frames_concatenated_decode_in_order() -> None:
-    data = b"".join(payload_part(bytes([i])) for i in range(10))
+    data = b"".join(payload_part(bytes([i])).encode() for i in range(10))
     assert [m.payload for m in _decode(data)] == [bytes([i]) for i in range(10)]

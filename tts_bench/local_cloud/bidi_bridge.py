@@ -46,13 +46,13 @@ import h2.exceptions
 import h2.settings
 
 from tts_bench.errors import TtsBenchError
-from tts_bench.local_cloud.bidi_frames import (
+from tts_bench.local_cloud.bidi_frames import unwrap_signed
+from tts_bench.local_cloud.event_stream import (
     FrameError,
     Message,
     MessageDecoder,
     payload_part,
     stream_exception,
-    unwrap_signed,
 )
 from tts_bench.local_cloud.tls import LocalTls
 

@@ -218,7 +218,7 @@ async def _relay(
         async with asyncio.timeout_at(deadline):
             async for chunk in answer.content.iter_any():
                 for part in event_stream.split_unaligned(chunk):
-                    await response.write(event_stream.payload_part(part))
+                    await response.write(event_stream.payload_part(part).encode())
     except TimeoutError:
         call.status = 424
         await response.write(
