@@ -118,6 +118,13 @@ def test_the_ladder_is_emulated_and_cloudwatch_agrees_with_the_client(
     assert usable, [r.unusable_reason for r in qmax.rungs]
     for rung in usable:
         assert rung.cloudwatch_ratio is not None and 0.8 <= rung.cloudwatch_ratio <= 1.25, rung
+    # Held after the ladder where the thresholds of a 1.25 surge ratio sit: 0.75 and 0.5 x Q_max.
+    assert [(v.role, v.concurrency) for v in qmax.verification] == [
+        ("scale_out", 2),
+        ("scale_in", 1),
+    ]
+    for v in qmax.verification:
+        assert 0.8 <= v.cloudwatch_ratios["Maximum/10s"] <= 1.25, v
 
 
 def test_ttotal_stages_come_in_order_from_their_sources_and_capacity_is_restored(
@@ -226,6 +233,8 @@ def test_the_redeployed_plan_validates_and_a_changed_value_does_not(
     plan = load_artifact(path, PlanArtifact)
     assert path.name.endswith("-emulated.json") and plan.provenance.kind == "emulated"
     assert code == 0 and plan.feasible, [f.message for f in plan.findings]
+    # Both thresholds converted by the ratio measured where they sit, not by the ladder's rungs.
+    assert plan.target_units.ratio_rule == plan.scale_in_units.ratio_rule == "verification-rung"
     redeploy_with_plan(cloud, plan, out)
     cloud.wait_in_service(timeout_s=300)
     validate = ["validate", "--plan", str(path), *endpoint_args(cloud), "--bounds", "1:20"]

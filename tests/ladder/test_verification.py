@@ -1,5 +1,5 @@
-"""Verification rungs: the levels the plan will use, their schedule after the ladder, and the
-`VerificationRung` built from samples and CloudWatch readings."""
+"""Verification rungs: the levels the plan will use, the ladder of their own they are held as,
+and the `VerificationRung` built from a held rung and CloudWatch's readings."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.ladders import SOURCES, qmax_artifact, serial_ladder, ttotal_artifact
-from tests.ladder.synthetic import closed_loop
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.schema import LADDER_RATIO_STAT, CloudWatchStat
 from tts_bench.measure.ladder import LadderSchedule
 from tts_bench.measure.verification import (
     VerificationError,
-    VerificationSchedule,
     cloudwatch_ratios,
+    describe_verification,
+    verification_ladder,
     verification_levels,
-    verification_rung,
+    verification_rungs,
 )
 from tts_bench.planning.plan import PlanRequest, check_basis, derive_plan, derive_thresholds
 
@@ -50,13 +50,21 @@ def test_bad_inputs_are_one_line_errors(q_max: int, surge: float) -> None:
     assert "\n" not in str(info.value)
 
 
-def test_schedule_follows_the_ladder_with_its_timing() -> None:
+def test_the_levels_are_held_as_a_ladder_with_the_ladders_timing() -> None:
     ladder = LadderSchedule(rungs=(1, 5), hold_s=20, measure_s=10, idle_s=5)
-    schedule = VerificationSchedule.after(ladder, verification_levels(8), ladder.duration_s)
-    assert schedule.window_s(0) == (ladder.duration_s + 10, ladder.duration_s + 20)
-    assert [p.users for p in schedule.phases] == [6, 0, 4, 0]
-    assert schedule.duration_s == 2 * (20 + 5)
-    assert "C_scale_max 6 -> 6 users" in schedule.describe()
+    held = verification_ladder(ladder, verification_levels(8))  # 6 and 4 users
+    assert held == LadderSchedule(rungs=(4, 6), hold_s=20, measure_s=10, idle_s=5)
+    # At Q_max 1 both thresholds round to one user: one rung holds both.
+    assert verification_ladder(ladder, verification_levels(1)).rungs == (1,)
+
+
+def test_the_dry_run_says_where_the_rungs_will_sit_and_what_they_cost() -> None:
+    ladder = LadderSchedule(rungs=(1, 5), hold_s=20, measure_s=10, idle_s=5)
+    line = describe_verification(ladder, 1.25)
+    assert "C_scale_max = 0.75 x Q_max" in line and "C_scale_min = 0.5 x Q_max" in line
+    assert line.endswith("each held 20 s: at most 50 s more")
+    with pytest.raises(VerificationError, match=r"--plan-surge-ratio 1\.6"):
+        describe_verification(ladder, 1.6)
 
 
 def test_ratios_per_statistic_leave_out_what_cloudwatch_did_not_return() -> None:
@@ -72,18 +80,19 @@ def test_ratios_per_statistic_leave_out_what_cloudwatch_did_not_return() -> None
     assert cloudwatch_ratios({LADDER_RATIO_STAT: 45.0}, 0.0) == {}
 
 
-def test_a_held_level_becomes_a_verification_rung_the_plan_uses() -> None:
-    level = verification_levels(50)[0]  # 38 users
-    samples = closed_loop(38, 0.0, 30.0, latency_ms=200)
-    rung = verification_rung(
-        level, 1.25, samples, [], (20.0, 30.0), 3000, {LADDER_RATIO_STAT: 34.2}
+def test_held_rungs_become_verification_rungs_the_plan_uses() -> None:
+    levels = verification_levels(50)  # 38 and 25 users
+    held = serial_ladder((25, 38), service_ms=55)
+    readings = [{LADDER_RATIO_STAT: None}, {LADDER_RATIO_STAT: 34.2}]
+    rungs = verification_rungs(levels, 1.25, held, readings)
+    # CloudWatch gave nothing at 25 users: that point is left out, never read as 1.0.
+    assert [(v.role, v.concurrency) for v in rungs] == [("scale_out", 38)]
+    (rung,) = rungs
+    assert rung.cloudwatch_ratios["Maximum/10s"] == pytest.approx(
+        34.2 / held[1].client_mean_in_flight
     )
-    assert rung is not None and rung.usable and rung.concurrency == 38
-    assert rung.cloudwatch_ratios["Maximum/10s"] == pytest.approx(34.2 / rung.client_mean_in_flight)
-    assert (
-        verification_rung(level, 1.25, samples, [], (20.0, 30.0), 3000, {LADDER_RATIO_STAT: None})
-        is None
-    )
+    # A level the run never reached (it stopped after a failing rung) is no point either.
+    assert verification_rungs(levels, 1.25, held[:1], readings[:1]) == []
     # Into a SageMaker ladder with no per-rung ratio: the target is measured where it sits.
     fp = qmax_artifact(serial_ladder()).fingerprint.model_copy(
         update={"transport": Transport.RESPONSE_STREAM}

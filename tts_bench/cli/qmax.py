@@ -27,6 +27,7 @@ from tts_bench.measure.ladder import (
 )
 from tts_bench.measure.playback import check_underrun_slo
 from tts_bench.measure.refine import DEFAULT_REFINE_PCT, check_refine_pct
+from tts_bench.measure.verification import DEFAULT_PLAN_SURGE_RATIO, describe_verification
 
 
 def add_ladder_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +124,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--processes", type=int, default=None, help="Locust worker processes (default: one process)"
     )
     parser.add_argument(
+        "--plan-surge-ratio",
+        type=float,
+        default=DEFAULT_PLAN_SURGE_RATIO,
+        help="SageMaker: after the ladder, hold C_scale_max and C_scale_min for this surge ratio "
+        "to measure CloudWatch's ratio where the plan's thresholds sit (default: %(default)g; "
+        "give the ratio you will plan with)",
+    )
+    parser.add_argument(
         "--metric-wait-s",
         type=float,
         default=None,
@@ -153,12 +162,14 @@ def run(args: argparse.Namespace) -> int:
     underrun_slo = None if args.underrun_slo is None else check_underrun_slo(args.underrun_slo)
     if args.corpus is not None:
         load_corpus(args.corpus)
-    if args.dry_run:
-        print(describe_schedule(schedule, args.slo_ms, refine_pct))
-        return 0
     transport = Transport(args.transport)
+    verify = args.endpoint is not None and not transport.is_local
+    plan = describe_verification(schedule, args.plan_surge_ratio) if verify else None
+    if args.dry_run:
+        print("\n".join(filter(None, (describe_schedule(schedule, args.slo_ms, refine_pct), plan))))
+        return 0
     if args.endpoint:
-        return run_on_endpoint(args, schedule, transport)
+        return run_on_endpoint(args, schedule, transport, refine_pct, underrun_slo)
     if not transport.is_local:
         raise RefusalError(
             f"--transport {transport.value} measures a SageMaker endpoint: pass --endpoint NAME"
@@ -192,7 +203,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_on_endpoint(
-    args: argparse.Namespace, schedule: LadderSchedule, transport: Transport
+    args: argparse.Namespace,
+    schedule: LadderSchedule,
+    transport: Transport,
+    refine_pct: float | None,
+    underrun_slo: float | None,
 ) -> int:
     """The live ladder: preflight drift, freeze from this (main) thread, Locust, CloudWatch."""
     from tts_bench.aws.session import AwsSession
@@ -213,8 +228,10 @@ def run_on_endpoint(
         slo_ms=args.slo_ms, model=args.model, out=args.out, corpus=args.corpus,
         processes=args.processes,
         metric_wait_s=DEFAULT_METRIC_WAIT_S if args.metric_wait_s is None else args.metric_wait_s,
+        refine_pct=refine_pct, underrun_slo=underrun_slo, plan_surge_ratio=args.plan_surge_ratio,
     )  # fmt: skip
-    print(describe_schedule(schedule, args.slo_ms), file=sys.stderr)
+    print(describe_schedule(schedule, args.slo_ms, refine_pct), file=sys.stderr)
+    print(describe_verification(schedule, args.plan_surge_ratio), file=sys.stderr)
 
     def say(line: str) -> None:
         print(f"qmax: {line}", file=sys.stderr, flush=True)

@@ -322,6 +322,7 @@ def run_through_local_cloud(
                 endpoint=endpoint, variant=variant, transport=Transport.RESPONSE_STREAM,
                 schedule=schedule, slo_ms=slo_ms, model=settings.model, out=settings.out,
                 corpus=settings.corpus_path, metric_wait_s=CLOUD_METRIC_WAIT_S,
+                plan_surge_ratio=stack.surge_ratio,
             ),
             lambda line: step(f"qmax: {line}"),
             lambda line: step(f"qmax: {line}"),

@@ -5,25 +5,48 @@
 2. `frozen_scaling` around the Locust run (scaling suspended, one instance pinned), restored
    on every exit path: a normal end, an exception, Ctrl-C, SIGTERM;
 3. the fingerprint read from the endpoint itself (`sagemaker_target`), after the freeze;
-4. per rung, `cloudwatch_ratio` from ConcurrentRequestsPerModel once CloudWatch has it.
+4. once Q_max is known, still frozen, two verification rungs where the plan's thresholds sit
+   (`verification`), a short Locust run of their own;
+5. per rung, `cloudwatch_ratio` from ConcurrentRequestsPerModel once CloudWatch has it, and the
+   verification rungs' ratios from the same read.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact, write_artifact
+from tts_bench.artifacts.schema import (
+    LADDER_RATIO_STAT,
+    QmaxArtifact,
+    VerificationRung,
+    load_artifact,
+    write_artifact,
+)
 from tts_bench.aws.drift import read_and_check
 from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import RefusalError
-from tts_bench.measure.cloudwatch_join import DEFAULT_METRIC_WAIT_S, await_concurrency, ratios_for
+from tts_bench.measure.cloudwatch_join import (
+    DEFAULT_METRIC_WAIT_S,
+    MetricPoint,
+    await_concurrency,
+    ratios_for,
+    rung_mean,
+)
 from tts_bench.measure.ladder import LadderSchedule
-from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+from tts_bench.measure.ladder_locust import LadderRequest, LadderRunError, run_ladder
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
+from tts_bench.measure.verification import (
+    DEFAULT_PLAN_SURGE_RATIO,
+    VerificationLevel,
+    verification_ladder,
+    verification_levels,
+    verification_rungs,
+)
 
 Log = Callable[[str], None]
 
@@ -40,6 +63,19 @@ class LiveLadderRequest:
     corpus: Path | None = None
     processes: int | None = None
     metric_wait_s: float = DEFAULT_METRIC_WAIT_S
+    refine_pct: float | None = None
+    underrun_slo: float | None = None
+    # The plan's surge ratio the verification rungs are held for; None holds none.
+    plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
+
+
+@dataclass(frozen=True, slots=True)
+class HeldVerification:
+    """The verification run: the levels asked for and the artifact of the rungs that held them."""
+
+    levels: tuple[VerificationLevel, ...]
+    surge_ratio: float
+    artifact: QmaxArtifact
 
 
 def preflight(session: AwsSession, endpoint: str, variant: str) -> None:
@@ -73,29 +109,82 @@ def run_live_ladder(
     """Measure the ladder on the endpoint; returns the artifact path (ratios joined)."""
     if request.transport.is_local:
         raise RefusalError(f"--transport {request.transport.value} is a local transport")
+    if request.plan_surge_ratio is not None:
+        verification_levels(1, request.plan_surge_ratio)  # a bad ratio: refused before AWS
     preflight(session, request.endpoint, request.variant)
     read_target(session, request)  # refuse before anything changes
+    args = ["--endpoint", request.endpoint, "--variant", request.variant]
+    args += ["--region", session.region, *extra_args]
     with frozen_scaling(session, request.endpoint, request.variant, log=log):
         target = read_target(session, request)
         ladder = LadderRequest(
             host=session.endpoint_url("sagemaker-runtime"), schedule=request.schedule,
             slo_ms=request.slo_ms, transport=request.transport.value, corpus=request.corpus,
             model=request.model, out=request.out, processes=request.processes,
+            refine_pct=request.refine_pct, underrun_slo=request.underrun_slo,
         )  # fmt: skip
-        args = ["--endpoint", request.endpoint, "--variant", request.variant]
-        args += ["--region", session.region, *extra_args]
         path = run_ladder(ladder, target.fingerprint, progress, args, target.provenance_kind)
-    return join_cloudwatch(session, request, path, log)
+        held = hold_verification(
+            ladder, target, path, request.plan_surge_ratio, progress, args, log
+        )
+    return join_cloudwatch(session, request, path, log, held)
 
 
-def join_cloudwatch(session: AwsSession, request: LiveLadderRequest, path: Path, log: Log) -> Path:
-    """Rewrite the artifact at `path` with each rung's `cloudwatch_ratio`."""
+def hold_verification(
+    ladder: LadderRequest,
+    target: EndpointTarget,
+    path: Path,
+    surge_ratio: float | None,
+    progress: Log,
+    args: Sequence[str],
+    log: Log,
+) -> HeldVerification | None:
+    """Hold C_scale_max and C_scale_min for `surge_ratio` once the ladder found Q_max (SPEC §6).
+
+    A run of its own, under the same freeze, into a scratch folder: its rungs are no ladder
+    rungs. A failed run costs only these points (the plan then says which rule it used)."""
+    q_max = load_artifact(path, QmaxArtifact).refined_q_max
+    if surge_ratio is None or q_max is None:
+        if surge_ratio is not None:
+            log("no verification rungs: the ladder found no Q_max")
+        return None
+    levels = verification_levels(q_max, surge_ratio)
+    schedule = verification_ladder(ladder.schedule, levels)
+    log(
+        "verification rungs for surge ratio "
+        f"{surge_ratio:g}: " + ", ".join(f"{v.role} {v.at:g} -> {v.users} users" for v in levels)
+    )
+    with tempfile.TemporaryDirectory(prefix="tts-bench-verification-") as scratch:
+        run = replace(ladder, schedule=schedule, out=Path(scratch), refine_pct=None)
+        try:
+            held = run_ladder(
+                run, target.fingerprint, lambda line: progress(f"verification {line}"), args,
+                target.provenance_kind,
+            )  # fmt: skip
+        except LadderRunError as exc:
+            log(f"verification rungs not measured: {str(exc).splitlines()[0]}")
+            return None
+        return HeldVerification(levels, surge_ratio, load_artifact(held, QmaxArtifact))
+
+
+def join_cloudwatch(
+    session: AwsSession,
+    request: LiveLadderRequest,
+    path: Path,
+    log: Log,
+    held: HeldVerification | None = None,
+) -> Path:
+    """Rewrite the artifact at `path` with each rung's `cloudwatch_ratio` and the verification
+    rungs, from one read of the metric over both runs."""
     artifact = load_artifact(path, QmaxArtifact)
     ladder = artifact.ladder
     if ladder is None or ladder.start_epoch is None:
         return path
     start = ladder.measure_window(0)[0]
     end = ladder.measure_window(len(artifact.rungs) - 1)[1]
+    held_ladder = held.artifact.ladder if held is not None else None
+    if held_ladder is not None and held_ladder.start_epoch is not None:
+        end = max(end, held_ladder.measure_window(len(held.artifact.rungs) - 1)[1])  # type: ignore[union-attr]
     points = await_concurrency(
         session, request.endpoint, request.variant, start, end,
         wait_s=request.metric_wait_s, log=log,
@@ -104,4 +193,24 @@ def join_cloudwatch(session: AwsSession, request: LiveLadderRequest, path: Path,
     for rung in joined.rungs:
         ratio = "-" if rung.cloudwatch_ratio is None else f"{rung.cloudwatch_ratio:.2f}"
         log(f"rung c={rung.concurrency}: CloudWatch/client in-flight ratio {ratio}")
+    if held is not None:
+        verification = held_rungs(held, points)
+        for v in verification:
+            ratios = ", ".join(f"{k} {r:.2f}" for k, r in v.cloudwatch_ratios.items())
+            log(f"verification {v.role} at {v.concurrency} users: ratio {ratios}")
+        if len(verification) < len(held.levels):
+            log("a verification rung has no CloudWatch reading: the plan falls back to the rungs")
+        joined = joined.model_copy(update={"verification": [*joined.verification, *verification]})
+        joined = QmaxArtifact.model_validate(joined.model_dump(mode="json"))
     return write_artifact(joined, path.parent, path.name)
+
+
+def held_rungs(held: HeldVerification, points: Sequence[MetricPoint]) -> list[VerificationRung]:
+    """The verification rungs, each with CloudWatch's 10 s Maximum over its own window."""
+    ladder = held.artifact.ladder
+    if ladder is None or ladder.start_epoch is None:
+        return []
+    readings = [
+        {LADDER_RATIO_STAT: rung_mean(points, ladder, i)} for i in range(len(held.artifact.rungs))
+    ]
+    return verification_rungs(held.levels, held.surge_ratio, held.artifact.rungs, readings)

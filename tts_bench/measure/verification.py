@@ -4,9 +4,9 @@ The plan converts each threshold into CloudWatch units by CloudWatch's ratio to 
 concurrency *at that threshold* (SPEC §6). The ratio falls with load on a convex curve, so the
 ladder's rungs either side only bound it; two more rungs, held once Q_max is known, measure it
 where it is used. This module is the pure part: which levels (for a surge ratio, rounded to
-whole users), when they run after the ladder, and how a held level and CloudWatch's readings
-become a `VerificationRung`. The Locust shape and the CloudWatch join drive it; nothing here
-touches the network.
+whole users), the ladder of their own they are held as once the ladder found Q_max (under the
+same freeze), and how a held rung and CloudWatch's readings become a `VerificationRung`.
+`live_ladder` drives it; nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tts_bench.artifacts.schema import CloudWatchStat, VerificationRung
+from tts_bench.artifacts.schema import CloudWatchStat, Rung, VerificationRung
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder import CpuReading, LadderSchedule, Phase, rung_statistics
-from tts_bench.measure.samples import Sample
+from tts_bench.measure.ladder import LadderSchedule, format_duration
 from tts_bench.planning.rounding import round9
 
 DEFAULT_PLAN_SURGE_RATIO = 1.25
@@ -57,55 +56,28 @@ def verification_levels(
     return tuple(levels)
 
 
-@dataclass(frozen=True, slots=True)
-class VerificationSchedule:
-    """The levels held after the ladder, with the ladder's hold, measure and idle times."""
+def verification_ladder(
+    ladder: LadderSchedule, levels: tuple[VerificationLevel, ...]
+) -> LadderSchedule:
+    """The levels as a ladder of their own, held with the ladder's timing: distinct user
+    counts, ascending (both thresholds can round to one level when Q_max is small)."""
+    return LadderSchedule(
+        rungs=tuple(sorted({level.users for level in levels})),
+        hold_s=ladder.hold_s,
+        measure_s=ladder.measure_s,
+        idle_s=ladder.idle_s,
+    )
 
-    levels: tuple[VerificationLevel, ...]
-    hold_s: float
-    measure_s: float
-    idle_s: float
-    offset_s: float  # test seconds at which the first verification rung begins
 
-    @classmethod
-    def after(
-        cls, ladder: LadderSchedule, levels: tuple[VerificationLevel, ...], ladder_end_s: float
-    ) -> VerificationSchedule:
-        """Held once the ladder ended (it may stop early after its first failing rung)."""
-        return cls(levels, ladder.hold_s, ladder.measure_s, ladder.idle_s, ladder_end_s)
-
-    def start_s(self, index: int) -> float:
-        return self.offset_s + index * (self.hold_s + self.idle_s)
-
-    def window_s(self, index: int) -> tuple[float, float]:
-        end = self.start_s(index) + self.hold_s
-        return end - self.measure_s, end
-
-    @property
-    def phases(self) -> tuple[Phase, ...]:
-        out: list[Phase] = []
-        for i, level in enumerate(self.levels):
-            start = self.start_s(i)
-            out.append(Phase(level.users, start, start + self.hold_s, level.users))
-            if self.idle_s > 0:
-                out.append(Phase(0, start + self.hold_s, start + self.hold_s + self.idle_s, None))
-        return tuple(out)
-
-    @property
-    def duration_s(self) -> float:
-        return self.phases[-1].end_s - self.offset_s if self.levels else 0.0
-
-    def describe(self) -> str:
-        """The dry run's lines for the verification rungs."""
-        lines = [f"then {len(self.levels)} verification rungs, held where the thresholds sit:"]
-        for i, level in enumerate(self.levels):
-            w0, w1 = self.window_s(i)
-            name = "C_scale_max" if level.role == "scale_out" else "C_scale_min"
-            lines.append(
-                f"  {name} {level.at:g} -> {level.users} users, window "
-                f"+{w0 - self.offset_s:.0f}s-+{w1 - self.offset_s:.0f}s after the ladder"
-            )
-        return "\n".join(lines)
+def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
+    """The dry run's line: the levels depend on the Q_max the ladder has yet to find."""
+    verification_levels(1, surge_ratio)  # a bad ratio is refused before anything runs
+    extra_s = 2 * (ladder.hold_s + ladder.idle_s)
+    return (
+        f"then 2 verification rungs at C_scale_max = {2 - surge_ratio:g} x Q_max and "
+        f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
+        f"users, each held {ladder.hold_s:g} s: at most {format_duration(extra_s)} more"
+    )
 
 
 def cloudwatch_ratios(
@@ -123,29 +95,40 @@ def cloudwatch_ratios(
     }
 
 
-def verification_rung(
-    level: VerificationLevel,
+def verification_rungs(
+    levels: Sequence[VerificationLevel],
     surge_ratio: float,
-    samples: Sequence[Sample],
-    cpu: Sequence[CpuReading],
-    window: tuple[float, float],
-    slo_ms: float,
-    readings: Mapping[CloudWatchStat, float | None],
-) -> VerificationRung | None:
-    """The `VerificationRung` of one held level (window in unix time), or None when CloudWatch
-    gave no reading for any statistic: an unmeasured point is no point."""
-    stats = rung_statistics(samples, cpu, level.users, window, slo_ms)
-    ratios = cloudwatch_ratios(readings, stats.client_mean_in_flight)
-    if not ratios:
-        return None
-    return VerificationRung(
-        role=level.role,
-        surge_ratio=surge_ratio,
-        concurrency=level.users,
-        achieved_rps=stats.achieved_rps,
-        ttfab_p95_ms=stats.ttfab_p95_ms,
-        client_mean_in_flight=stats.client_mean_in_flight,
-        cloudwatch_ratios=ratios,
-        usable=stats.usable,
-        unusable_reason=stats.unusable_reason,
-    )
+    held: Sequence[Rung],
+    readings: Sequence[Mapping[CloudWatchStat, float | None]],
+) -> list[VerificationRung]:
+    """Each level's `VerificationRung` from the rung that held it and CloudWatch's readings in
+    that rung's window (`readings[i]` belongs to `held[i]`).
+
+    A level the run never reached (it stops after a failing rung) or that CloudWatch gave no
+    reading for is left out: an unmeasured point is no point, and the plan says which rule it
+    used instead."""
+    by_users = {
+        rung.concurrency: (rung, reading) for rung, reading in zip(held, readings, strict=True)
+    }
+    out = []
+    for level in levels:
+        if level.users not in by_users:
+            continue
+        rung, reading = by_users[level.users]
+        ratios = cloudwatch_ratios(reading, rung.client_mean_in_flight)
+        if not ratios:
+            continue
+        out.append(
+            VerificationRung(
+                role=level.role,
+                surge_ratio=surge_ratio,
+                concurrency=level.users,
+                achieved_rps=rung.achieved_rps,
+                ttfab_p95_ms=rung.ttfab_p95_ms,
+                client_mean_in_flight=rung.client_mean_in_flight,
+                cloudwatch_ratios=ratios,
+                usable=rung.usable,
+                unusable_reason=rung.unusable_reason,
+            )
+        )
+    return out
