@@ -253,6 +253,35 @@ def test_the_redeployed_plan_validates_and_a_changed_value_does_not(
     assert main(validate) == 1
 
 
+def test_a_surge_over_response_stream_sheds_cleanly_on_one_frozen_instance(
+    cloud: Any, ladder: Path, out: Path
+) -> None:
+    """After the redeploy the Model is bounded at Q_max: the open loop runs over response-stream
+    on one instance, a refusal at the bound is a shed (never an error), and scaling is restored."""
+    from tts_bench.artifacts.surge import SurgeArtifact
+    from tts_bench.planning.curve import throughput_curve
+
+    before = scaling_state(cloud)
+    qmax = load_artifact(ladder, QmaxArtifact)
+    x = throughput_curve(qmax.curve_rungs)(qmax.refined_q_max)
+    code = main(
+        [
+            "surge", "--qmax", str(ladder), *endpoint_args(cloud), "--transport", "response-stream",
+            "--rate", f"{3 * x:.3f}", "--duration-s", "12", "--corpus", str(CORPUS),
+            "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    (path,) = out.glob("surge-*.json")
+    surge = load_artifact(path, SurgeArtifact)
+    assert path.name.endswith("-emulated.json") and surge.provenance.kind == "emulated"
+    (run,) = surge.runs
+    assert run.arrivals > 0 and run.errors == 0, run
+    assert run.admitted + run.shed == run.arrivals and run.max_occupancy <= qmax.refined_q_max
+    assert scaling_state(cloud) == before
+    assert not list(Path(os.environ["TTS_BENCH_STATE_DIR"]).glob("freeze/*.json"))
+
+
 # --------------------------------------------------------------------------- refusals
 
 

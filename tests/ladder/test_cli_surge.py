@@ -40,12 +40,14 @@ def ladder(tmp_path):
 @pytest.mark.parametrize(
     ("args", "expected_error"),
     [
-        (["--rate", "nan"], "--rate nan: requests per second"),
+        (["--rate", "nan"], "--rate nan: not a finite number"),
         (["--rate", "-1"], "--rate -1.0: requests per second"),
-        (["--rate", "1", "--duration-s", "inf"], "--duration-s inf: seconds"),
+        (["--rate", "1", "--duration-s", "inf"], "--duration-s inf: not a finite number"),
         (["--rate", "1", "--qmax", "/nonexistent.json"], "/nonexistent.json: no such file"),
         (["--rate", "1"], "the ladder found no Q_max"),
-        (["--rate", "1", "--transport", "response-stream"], "arrive with the live chain"),
+        (["--rate", "1", "--transport", "response-stream"], "pass --endpoint NAME"),
+        (["--rate", "1", "--transport", "bidi-stream"], "not built over the bidirectional"),
+        (["--rate", "1", "--endpoint", "tts"], "local-http is local: an endpoint takes"),
     ],
 )
 def test_surge_refuses_bad_input_in_one_line(no_network, ladder, capsys, args, expected_error):
@@ -67,3 +69,45 @@ def test_surge_refuses_bad_input_in_one_line(no_network, ladder, capsys, args, e
 def test_qmax_refuses_bad_refinement_and_underrun_flags(no_network, capsys, args, expected_error):
     assert main(["qmax", "--dry-run", *args]) == 2
     assert expected_error in capsys.readouterr().err
+
+
+def _endpoint(bound: str | None, fingerprint, status: str = "InService"):
+    from tts_bench.measure.sagemaker_target import EndpointTarget
+
+    return EndpointTarget(
+        region="us-east-1", endpoint="tts", variant="AllTraffic", status=status, image="img",
+        fingerprint=fingerprint, queue_max_depth=bound, desired_instances=1,
+        current_instances=1, emulated=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("bound", "status", "other_build", "expected"),
+    [
+        (None, "InService", False, "sets no admission bound, not the ladder's Q_max 10"),
+        ("20", "InService", False, "sets MAX_QUEUE_DEPTH=20, not the ladder's Q_max 10"),
+        ("10", "Updating", False, "is Updating, not InService"),
+        ("10", "InService", True, "not the build the ladder measured"),
+        ("10", "InService", False, None),
+    ],
+)
+def test_an_endpoint_is_surged_only_bounded_at_q_max_and_of_the_ladders_build(
+    bound, status, other_build, expected
+):
+    """Before any freeze: the surge tests the model of one instance bounded at Q_max."""
+    from tests.core.ladders import qmax_artifact, serial_ladder
+    from tts_bench.artifacts.fingerprint import Transport
+    from tts_bench.errors import RefusalError
+    from tts_bench.measure.surge_run import check_endpoint
+
+    qmax = qmax_artifact(serial_ladder((1, 5, 10, 40), service_ms=100))  # Q_max 10
+    assert qmax.fingerprint is not None
+    fingerprint = qmax.fingerprint.model_copy(update={"transport": Transport.RESPONSE_STREAM})
+    if other_build:
+        fingerprint = fingerprint.model_copy(update={"instance_type": "ml.g6.xlarge"})
+    target = _endpoint(bound, fingerprint, status)
+    if expected is None:
+        assert check_endpoint(target, qmax) == fingerprint
+    else:
+        with pytest.raises(RefusalError, match=expected):
+            check_endpoint(target, qmax)

@@ -1,7 +1,7 @@
 """The surge artifact: open-loop Poisson runs against one bounded instance, beside the
 birth–death model's prediction for the same rate and duration (SPEC §6 `surge_survival`).
 
-Written as `surge-<model>-<transport>-<slug>.json` with its raw samples beside it; every
+Written as `surge-<model>-<transport>-<slug>.json` (`-emulated` through the local cloud) with its raw samples beside it; every
 figure of a run recomputes from the samples whose intended send time lies in its span.
 """
 
@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from tts_bench.artifacts.fingerprint import Fingerprint
+from tts_bench.artifacts.fingerprint import Fingerprint, file_slug
 from tts_bench.artifacts.schema import SCHEMA_VERSION, Provenance
 
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -30,8 +30,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def surge_filename(fp: Fingerprint) -> str:
-    return f"surge-{fp.model}-{fp.transport.value}-{fp.slug}.json"
+def surge_filename(fp: Fingerprint, provenance_kind: str = "measured") -> str:
+    return f"surge-{fp.model}-{fp.transport.value}-{file_slug(fp, provenance_kind)}.json"
 
 
 class SurgePrediction(_Strict):

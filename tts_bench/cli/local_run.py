@@ -213,6 +213,7 @@ def run_through_cloud(
         f"plan: {result.plan_path or 'not written'}"
         f"{' (feasible)' if result.plan_exit_code == 0 else ' (infeasible: see its findings)' if result.plan_exit_code == 1 else ''}\n"
         f"validate after the redeploy: {validated}\n"
+        f"surge check: {result.surge_path or 'not run (see above)'}\n"
         f"artifacts: {result.qmax_path}, {result.ttotal_path or '-'}\n"
         f"plots: {', '.join(map(str, result.pngs))}\n"
         f"runtime {result.elapsed_s / 60:.1f} min"

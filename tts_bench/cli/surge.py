@@ -2,7 +2,9 @@
 
 Records the shed share and the admitted requests' TTFAB (from each request's intended send
 time) beside the birth–death model's prediction for the same rate and duration, from the
-same qmax artifact. Without `--host` it starts a local server with MAX_QUEUE_DEPTH = Q_max.
+same qmax artifact. Without `--host` it starts a local server with MAX_QUEUE_DEPTH = Q_max; with
+`--endpoint NAME --transport response-stream` it surges a SageMaker endpoint deployed with the
+plan (its admission bound is Q_max), scaling frozen to one instance for the run.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.deployment import DEFAULT_VARIANT
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_SEED = 1
@@ -44,6 +47,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a server already bounded at Q_max (default: start one locally)",
     )
     parser.add_argument(
+        "--endpoint", default=None, help="SageMaker endpoint (with --transport response-stream)"
+    )
+    parser.add_argument(
+        "--variant", default=DEFAULT_VARIANT, help="production variant (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--region", default=None, help="AWS region (default: AWS_REGION or the profile's)"
+    )
+    parser.add_argument("--model", default="kokoro-82m", help="model id (default: %(default)s)")
+    parser.add_argument(
         "--transport",
         default=Transport.LOCAL_HTTP.value,
         choices=[t.value for t in Transport],
@@ -65,23 +78,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
     from tts_bench.measure.corpus import load_corpus
     from tts_bench.measure.ladder_locust import REPO_ROOT
     from tts_bench.measure.surge_figures import check_rate
-    from tts_bench.measure.surge_run import SurgeRequest, describe_run, measure_surge
+    from tts_bench.measure.surge_run import (
+        SurgeEndpoint,
+        SurgeRequest,
+        check_where,
+        describe_run,
+        measure_surge,
+    )
 
     for rate in args.rate:
         check_rate(rate, args.duration_s)
+    check_where(Transport(args.transport), args.host, args.endpoint is not None)
     qmax = load_artifact(args.qmax, QmaxArtifact)
     corpus = args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt"
     request = SurgeRequest(
         qmax_path=args.qmax, qmax=qmax, rates_rps=args.rate, duration_s=args.duration_s,
         transport=Transport(args.transport), utterances=load_corpus(corpus), seed=args.seed,
     )  # fmt: skip
+    usable_folder(args.out)  # before the run: a bad --out must not cost it
+    endpoint = None
+    if args.endpoint:
+        from tts_bench.aws.session import AwsSession
+
+        endpoint = SurgeEndpoint(
+            AwsSession.from_environment(args.region), args.endpoint, args.variant, args.model
+        )
     written = measure_surge(
-        request, args.host, args.out, lambda line: print(f"surge: {line}", file=sys.stderr)
-    )
+        request, args.host, args.out, lambda line: print(f"surge: {line}", file=sys.stderr),
+        endpoint=endpoint,
+    )  # fmt: skip
     for surge_run in written.artifact.runs:
         print(describe_run(surge_run), file=sys.stderr)
     print(written.path)

@@ -11,7 +11,9 @@
 5. `plan` over the pair (an emulated plan: it names the local digest and gates only it);
 6. deploy again from the preview with the new plan (the local stand-in for `pulumi up`): the
    scaling resources now exist with the plan's values; `validate` compares them;
-7. the plots; then everything the job started is stopped.
+7. the surge check on that endpoint (bounded at Q_max by the plan): open-loop arrivals at one
+   rate below X(Q_max) and one above, against the birth–death model's prediction;
+8. the plots; then everything the job started is stopped.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.ladder import LadderSchedule, format_duration
 from tts_bench.measure.live_ladder import LiveLadderRequest, run_live_ladder
 from tts_bench.measure.response_stream import runtime_client
+from tts_bench.measure.surge_run import SurgeEndpoint, local_surge_check
 from tts_bench.measure.ttotal_sagemaker import (
     ProbeSample,
     SageMakerTtotalRequest,
@@ -116,6 +119,7 @@ class CloudRunResult:
     bracketed: bool
     measured_total_s: float | None
     elapsed_s: float
+    surge_path: Path | None = None
 
     @property
     def validated(self) -> bool:
@@ -211,6 +215,29 @@ def force_desired_ttotal(
     path = write_artifact(ttotal, settings.out, name)
     step(f"T_total {ttotal.measured_total_s:.1f} s measured: {path}")
     return ttotal, path
+
+
+def endpoint_surge_check(
+    session: AwsSession,
+    settings: CloudRunSettings,
+    qmax_path: Path,
+    endpoint: str,
+    variant: str,
+    step: Callable[[str], None],
+) -> Path | None:
+    """Issue 16's surge check on the endpoint the plan was deployed to (bounded at Q_max): two
+    open-loop rates over response-stream, one instance; how close the birth–death model came.
+    A check beside the plan: its failure is reported and loses nothing above."""
+    step("surge check: open-loop Poisson arrivals over response-stream, one instance at Q_max")
+    try:
+        written = local_surge_check(
+            qmax_path, settings.utterances, settings.out, step,
+            endpoint=SurgeEndpoint(session, endpoint, variant, settings.model),
+        )  # fmt: skip
+    except TtsBenchError as exc:
+        step(f"surge check failed: {exc}")
+        return None
+    return written.path if written else None
 
 
 def plan_and_redeploy(
@@ -344,6 +371,9 @@ def run_through_local_cloud(
             plan_path, plan_code, validation = plan_and_redeploy(
                 session, settings, cloud, qmax_path, ttotal_path, slo_ms, stack, step, say
             )
+        surge_path = None
+        if validation and all(c.ok for c in validation):
+            surge_path = endpoint_surge_check(session, settings, qmax_path, endpoint, variant, step)
     step("local cloud stopped")
     pngs = [plot_qmax(qmax, qmax_path.with_suffix(".png"))]
     if ttotal is not None and ttotal_path is not None:
@@ -354,5 +384,5 @@ def run_through_local_cloud(
         plan_exit_code=plan_code, validation=validation, pngs=tuple(pngs), slo_ms=slo_ms,
         slo_reason=reason, q_max=qmax.q_max, bracketed=qmax.bracketed,
         measured_total_s=ttotal.measured_total_s if ttotal else None,
-        elapsed_s=time.time() - began,
+        elapsed_s=time.time() - began, surge_path=surge_path,
     )  # fmt: skip

@@ -10,7 +10,9 @@ epoch once, so a request can never appear to leave before it was meant to.
 
 Locally (no `--host`) it starts `python -m tts_server` with `MAX_QUEUE_DEPTH` = the ladder's
 Q_max; with `--host` the server's /ping must report that bound and the ladder's fingerprint.
-The SageMaker transports arrive with the live chain.
+On an endpoint (`response-stream`) the deployed Model must set that bound (deploy the plan made
+from this ladder) and be the ladder's build; scaling is frozen to one instance for the run, and
+each invocation runs on a worker thread (boto3 blocks) from its intended send time.
 """
 
 from __future__ import annotations
@@ -22,24 +24,41 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import Provenance, QmaxArtifact, sha256_file, write_artifact
+from tts_bench.artifacts.schema import (
+    Provenance,
+    ProvenanceKind,
+    QmaxArtifact,
+    sha256_file,
+    write_artifact,
+)
 from tts_bench.artifacts.surge import SurgeArtifact, SurgeRun, surge_filename
+from tts_bench.aws.freeze import frozen_scaling
+from tts_bench.aws.session import AwsSession
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.local_server import LocalServer
 from tts_bench.measure.playback import PlaybackTracker, base64_audio_seconds
+from tts_bench.measure.response_stream import failure_of, invoke, payload_lines, runtime_client
+from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
 from tts_bench.measure.samples import Outcome, Sample, samples_path, write_samples
 from tts_bench.measure.server_ping import PingStatus, fetch_ping
 from tts_bench.measure.surge_figures import poisson_arrivals, surge_run
 
 REQUEST_TIMEOUT_S = 70.0  # the server ends every invocation within SageMaker's 60 s ceiling
 IDLE_BETWEEN_RATES_S = 2.0  # the next rate starts on an idle server
+# response-stream: invocations in flight at once (threads and pooled connections). Past it a
+# send waits for a thread; the lag is recorded and latency still counts from the intended time.
+STREAM_THREADS = 256
+SETTLE_TIMEOUT_S = 300.0  # for the frozen endpoint to come down to one instance
+SETTLE_POLL_S = 2.0
 
 
 class EpochClock:
@@ -94,22 +113,43 @@ class _Timing:
         return False
 
 
+@dataclass(frozen=True, slots=True)
+class StreamEndpoint:
+    """Where response-stream invocations go: a runtime client and the endpoint's variant."""
+
+    client: Any
+    endpoint: str
+    variant: str
+
+
 class OpenLoopSender:
-    """Sends one request per intended time over a local transport and records its sample."""
+    """Sends one request per intended time and records its sample: over a local transport
+    (`host`), or over response-stream to an endpoint (`stream`)."""
 
     def __init__(
-        self, host: str, transport: Transport, utterances: Sequence[Utterance], clock: EpochClock
+        self,
+        host: str,
+        transport: Transport,
+        utterances: Sequence[Utterance],
+        clock: EpochClock,
+        stream: StreamEndpoint | None = None,
     ) -> None:
+        if transport is Transport.RESPONSE_STREAM and stream is None:
+            raise RefusalError("a response-stream surge needs an endpoint")
         self.host = host.rstrip("/")
         self.transport = transport
         self.utterances = utterances
         self.clock = clock
+        self.stream = stream
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._threads: ThreadPoolExecutor | None = None
 
     async def run(self, intended: Sequence[float]) -> list[Sample]:
         """Send at each intended epoch time; wait for every stream to end."""
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         connector = aiohttp.TCPConnector(limit=0, force_close=True)
+        if self.stream is not None and self._threads is None:
+            self._threads = ThreadPoolExecutor(STREAM_THREADS, thread_name_prefix="surge")
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             tasks = []
             for i, at in enumerate(intended):
@@ -130,6 +170,9 @@ class OpenLoopSender:
         try:
             if self.transport is Transport.LOCAL_WS:
                 await self._ws(session, body, timing, context_id)
+            elif self.stream is not None:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self._threads, self._response_stream, body, timing)
             else:
                 await self._http(session, body, timing, context_id)
             if timing.outcome is None:
@@ -180,6 +223,29 @@ class OpenLoopSender:
                 if timing.event(message.data, self.clock, context_id):
                     return
 
+    def _response_stream(self, body: dict, timing: _Timing) -> None:
+        """One invocation, read to its end (so the connection stays pooled); on a worker thread."""
+        assert self.stream is not None
+        events = None
+        try:
+            events = invoke(self.stream.client, self.stream.endpoint, body, self.stream.variant)
+            ended = False
+            for line in payload_lines(events):
+                ended = ended or timing.event(line, self.clock, body["context_id"])
+        except Exception as exc:
+            failure = failure_of(exc)
+            if failure is None:
+                raise
+            timing.detail, timing.outcome = failure
+        finally:
+            if events is not None:
+                events.close()
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None
+
 
 @dataclass(frozen=True, slots=True)
 class SurgeRequest:
@@ -216,36 +282,40 @@ def check_target(ping: PingStatus, qmax: QmaxArtifact, transport: Transport) -> 
 
 def run_surge(
     request: SurgeRequest,
-    host: str,
+    sender: OpenLoopSender,
     fingerprint: Fingerprint,
+    source: tuple[ProvenanceKind, str],
     say: Callable[[str], None],
 ) -> tuple[SurgeArtifact, list[Sample]]:
-    """One open-loop run per rate, one after another, on a server bounded at Q_max."""
-    clock = EpochClock()
-    sender = OpenLoopSender(host, request.transport, request.utterances, clock)
+    """One open-loop run per rate, one after another, on an instance bounded at Q_max;
+    `source` is the provenance (kind, where)."""
     samples: list[Sample] = []
     runs: list[SurgeRun] = []
-    for i, rate in enumerate(request.rates_rps):
-        seed = request.seed + i
-        offsets = poisson_arrivals(rate, request.duration_s, seed)
-        start = clock.now() + 0.5
-        say(
-            f"rate {rate:g} rps for {request.duration_s:g} s: {len(offsets)} arrivals "
-            f"(seed {seed}), admission bound {request.qmax.refined_q_max}"
-        )
-        got = asyncio.run(sender.run([start + float(o) for o in offsets]))
-        samples.extend(got)
-        run = surge_run(samples, request.qmax, rate, request.duration_s, seed, start)
-        runs.append(run)
-        say(describe_run(run))
-        time.sleep(IDLE_BETWEEN_RATES_S)
+    clock = sender.clock
+    try:
+        for i, rate in enumerate(request.rates_rps):
+            seed = request.seed + i
+            offsets = poisson_arrivals(rate, request.duration_s, seed)
+            start = clock.now() + 0.5
+            say(
+                f"rate {rate:g} rps for {request.duration_s:g} s: {len(offsets)} arrivals "
+                f"(seed {seed}), admission bound {request.qmax.refined_q_max}"
+            )
+            got = asyncio.run(sender.run([start + float(o) for o in offsets]))
+            samples.extend(got)
+            run = surge_run(samples, request.qmax, rate, request.duration_s, seed, start)
+            runs.append(run)
+            say(describe_run(run))
+            time.sleep(IDLE_BETWEEN_RATES_S)
+    finally:
+        sender.close()
     artifact = SurgeArtifact(
         fingerprint=fingerprint,
         q_max=request.qmax.refined_q_max,  # type: ignore[arg-type]
         qmax_path=str(request.qmax_path),
         qmax_sha256=sha256_file(request.qmax_path),
         runs=runs,
-        provenance=Provenance.now("measured", host),
+        provenance=Provenance.now(*source),
     )
     return artifact, samples
 
@@ -274,6 +344,16 @@ class SurgeWritten:
     artifact: SurgeArtifact
 
 
+@dataclass(frozen=True, slots=True)
+class SurgeEndpoint:
+    """A SageMaker endpoint to surge over response-stream, and the session that reaches it."""
+
+    session: AwsSession
+    endpoint: str
+    variant: str
+    model: str = "kokoro-82m"
+
+
 def measure_surge(
     request: SurgeRequest,
     host: str | None,
@@ -281,35 +361,122 @@ def measure_surge(
     say: Callable[[str], None],
     server_args: Sequence[str] = (),
     log_path: Path | None = None,
+    endpoint: SurgeEndpoint | None = None,
 ) -> SurgeWritten:
-    """Run the surge (starting a bounded local server when no `host` is given) and write
-    the artifact, its raw samples and the occupancy plot."""
+    """Run the surge (on `endpoint`, on `host`, or on a bounded local server started here) and
+    write the artifact, its raw samples and the occupancy plot."""
     from tts_bench.measure.plots import plot_surge
 
-    if not request.transport.is_local:
-        raise RefusalError(
-            f"--transport {request.transport.value}: the SageMaker transports arrive with the "
-            "live chain; use local-http or local-ws"
-        )
+    check_where(request.transport, host, endpoint is not None)
     q_max = request.qmax.refined_q_max
     if q_max is None:
         raise RefusalError(
             "the ladder found no Q_max: there is no admission bound to surge against"
         )
-    if host is None:
+    clock = EpochClock()
+    kind: ProvenanceKind = "measured"
+    if endpoint is not None:
+        artifact, samples = surge_endpoint(request, endpoint, clock, say)
+        fingerprint, kind = artifact.fingerprint, artifact.provenance.kind  # type: ignore[assignment]
+    elif host is None:
         env = {**os.environ, "MAX_QUEUE_DEPTH": str(q_max)}
         say(f"starting a local server bounded at MAX_QUEUE_DEPTH={q_max}")
         with LocalServer(server_args, env=env, log_path=log_path) as server:
             ping = server.wait_ready(progress=say)
             fingerprint = check_target(ping, request.qmax, request.transport)
-            artifact, samples = run_surge(request, server.url, fingerprint, say)
+            sender = OpenLoopSender(server.url, request.transport, request.utterances, clock)
+            artifact, samples = run_surge(
+                request, sender, fingerprint, ("measured", server.url), say
+            )
     else:
         fingerprint = check_target(fetch_ping(host), request.qmax, request.transport)
-        artifact, samples = run_surge(request, host, fingerprint, say)
-    path = write_artifact(artifact, out, surge_filename(fingerprint))  # type: ignore[type-var]
+        sender = OpenLoopSender(host, request.transport, request.utterances, clock)
+        artifact, samples = run_surge(request, sender, fingerprint, ("measured", host), say)
+    path = write_artifact(artifact, out, surge_filename(fingerprint, kind))  # type: ignore[arg-type]
     written_samples = write_samples(samples_path(path), samples)
     png = plot_surge(artifact, path.with_suffix(".png"))
     return SurgeWritten(path, written_samples, png, artifact)
+
+
+def check_where(transport: Transport, host: str | None, endpoint: bool) -> None:
+    """Refuse a transport and target that do not go together, before anything starts."""
+    if transport is Transport.BIDI_STREAM:
+        raise RefusalError(
+            "--transport bidi-stream: the surge is not built over the bidirectional stream; use "
+            "response-stream on an endpoint, or local-ws for the same container path locally"
+        )
+    if transport is Transport.RESPONSE_STREAM and (not endpoint or host is not None):
+        raise RefusalError("--transport response-stream surges an endpoint: pass --endpoint NAME")
+    if transport.is_local and endpoint:
+        raise RefusalError(
+            f"--transport {transport.value} is local: an endpoint takes response-stream"
+        )
+
+
+def check_endpoint(target: EndpointTarget, qmax: QmaxArtifact) -> Fingerprint:
+    """The endpoint must be in service, bounded at the ladder's Q_max, and the ladder's build."""
+    target.refuse_not_in_service()
+    if target.queue_max_depth != str(qmax.refined_q_max):
+        bound = (
+            "no admission bound"
+            if target.queue_max_depth is None
+            else (f"MAX_QUEUE_DEPTH={target.queue_max_depth}")
+        )
+        raise RefusalError(
+            f"endpoint {target.endpoint}'s Model sets {bound}, not the ladder's Q_max "
+            f"{qmax.refined_q_max}: deploy the plan made from this ladder (its admission bound "
+            "is Q_max) first"
+        )
+    if (
+        qmax.fingerprint is not None
+        and target.fingerprint.model_copy(update={"transport": qmax.fingerprint.transport})
+        != qmax.fingerprint
+    ):
+        raise RefusalError(
+            f"endpoint {target.endpoint} is not the build the ladder measured (fingerprints "
+            "differ): surge the same image and instance type"
+        )
+    return target.fingerprint
+
+
+def settled_to_one(
+    session: AwsSession, where: SurgeEndpoint, say: Callable[[str], None]
+) -> EndpointTarget:
+    """Under the freeze: wait until the variant serves from exactly one instance."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        target = read_endpoint_target(
+            session, where.endpoint, where.variant, Transport.RESPONSE_STREAM, where.model
+        )
+        if target.status == "InService" and target.current_instances == 1:
+            return target
+        if time.monotonic() >= deadline:
+            raise RefusalError(
+                f"endpoint {where.endpoint} did not come down to one instance within "
+                f"{SETTLE_TIMEOUT_S:g} s (it is {target.status} with {target.current_instances})"
+            )
+        say(f"waiting for one instance ({target.status}, {target.current_instances} now)")
+        time.sleep(SETTLE_POLL_S)
+
+
+def surge_endpoint(
+    request: SurgeRequest, where: SurgeEndpoint, clock: EpochClock, say: Callable[[str], None]
+) -> tuple[SurgeArtifact, list[Sample]]:
+    """The surge over response-stream, with scaling frozen to one instance for its length."""
+    session = where.session
+    check_endpoint(
+        read_endpoint_target(
+            session, where.endpoint, where.variant, Transport.RESPONSE_STREAM, where.model
+        ),
+        request.qmax,
+    )  # refused before anything changes
+    with frozen_scaling(session, where.endpoint, where.variant, log=say):
+        target = settled_to_one(session, where, say)
+        fingerprint = check_endpoint(target, request.qmax)
+        client = runtime_client(session.region, STREAM_THREADS, REQUEST_TIMEOUT_S)
+        stream = StreamEndpoint(client, where.endpoint, where.variant)
+        sender = OpenLoopSender("", request.transport, request.utterances, clock, stream)
+        return run_surge(request, sender, fingerprint, (target.provenance_kind, target.source), say)
 
 
 # Per rate in the main job: long enough for LOCAL_SURGE_ARRIVALS at the higher rate, within
@@ -331,9 +498,11 @@ def local_surge_check(
     say: Callable[[str], None],
     server_args: Sequence[str] = (),
     log_path: Path | None = None,
+    endpoint: SurgeEndpoint | None = None,
 ) -> SurgeWritten | None:
     """The main job's surge step: one rate below X(Q_max) and one above, against a fresh local
-    server bounded at Q_max; prints how close the model came. None when there is no Q_max."""
+    server bounded at Q_max, or over response-stream against `endpoint` (deployed with the
+    plan, so bounded at Q_max); prints how close the model came. None when there is no Q_max."""
     from tts_bench.artifacts.schema import load_artifact
     from tts_bench.measure.surge_figures import ABOVE_SHARE, BELOW_SHARE, surge_note
     from tts_bench.planning.curve import throughput_curve
@@ -343,12 +512,13 @@ def local_surge_check(
         say("surge check skipped: the ladder found no Q_max")
         return None
     x = throughput_curve(qmax.curve_rungs)(qmax.refined_q_max)
+    transport = Transport.LOCAL_HTTP if endpoint is None else Transport.RESPONSE_STREAM
     request = SurgeRequest(
         qmax_path=qmax_path, qmax=qmax, rates_rps=[BELOW_SHARE * x, ABOVE_SHARE * x],
-        duration_s=local_surge_duration_s(ABOVE_SHARE * x), transport=Transport.LOCAL_HTTP,
+        duration_s=local_surge_duration_s(ABOVE_SHARE * x), transport=transport,
         utterances=utterances, seed=1,
     )  # fmt: skip
-    written = measure_surge(request, None, out, say, server_args, log_path)
+    written = measure_surge(request, None, out, say, server_args, log_path, endpoint)
     say(surge_note(written.artifact.runs, x))
     say(f"surge artifact: {written.path} (plot {written.png})")
     return written
