@@ -7,6 +7,7 @@ two G.711 companding laws (μ-law, A-law) that telephony callers ask for.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -14,7 +15,6 @@ import numpy as np
 BYTES_PER_SAMPLE: dict[str, int] = {"pcm_s16le": 2, "pcm_f32le": 4, "pcm_mulaw": 1, "pcm_alaw": 1}
 CHUNK_SECONDS = 0.020
 _HALF_TAPS = 16  # zero crossings of the sinc on each side at the output's Nyquist
-_BLOCK = 8192  # outputs per vectorised block; bounds the temporary arrays
 
 
 def samples_per_chunk(sample_rate: int) -> int:
@@ -26,28 +26,44 @@ def resampled_length(n: int, src_rate: int, dst_rate: int) -> int:
     return round(n * dst_rate / src_rate)
 
 
+@functools.lru_cache(maxsize=32)
+def _filter_bank(src_rate: int, dst_rate: int) -> tuple[int, int, int, np.ndarray]:
+    """(up, down, half, weights[up, 2·half]): one Hann-windowed sinc per output phase.
+
+    Output n sits at input time n·down/up; its fractional position repeats every `up` outputs,
+    so the weights are computed once per phase and rate pair rather than once per sample.
+    """
+    g = math.gcd(src_rate, dst_rate)
+    up, down = dst_rate // g, src_rate // g
+    cutoff = min(1.0, dst_rate / src_rate)  # low-pass at the lower of the two Nyquists
+    half = math.ceil(_HALF_TAPS / cutoff)
+    offsets = np.arange(-half + 1, half + 1)
+    frac = (np.arange(up) * down % up) / up  # each phase's position past its base sample
+    dist = frac[:, None] - offsets[None, :]
+    window = 0.5 + 0.5 * np.cos(np.pi * np.clip(dist / half, -1.0, 1.0))
+    weights = cutoff * np.sinc(cutoff * dist) * window
+    weights.setflags(write=False)
+    return up, down, half, weights
+
+
 def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     """Band-limited (Hann-windowed sinc) resampling of mono float audio to `dst_rate`."""
     audio = np.asarray(audio, dtype=np.float32)
     if src_rate == dst_rate or audio.size == 0:
         return audio
     n_out = resampled_length(audio.size, src_rate, dst_rate)
-    step = src_rate / dst_rate  # input samples per output sample
-    cutoff = min(1.0, dst_rate / src_rate)  # low-pass at the lower of the two Nyquists
-    half = math.ceil(_HALF_TAPS / cutoff)
-    offsets = np.arange(-half + 1, half + 1)
+    up, down, half, weights = _filter_bank(src_rate, dst_rate)
     padded = np.concatenate(
         [np.zeros(half, np.float32), audio, np.zeros(half + 1, np.float32)]
     ).astype(np.float64)
+    # Row b is the 2·half inputs around input sample b: padded[b + 1 : b + 2·half + 1].
+    windows = np.lib.stride_tricks.sliding_window_view(padded[1:], 2 * half)
     out = np.empty(n_out, dtype=np.float32)
-    for begin in range(0, n_out, _BLOCK):
-        pos = np.arange(begin, min(begin + _BLOCK, n_out)) * step  # output n at input time n*step
-        base = np.floor(pos).astype(np.int64)
-        taps = base[:, None] + offsets[None, :]
-        dist = pos[:, None] - taps
-        window = 0.5 + 0.5 * np.cos(np.pi * np.clip(dist / half, -1.0, 1.0))
-        weights = cutoff * np.sinc(cutoff * dist) * window
-        out[begin : begin + pos.size] = np.sum(padded[taps + half] * weights, axis=1)
+    for phase in range(min(up, n_out)):
+        # Outputs phase, phase + up, … sit `down` inputs apart: a strided view, no gather.
+        count = len(range(phase, n_out, up))
+        first = phase * down // up
+        out[phase::up] = windows[first : first + count * down : down] @ weights[phase]
     return out
 
 
