@@ -78,7 +78,7 @@ def http_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     code = main(
         [
             "qmax", "--host", live_server.url, "--rungs", "1,2", "--hold-s", "24",
-            "--measure-s", "16", "--idle-s", "0", "--slo-ms", "600000",
+            "--measure-s", "16", "--idle-s", "0", "--slo-ms", "60000",
             "--corpus", str(CORPORA / "two_sentences.txt"), "--out", str(out), "--refine",
         ]
     )  # fmt: skip
