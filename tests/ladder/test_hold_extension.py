@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,8 @@ from tts_bench.measure.ladder import (
 from tts_bench.measure.ladder_locust import LadderRequest
 from tts_bench.measure.samples import Outcome, Sample
 from tts_bench.measure.stability import hold_extension_s
+
+from .conftest import LOCUSTFILE
 
 T0 = 1_700_000_000.0
 
@@ -213,3 +217,36 @@ def test_the_locust_command_carries_max_hold_only_when_given():
     with_max = command(max_hold_s=45.0)
     assert with_max[with_max.index("--max-hold-s") + 1] == "45.0"
     assert "--max-hold-s" not in command()
+
+
+SHAPE = {"rungs": [1, 5], "hold_s": 10, "measure_s": 4, "idle_s": 3, "final_drain_s": 5}
+
+
+def test_the_shape_holds_an_extended_rung_and_starts_the_next_one_later(tick_answers):
+    # Rung 1 extended by 4 s: held to 14 s, idle to 17 s, rung 5 from 17 s to 27 s.
+    settings = {**SHAPE, "max_hold_s": 20, "extended_s": [4]}
+    times = [9.9, 13.9, 14.0, 16.9, 17.0, 26.9, 27.0, 31.9, 32.0]
+    users = [t and t[0] for t in tick_answers(settings, times)]
+    assert users == [1, 1, 0, 0, 5, 5, 0, 0, None]
+
+
+def test_the_shape_keeps_a_rung_awaiting_its_verdict_on_past_its_end(tick_answers):
+    # Rung 1's window closed at 10 s; the conductor has not judged it yet: its users stay on,
+    # even past the next rung's start, until the verdict lets the schedule move on.
+    settings = {**SHAPE, "max_hold_s": 20, "held_open": [1, 0.0, 10.0]}
+    users = [t and t[0] for t in tick_answers(settings, [5.0, 10.5, 12.9, 13.5])]
+    assert users == [1, 1, 1, 1]
+    released = [t and t[0] for t in tick_answers({**SHAPE, "max_hold_s": 20}, [10.5, 13.5])]
+    assert released == [0, 5]
+
+
+def test_locust_refuses_a_bad_max_hold_in_one_line(child_env):
+    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless"]
+    flags = ["--rungs", "1", "--hold-s", "20", "--measure-s", "10", "--max-hold-s", "15"]
+    done = subprocess.run(
+        [*command, *flags], capture_output=True, text=True, env=child_env, timeout=120
+    )
+    assert done.returncode == 2
+    refusals = [line for line in done.stderr.splitlines() if "refused:" in line]
+    assert len(refusals) == 1 and "--max-hold-s 15: must be at least --hold-s 20" in refusals[0]
+    assert "Traceback" not in done.stderr
