@@ -677,8 +677,10 @@ class Conductor:
                 )
                 self.shape.held_open = None
                 gevent.spawn(self.judge, users, w0, w1)
-        finally:
-            self.shape.held_open = None  # killed after a failing rung: let the shape move on
+        finally:  # killed after a failing rung: let the shape move on (a probe's is not ours)
+            held, coarse_end = self.shape.held_open, self.shape.coarse_end_s
+            if held is not None and (coarse_end is None or held.start_s < coarse_end):
+                self.shape.held_open = None
 
     def extend_rung(self, index: int) -> tuple[float, float] | None:
         """Coarse rung `index`'s window just closed: its next window when it is extended."""
