@@ -37,7 +37,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,11 +75,13 @@ from tts_bench.measure.ladder import (
     Phase,
     build_qmax_artifact,
     build_refinement,
+    extend_unstable,
     format_duration,
     ladder_rungs,
     live_figures,
     parse_rungs,
     rung_statistics,
+    window_stability,
 )
 from tts_bench.measure.playback import (
     PlaybackTracker,
@@ -98,6 +100,7 @@ from tts_bench.measure.refine import (
 from tts_bench.measure.sagemaker_target import read_target_from_environment
 from tts_bench.measure.samples import Outcome, Sample, samples_path, write_samples
 from tts_bench.measure.server_ping import fetch_ping
+from tts_bench.measure.stability import hold_extension_s
 
 logger = logging.getLogger("qmax")
 
@@ -141,6 +144,15 @@ def add_ladder_arguments(parser: Any, **_kw: Any) -> None:
     for name, default, text in flags:
         kind = str if isinstance(default, str) else float
         group.add_argument(name, type=kind, default=default, help=text, include_in_web_ui=False)
+    group.add_argument(
+        "--max-hold-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="hold a rung whose window is unstable one --measure-s longer at a time, up to S "
+        "seconds in all (default: off)",
+        include_in_web_ui=False,
+    )
     group.add_argument(
         "--refine",
         type=float,
@@ -188,6 +200,7 @@ def schedule_from_options(options: Any) -> LadderSchedule:
         hold_s=options.hold_s,
         measure_s=options.measure_s,
         idle_s=options.idle_s,
+        max_hold_s=options.max_hold_s,
     )
 
 
@@ -265,6 +278,10 @@ class Store:
             seen >= at and min(starts, default=at) >= at
             for seen, starts in self.open_state.values()
         )
+
+    def reported_since(self, at: float) -> bool:
+        """Every process reported after `at`: every request that ended before `at` is in."""
+        return bool(self.open_state) and all(seen >= at for seen, _ in self.open_state.values())
 
     def open_starts(self) -> list[float]:
         return [start for _, starts in self.open_state.values() for start in starts]
@@ -523,6 +540,13 @@ class QmaxLadderShape(LoadTestShape):
     """Seconds with no users between rungs (the last rung idles at least `final_drain_s`)."""
     final_drain_s: float = FINAL_DRAIN_S
     """Seconds after the last rung for the last requests and worker reports to arrive."""
+    max_hold_s: float | None = None
+    """--max-hold-s: the longest an unstable rung (or probe) is held; None: never extended."""
+    extended_s: tuple[float, ...] = ()
+    """Seconds each coarse rung's hold was extended so far, set by the conductor."""
+    held_open: Phase | None = None
+    """The rung (or probe) awaiting its stability verdict: its users stay on past its end until
+    the conductor extends it or lets it end (only with `max_hold_s`)."""
     user_class: type[User] | None = None
     """The transport's user class; None lets Locust use every user class in the file."""
 
@@ -540,8 +564,20 @@ class QmaxLadderShape(LoadTestShape):
 
     def schedule(self) -> LadderSchedule:
         return LadderSchedule(
-            self.rungs, self.hold_s, self.measure_s, self.idle_s, self.final_drain_s
-        )
+            self.rungs, self.hold_s, self.measure_s, self.idle_s, self.final_drain_s,
+            self.max_hold_s, self.extended_s,
+        )  # fmt: skip
+
+    def extend_rung(self, schedule: LadderSchedule) -> None:
+        """Take the extended schedule; a held-open rung grows with it."""
+        self.extended_s = schedule.extended_s
+
+    def extend_probe(self, seconds: float) -> Phase:
+        """The last probe held `seconds` longer."""
+        last = self.probes[-1]
+        longer = Phase(last.users, last.start_s, last.end_s + seconds, last.rung)
+        self.probes = (*self.probes[:-1], longer)
+        return longer
 
     def begin_refinement(self, coarse_end_s: float) -> None:
         self.coarse_end_s, self.refining = coarse_end_s, True
@@ -557,6 +593,8 @@ class QmaxLadderShape(LoadTestShape):
     def phase_now(self) -> Phase | None:
         """The phase at the current run time: coarse, then probes once refinement began."""
         t = self.get_run_time()
+        if self.held_open is not None and t >= self.held_open.start_s:
+            return self.held_open
         if self.coarse_end_s is None or t < self.coarse_end_s:
             return self.schedule().phase_at(t)
         probe = next((p for p in self.probes if p.start_s <= t < p.end_s), None)
@@ -598,8 +636,8 @@ class Conductor:
     store: Store = field(default_factory=Store)
     greenlet: gevent.Greenlet | None = None
     refiner: gevent.Greenlet | None = None
-    # Refinement: each probe's level and measure window (epoch), and why it ended.
-    probe_windows: list[tuple[int, float, float]] = field(default_factory=list)
+    # Refinement: each probe's level, measure window (epoch) and extension, and why it ended.
+    probe_windows: list[tuple[int, float, float, float]] = field(default_factory=list)
     refine_ended_by: str | None = None
     written: Path | None = None
     # The web UI's "Ladder" tab: one row per rung or probe, live while held, final once judged.
@@ -614,28 +652,109 @@ class Conductor:
         self.greenlet = gevent.spawn(self.run)
 
     def run(self) -> None:
-        """Announce each rung to every process and show progress; a judge per rung decides."""
-        schedule = self.shape.schedule()
+        """Announce each rung to every process and show progress; a judge per rung decides.
+
+        With --max-hold-s a rung whose window is unstable is held longer first (`extend`)."""
         t0 = self.shape.start_epoch
-        total = len(schedule.rungs)
-        for index, users in enumerate(schedule.rungs):
-            rung_start = t0 + schedule.rung_start_s(index)
-            w0, w1 = (t0 + s for s in schedule.window_s(index))
-            label = f"rung {index + 1}/{total}"
-            self.hold(label, users, rung_start, w0, w1, t0 + schedule.duration_s)
-            gevent.spawn(self.judge, users, w0, w1)
+        total = len(self.shape.rungs)
+        try:
+            for index, users in enumerate(self.shape.rungs):
+                schedule = self.shape.schedule()
+                rung_start = t0 + schedule.rung_start_s(index)
+                w0, w1 = (t0 + s for s in schedule.window_s(index))
+                label = f"rung {index + 1}/{total}"
+                end = t0 + schedule.worst_case().duration_s
+                if self.shape.max_hold_s is not None:
+                    self.shape.held_open = schedule.rung_phase(index)
+                w0, w1 = self.hold(
+                    label,
+                    users,
+                    rung_start,
+                    w0,
+                    w1,
+                    end,
+                    lambda _a, _b, i=index: self.extend_rung(i),
+                )
+                self.shape.held_open = None
+                gevent.spawn(self.judge, users, w0, w1)
+        finally:  # killed after a failing rung: let the shape move on (a probe's is not ours)
+            held, coarse_end = self.shape.held_open, self.shape.coarse_end_s
+            if held is not None and (coarse_end is None or held.start_s < coarse_end):
+                self.shape.held_open = None
+
+    def extend_rung(self, index: int) -> tuple[float, float] | None:
+        """Coarse rung `index`'s window just closed: its next window when it is extended."""
+        schedule = self.shape.schedule()
+        users = schedule.rungs[index]
+        self.await_reports(self.shape.start_epoch + schedule.window_s(index)[1])
+        longer = extend_unstable(schedule, index, self.store.samples, self.shape.start_epoch)
+        if longer is None:
+            return None
+        self.shape.extend_rung(longer)
+        self.shape.held_open = longer.rung_phase(index)
+        w0, w1 = (self.shape.start_epoch + s for s in longer.window_s(index))
+        self.log_extension(users, longer.rung_hold_s(index), w1)
+        return w0, w1
+
+    def extend_probe(self, users: int, w0: float, w1: float) -> tuple[float, float] | None:
+        """The last probe's window [w0, w1) just closed: its next window when it is extended."""
+        self.await_reports(w1)
+        probe = self.shape.probes[-1]
+        steady = window_stability(self.store.samples, users, (w0, w1))
+        held = probe.end_s - probe.start_s
+        seconds = hold_extension_s(held, self.shape.measure_s, self.shape.max_hold_s, steady.stable)
+        if not seconds:
+            return None
+        self.shape.held_open = self.shape.extend_probe(seconds)
+        self.log_extension(users, held + seconds, w1 + seconds)
+        return w0 + seconds, w1 + seconds
+
+    def log_extension(self, users: int, hold_s: float, w1: float) -> None:
+        row = self.board.get(users)
+        if row is not None:
+            row["hold_s"] = f"{hold_s:.0f}"
+        logger.info(
+            "c=%d: its window was unstable; held to %.0f s (at most %g s), judged again in %.0f s",
+            users,
+            hold_s,
+            self.shape.max_hold_s,
+            w1 - time.time(),
+        )
+
+    def await_reports(self, at: float) -> None:
+        """Until every process has reported since `at` (the users stay on meanwhile)."""
+        deadline = at + SETTLE_LIMIT_S
+        while True:
+            self.collect()
+            if self.store.reported_since(at) or time.time() > deadline:
+                return
+            gevent.sleep(0.25)
 
     def hold(
-        self, label: str, users: int, rung_start: float, w0: float, w1: float, end: float
-    ) -> None:
-        """Tell every process the rung from its start to its window's end; log progress."""
+        self,
+        label: str,
+        users: int,
+        rung_start: float,
+        w0: float,
+        w1: float,
+        end: float,
+        extend: Callable[[float, float], tuple[float, float] | None],
+    ) -> tuple[float, float]:
+        """Tell every process the rung from its start to its window's end; log progress. With
+        --max-hold-s, `extend` then gives the next window while the rung is held longer.
+        Returns the window the rung is judged on."""
         gevent.sleep(max(0.0, rung_start - time.time()))
         self.runner.send_message(RUNG_MESSAGE, {"rung": users})
-        while (now := time.time()) < w1:
-            gevent.sleep(min(PROGRESS_EVERY_S, max(0.05, w1 - now)))
-            if time.time() < w1 - 0.5:
-                self.progress(label, users, rung_start, w0, w1, end)
+        while True:
+            while (now := time.time()) < w1:
+                gevent.sleep(min(PROGRESS_EVERY_S, max(0.05, w1 - now)))
+                if time.time() < w1 - 0.5:
+                    self.progress(label, users, rung_start, w0, w1, end)
+            if self.shape.max_hold_s is None or (window := extend(w0, w1)) is None:
+                break
+            w0, w1 = window
         self.runner.send_message(RUNG_MESSAGE, {"rung": None})
+        return w0, w1
 
     def progress(
         self, label: str, users: int, rung_start: float, w0: float, w1: float, end: float
@@ -647,8 +766,9 @@ class Conductor:
         p95 = "-" if live.ttfab_p95_ms is None else f"{live.ttfab_p95_ms:.0f} ms"
         where = f"window opens in {w0 - now:.0f} s" if now < w0 else "measuring"
         self.board[users] = board_row(
-            label, users, where, live.ttfab_p95_ms, None, live.in_flight, live.playback, None
-        )
+            label, users, where, live.ttfab_p95_ms, None, live.in_flight, live.playback, None,
+            f"{w1 - rung_start:.0f}",
+        )  # fmt: skip
         logger.info(
             "%s c=%d: %.0f s left in hold (%s); last 10 s: p95 TTFAB %s over %d requests, "
             "%.2f in flight; at most %s left in the ladder",
@@ -682,9 +802,10 @@ class Conductor:
             else ("passes" if rung.meets_slo else "fails the SLO")
         )
         stalls = "-" if rung.underrun_share is None else f"{rung.underrun_share:.0%}"
+        row = self.board.get(users, {})
         self.board[users] = board_row(
-            self.board.get(users, {}).get("rung", f"c={users}"), users, verdict, rung.ttfab_p95_ms, rung.achieved_rps,
-            rung.client_mean_in_flight, rung, rung.stable,
+            row.get("rung", f"c={users}"), users, verdict, rung.ttfab_p95_ms, rung.achieved_rps,
+            rung.client_mean_in_flight, rung, rung.stable, row.get("hold_s", "-"),
         )  # fmt: skip
         logger.info(
             "rung c=%d %s: p95 TTFAB %s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight, "
@@ -750,11 +871,23 @@ class Conductor:
             phase = self.shape.add_probe(probe, start_s)
             w1 = t0 + phase.end_s
             w0 = w1 - self.shape.measure_s
-            left = (worst - done) * (self.shape.hold_s + max(self.shape.idle_s, 1.0))
+            longest = self.shape.schedule().longest_hold_s
+            left = (worst - done) * (longest + max(self.shape.idle_s, 1.0))
             label = f"probe {done + 1} of at most {worst}"
-            self.hold(label, probe, t0 + start_s, w0, w1, time.time() + left)
+            if self.shape.max_hold_s is not None:
+                self.shape.held_open = phase
+            try:
+                w0, w1 = self.hold(
+                    label, probe, t0 + start_s, w0, w1, time.time() + left,
+                    lambda a, b: self.extend_probe(probe, a, b),
+                )  # fmt: skip
+            finally:
+                self.shape.held_open = None
             rung = self.measure(probe, w0, w1)
-            self.probe_windows.append((probe, w0, w1))
+            held = self.shape.probes[-1]
+            self.probe_windows.append(
+                (probe, w0, w1, held.end_s - held.start_s - self.shape.hold_s)
+            )
             done += 1
             if not rung.usable:
                 self.refine_ended_by = "client-bound"
@@ -796,8 +929,9 @@ class Conductor:
                 ),
                 window_start_epoch=w0,
                 window_end_epoch=w1,
+                extended_s=extended,
             )
-            for n, w0, w1 in self.probe_windows
+            for n, w0, w1, extended in self.probe_windows
         ]
         return build_refinement(coarse, probes, self.refine_pct, self.refine_ended_by)
 
@@ -870,8 +1004,10 @@ def board_row(
     in_flight: float,
     heard: Any,
     stable: bool | None,
+    hold: str = "-",
 ) -> dict[str, Any]:
-    """One row of the web UI's Ladder tab (playback figures from a Rung or PlaybackFigures)."""
+    """One row of the web UI's Ladder tab (playback figures from a Rung or PlaybackFigures;
+    `hold`: the seconds the rung is held so far, extensions included)."""
 
     def fmt(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
@@ -890,6 +1026,7 @@ def board_row(
         ),
         "stall_ms_p95": fmt(heard.stall_ms_p95, ".0f"),
         "stable": "-" if stable is None else ("yes" if stable else "no"),
+        "hold_s": hold,
     }
 
 
@@ -898,7 +1035,7 @@ BOARD_COLUMNS = (
     ("rung", "Rung"), ("users", "Users"), ("status", "Window / verdict"),
     ("ttfab_p95_ms", "p95 TTFAB (ms)"), ("rps", "Achieved rps"), ("in_flight", "In flight"),
     ("rtf_p50", "RTF p50"), ("rtf_p95", "RTF p95"), ("underrun_share", "Underrun %"),
-    ("stall_ms_p95", "Stall p95 (ms)"), ("stable", "Stable"),
+    ("stall_ms_p95", "Stall p95 (ms)"), ("stable", "Stable"), ("hold_s", "Hold (s)"),
 )  # fmt: skip
 
 
@@ -998,6 +1135,7 @@ def on_init(environment: Environment, runner: Runner, **_kw: Any) -> None:
         sys.exit(exc.exit_code)
     shape.rungs, shape.hold_s = schedule.rungs, schedule.hold_s
     shape.measure_s, shape.idle_s = schedule.measure_s, schedule.idle_s
+    shape.max_hold_s, shape.extended_s = schedule.max_hold_s, ()
     shape.user_class = USER_CLASSES[transport]
     environment.qmax_conductor = conductor  # type: ignore[attr-defined]
     add_ladder_tab(environment, conductor)

@@ -31,6 +31,10 @@ def main() -> None:
             value = getattr(module, value) if value else None
         if key == "probes":  # refinement probes: [users, start_s, end_s] each
             value = tuple(module.Phase(u, a, b, u) for u, a, b in value)
+        if key == "held_open":  # the phase awaiting its stability verdict: [users, start_s, end_s]
+            value = module.Phase(value[0], value[1], value[2], value[0])
+        if key == "extended_s":
+            value = tuple(value)
         setattr(shape, key, tuple(value) if key == "rungs" else value)
     answers = []
     for t in times:

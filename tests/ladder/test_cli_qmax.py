@@ -107,3 +107,27 @@ def test_the_fingerprint_comes_from_ping_plus_the_transport():
 def test_a_ping_body_off_contract_is_a_clear_error(body):
     with pytest.raises(PingError, match="not the contract's JSON"):
         parse_ping(body)
+
+
+BELOW_HOLD = "must be at least --hold-s 240"
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected_error"),
+    [
+        ("100", f"--max-hold-s 100: {BELOW_HOLD}"),
+        ("-5", f"--max-hold-s -5: {BELOW_HOLD}"),
+        ("1e9", f"--max-hold-s 1e+09: {BELOW_HOLD} (an unstable rung's hold only grows) and at most 86400 s"),
+        ("nan", "--max-hold-s nan: not a finite number"),
+    ],
+)  # fmt: skip
+def test_a_bad_max_hold_is_a_one_line_error(no_network, capsys, flag, expected_error):
+    assert main(["qmax", "--dry-run", "--max-hold-s", flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected_error in err and len(err.splitlines()) == 1
+
+
+def test_the_dry_run_with_max_hold_prints_the_worst_case(no_network, capsys):
+    assert main(["qmax", "--dry-run", "--rungs", "1,5", "--max-hold-s", "360"]) == 0
+    out = capsys.readouterr().out
+    assert "up to 360 s" in out and "at most 13 min 00 s" in out

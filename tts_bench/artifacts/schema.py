@@ -174,8 +174,8 @@ class UncontendedService(_Strict):
 
 
 class LadderSettings(_Strict):
-    """The schedule: rung i holds from start + i·(hold_s + idle_s) for hold_s, measured over
-    its trailing measure_s."""
+    """The schedule: each rung is held `hold_s` plus its extension (`extended_s`, 0 when none),
+    measured over the trailing `measure_s` of its hold; rungs are `idle_s` apart."""
 
     rungs: list[PositiveInt]
     hold_s: PositiveFloat
@@ -187,12 +187,41 @@ class LadderSettings(_Strict):
     underrun_slo_share: Annotated[float, Field(gt=0, le=1)] | None = Field(
         default=None, description="a rung whose underrun_share exceeds this fails"
     )
+    # --max-hold-s (measure.stability): an unstable rung's hold grows up to this.
+    max_hold_s: PositiveFloat | None = Field(
+        default=None, description="longest hold an unstable rung was allowed; null: no extension"
+    )
+    extended_s: list[NonNegativeFloat] = Field(
+        default_factory=list,
+        description="seconds added to rung i's hold while its window was unstable; a rung "
+        "past the list's end (every rung of an artifact without it) was held hold_s",
+    )
+
+    @model_validator(mode="after")
+    def _extensions(self) -> LadderSettings:
+        if len(self.extended_s) > len(self.rungs):
+            raise ValueError("extended_s has more entries than the ladder has rungs")
+        if any(self.extended_s) and self.max_hold_s is None:
+            raise ValueError("a rung was extended but the ladder records no max_hold_s")
+        if self.max_hold_s is not None and self.max_hold_s < self.hold_s:
+            raise ValueError("max_hold_s is below hold_s")
+        if self.max_hold_s is not None and any(
+            self.hold_s + e > self.max_hold_s * (1 + 1e-9) for e in self.extended_s
+        ):
+            raise ValueError("a rung's extended hold exceeds max_hold_s")
+        return self
+
+    def rung_hold_s(self, index: int) -> float:
+        """How long rung `index` was held: `hold_s` plus its extension."""
+        extra = self.extended_s[index] if index < len(self.extended_s) else 0.0
+        return self.hold_s + extra
 
     def measure_window(self, index: int) -> tuple[float, float]:
         """Rung `index`'s measure window in unix time (needs `start_epoch`)."""
         if self.start_epoch is None:
             raise ValueError("this ladder did not record when it started")
-        hold_end = self.start_epoch + index * (self.hold_s + self.idle_s) + self.hold_s
+        start = self.start_epoch + sum(self.rung_hold_s(i) + self.idle_s for i in range(index))
+        hold_end = start + self.rung_hold_s(index)
         return hold_end - self.measure_s, hold_end
 
 
@@ -308,11 +337,15 @@ def ladder_outcome(rungs: list[Rung]) -> tuple[int | None, bool]:
 
 
 class RefinementProbe(_Strict):
-    """One bisection rung, held with the ladder's hold and window, and where its window lay."""
+    """One bisection rung, held with the ladder's hold (plus any extension), and where its
+    window lay."""
 
     rung: Rung
     window_start_epoch: float
     window_end_epoch: float
+    extended_s: NonNegativeFloat = Field(
+        default=0.0, description="seconds added to the probe's hold while it was unstable"
+    )
 
     @model_validator(mode="after")
     def _window(self) -> RefinementProbe:

@@ -56,6 +56,14 @@ def add_ladder_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds without load between rungs (default: %(default)g)",
     )
     parser.add_argument(
+        "--max-hold-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="hold a rung whose window is unstable one --measure-s longer at a time, up to S "
+        "seconds in all (default: off; the rung is recorded unstable)",
+    )
+    parser.add_argument(
         "--slo-ms",
         type=float,
         default=DEFAULT_SLO_MS,
@@ -147,6 +155,7 @@ def schedule_of(args: argparse.Namespace) -> LadderSchedule:
         hold_s=args.hold_s,
         measure_s=args.measure_s,
         idle_s=args.idle_s,
+        max_hold_s=args.max_hold_s,
     )
 
 

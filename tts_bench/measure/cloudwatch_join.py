@@ -45,7 +45,7 @@ def rung_mean(points: Sequence[MetricPoint], ladder: LadderSettings, index: int)
     (the same N), so a partial period never mixes in the next rung's load."""
     w0, w1 = ladder.measure_window(index)
     mean = window_mean(points, w0, w1)
-    return mean if mean is not None else window_mean(points, w1 - ladder.hold_s, w1)
+    return mean if mean is not None else window_mean(points, w1 - ladder.rung_hold_s(index), w1)
 
 
 def ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArtifact:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from tts_bench.errors import TtsBenchError
 from tts_bench.measure.playback import PlaybackFigures, playback_figures
 from tts_bench.measure.refine import coarse_bracket, narrow, worst_case_probes_for_ladder
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stability import stability
+from tts_bench.measure.stability import Stability, hold_extension_s, stability
 
 DEFAULT_RUNGS = (1, 5, 10, 20, 30, 40, 50, 60)
 DEFAULT_HOLD_S = 240.0
@@ -94,8 +94,11 @@ class Phase:
 class LadderSchedule:
     """Rungs held for `hold_s` each, measured over the trailing `measure_s`, `idle_s` apart.
 
-    After the last rung the schedule idles for max(`idle_s`, `final_drain_s`) so the last
-    requests and (in distributed runs) the workers' last reports are in before it ends.
+    With `max_hold_s`, a rung whose window was unstable is held longer (`extended_s[i]`
+    seconds, known only as the run goes: see `extend_unstable`); every later rung starts
+    that much later. After the last rung the schedule idles for max(`idle_s`,
+    `final_drain_s`) so the last requests and (in distributed runs) the workers' last reports
+    are in before it ends.
     """
 
     rungs: tuple[int, ...] = DEFAULT_RUNGS
@@ -103,6 +106,8 @@ class LadderSchedule:
     measure_s: float = DEFAULT_MEASURE_S
     idle_s: float = DEFAULT_IDLE_S
     final_drain_s: float = FINAL_DRAIN_S
+    max_hold_s: float | None = None
+    extended_s: tuple[float, ...] = ()  # per rung index; a rung past its end is not extended
 
     def __post_init__(self) -> None:
         if (
@@ -127,25 +132,61 @@ class LadderSchedule:
         ):
             if not seconds <= MAX_PHASE_S:  # also refuses nan
                 raise LadderError(f"{flag} {seconds:g}: at most {MAX_PHASE_S:g} s (a day)")
+        if self.max_hold_s is not None:
+            check_max_hold_s(self.max_hold_s, self.hold_s)
+        if len(self.extended_s) > len(self.rungs) or any(
+            not 0 <= e <= self.longest_hold_s - self.hold_s + 1e-9 for e in self.extended_s
+        ):
+            raise LadderError(
+                f"extensions {list(self.extended_s)}: each must keep its hold within "
+                f"{self.longest_hold_s:g} s"
+            )
+
+    @property
+    def longest_hold_s(self) -> float:
+        """The longest any rung may be held: `max_hold_s`, or `hold_s` without extensions."""
+        return self.hold_s if self.max_hold_s is None else self.max_hold_s
+
+    def rung_hold_s(self, index: int) -> float:
+        """How long rung `index` is held so far: `hold_s` plus its extension."""
+        extra = self.extended_s[index] if index < len(self.extended_s) else 0.0
+        return self.hold_s + extra
 
     def rung_start_s(self, index: int) -> float:
-        return index * (self.hold_s + self.idle_s)
+        return sum(self.rung_hold_s(i) + self.idle_s for i in range(index))
 
     def window_s(self, index: int) -> tuple[float, float]:
-        """The measure window of rung `index`, in seconds from the start of the test."""
-        hold_end = self.rung_start_s(index) + self.hold_s
+        """The measure window of rung `index`: the trailing `measure_s` of its hold so far, in
+        seconds from the start of the test."""
+        hold_end = self.rung_start_s(index) + self.rung_hold_s(index)
         return hold_end - self.measure_s, hold_end
+
+    def rung_phase(self, index: int) -> Phase:
+        start = self.rung_start_s(index)
+        users = self.rungs[index]
+        return Phase(users, start, start + self.rung_hold_s(index), users)
+
+    def extended(self, index: int, seconds: float) -> LadderSchedule:
+        """This schedule with rung `index` held `seconds` longer (later rungs start later)."""
+        extra = list(self.extended_s) + [0.0] * (index + 1 - len(self.extended_s))
+        extra[index] += seconds
+        return replace(self, extended_s=tuple(extra))
+
+    def worst_case(self) -> LadderSchedule:
+        """Every rung extended to `max_hold_s` (the schedule itself without it)."""
+        extra = self.longest_hold_s - self.hold_s
+        return replace(self, extended_s=(extra,) * len(self.rungs))
 
     @property
     def phases(self) -> tuple[Phase, ...]:
         out: list[Phase] = []
-        for i, users in enumerate(self.rungs):
-            start = self.rung_start_s(i)
-            out.append(Phase(users, start, start + self.hold_s, users))
+        for i in range(len(self.rungs)):
+            held = self.rung_phase(i)
+            out.append(held)
             last = i == len(self.rungs) - 1
             idle = max(self.idle_s, self.final_drain_s) if last else self.idle_s
             if idle > 0:
-                out.append(Phase(0, start + self.hold_s, start + self.hold_s + idle, None))
+                out.append(Phase(0, held.end_s, held.end_s + idle, None))
         return tuple(out)
 
     @property
@@ -163,7 +204,19 @@ class LadderSchedule:
             measure_s=self.measure_s,
             idle_s=self.idle_s,
             start_epoch=start_epoch,
+            max_hold_s=self.max_hold_s,
+            extended_s=list(self.extended_s),
         )
+
+
+def check_max_hold_s(max_hold_s: float, hold_s: float) -> float:
+    """A `--max-hold-s` the schedule can honour: at least `--hold-s`, at most a day."""
+    if not hold_s <= max_hold_s <= MAX_PHASE_S:  # also refuses nan and negatives
+        raise LadderError(
+            f"--max-hold-s {max_hold_s:g}: must be at least --hold-s {hold_s:g} (an unstable "
+            f"rung's hold only grows) and at most {MAX_PHASE_S:g} s"
+        )
+    return max_hold_s
 
 
 # No request outlives SageMaker's 60 s invocation ceiling, so no SLO can be longer.
@@ -191,37 +244,50 @@ def format_duration(seconds: float) -> str:
 def refinement_worst_case_s(schedule: LadderSchedule, refine_pct: float) -> tuple[int, float]:
     """The most probes a refinement can hold after this ladder, and their wall-clock time.
 
-    Each probe is held `hold_s` after at least `idle_s` (and at least 1 s) without load.
+    Each probe is held `hold_s` (`max_hold_s` when every one is extended) after at least
+    `idle_s` (and at least 1 s) without load.
     """
     probes = worst_case_probes_for_ladder(schedule.rungs, refine_pct)
-    return probes, probes * (schedule.hold_s + max(schedule.idle_s, 1.0))
+    return probes, probes * (schedule.longest_hold_s + max(schedule.idle_s, 1.0))
 
 
 def describe_schedule(
     schedule: LadderSchedule, slo_ms: float, refine_pct: float | None = None
 ) -> str:
-    """The dry run's text: one line per rung and the wall-clock estimate."""
+    """The dry run's text: one line per rung and the wall-clock estimate (with `max_hold_s`,
+    the worst case: every rung extended to it)."""
+    worst = schedule.worst_case()
+    extends = schedule.max_hold_s is not None and schedule.max_hold_s > schedule.hold_s
     lines = [
         f"ladder: {len(schedule.rungs)} rungs, hold {schedule.hold_s:g} s, measure the trailing "
         f"{schedule.measure_s:g} s, idle {schedule.idle_s:g} s between rungs, SLO p95 TTFAB "
         f"<= {slo_ms:g} ms",
-        f"{'rung':>6} {'users':>6} {'starts':>9} {'window':>17}",
     ]
-    for i, users in enumerate(schedule.rungs):
-        w0, w1 = schedule.window_s(i)
+    if extends:
         lines.append(
-            f"{i + 1:>6} {users:>6} {schedule.rung_start_s(i):>8.0f}s {w0:>8.0f}s-{w1:>6.0f}s"
+            f"an unstable rung is held {schedule.measure_s:g} s more at a time, up to "
+            f"{schedule.max_hold_s:g} s; the rows below are the worst case, every rung extended"
         )
+    lines.append(f"{'rung':>6} {'users':>6} {'starts':>9} {'window':>17}")
+    for i, users in enumerate(worst.rungs):
+        w0, w1 = worst.window_s(i)
+        lines.append(
+            f"{i + 1:>6} {users:>6} {worst.rung_start_s(i):>8.0f}s {w0:>8.0f}s-{w1:>6.0f}s"
+        )
+    unextended = (
+        f"; {format_duration(schedule.duration_s)} if no rung is extended" if extends else ""
+    )
     lines.append(
-        f"wall clock at most {format_duration(schedule.duration_s)} "
-        f"({schedule.duration_s:.0f} s; the ladder stops early after the first failing rung)"
+        f"wall clock at most {format_duration(worst.duration_s)} "
+        f"({worst.duration_s:.0f} s; the ladder stops early after the first failing rung"
+        f"{unextended})"
     )
     if refine_pct is not None:
         probes, probe_s = refinement_worst_case_s(schedule, refine_pct)
         lines.append(
             f"refinement to max(1 user, {refine_pct:g} % of Q_max): at most {probes} probes of "
-            f"{schedule.hold_s:g} s, {format_duration(probe_s)} more; worst case in all "
-            f"{format_duration(schedule.duration_s + probe_s)}"
+            f"{schedule.longest_hold_s:g} s, {format_duration(probe_s)} more; worst case in all "
+            f"{format_duration(worst.duration_s + probe_s)}"
         )
     return "\n".join(lines)
 
@@ -277,6 +343,29 @@ def in_window(samples: Iterable[Sample], concurrency: int, w0: float, w1: float)
     ]
 
 
+def window_stability(
+    samples: Sequence[Sample], concurrency: int, window: tuple[float, float]
+) -> Stability:
+    """The stability verdict over the rung's requests that ended inside `window` (epoch)."""
+    return stability(in_window(samples, concurrency, *window), window)
+
+
+def extend_unstable(
+    schedule: LadderSchedule, index: int, samples: Sequence[Sample], start_epoch: float
+) -> LadderSchedule | None:
+    """Once rung `index`'s window has closed: the schedule with its hold one step longer when
+    that window is unstable and `max_hold_s` leaves room; None when its hold is final.
+
+    The samples need only be those that ended by the window's end: the verdict reads no other.
+    """
+    w0, w1 = (start_epoch + s for s in schedule.window_s(index))
+    steady = window_stability(samples, schedule.rungs[index], (w0, w1))
+    seconds = hold_extension_s(
+        schedule.rung_hold_s(index), schedule.measure_s, schedule.max_hold_s, steady.stable
+    )
+    return schedule.extended(index, seconds) if seconds > 0 else None
+
+
 def rung_statistics(
     samples: Sequence[Sample],
     cpu: Sequence[CpuReading],
@@ -317,7 +406,7 @@ def rung_statistics(
     failed = rejected + errors
     heard = playback_figures(ok)
     meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
-    steady = stability(done, window)
+    steady = window_stability(samples, concurrency, window)
     return Rung(
         concurrency=concurrency,
         achieved_rps=len(ok) / (w1 - w0),
@@ -394,8 +483,12 @@ def build_qmax_artifact(
     refinement: Refinement | None = None,
 ) -> QmaxArtifact:
     q_max, bracketed = ladder_outcome(rungs)
+    # A rung cut short after the first failure has no record: neither has its extension.
     settings = schedule.settings(start_epoch).model_copy(
-        update={"underrun_slo_share": underrun_slo_share}
+        update={
+            "underrun_slo_share": underrun_slo_share,
+            "extended_s": list(schedule.extended_s[: len(rungs)]),
+        }
     )
     return QmaxArtifact(
         fingerprint=fingerprint,

@@ -55,6 +55,8 @@ class LadderRequest:
             "--slo-ms", f"{self.slo_ms:g}", "--transport", self.transport,
             "--model", self.model, "--out", str(self.out),
         ]  # fmt: skip
+        if s.max_hold_s is not None:
+            command += ["--max-hold-s", f"{s.max_hold_s!r}"]
         if self.corpus is not None:
             command += ["--corpus", str(self.corpus)]
         if self.processes:

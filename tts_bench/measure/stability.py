@@ -58,3 +58,19 @@ def stability(
     measured = [p for p in p95s if p is not None]
     stable = len(measured) == count and max(measured) <= (1 + tolerance) * min(measured) + 1e-9
     return Stability(sub_window_p95_ms=tuple(p95s), stable=stable)
+
+
+def hold_extension_s(
+    held_s: float, measure_s: float, max_hold_s: float | None, steady: bool
+) -> float:
+    """How much longer to hold a rung whose trailing `measure_s` was just judged; 0: judge it.
+
+    An unstable rung (`--max-hold-s`) is held one more `measure_s` (less where that would pass
+    `max_hold_s`), so its next window is made of requests none of which were judged before:
+    sliding by less would re-judge mostly the same requests and let a noisy rung pass by
+    re-rolling them.
+    """
+    if steady or max_hold_s is None:
+        return 0.0
+    step = min(measure_s, max_hold_s - held_s)
+    return step if step > 1e-9 else 0.0

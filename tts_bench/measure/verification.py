@@ -66,17 +66,23 @@ def verification_ladder(
         hold_s=ladder.hold_s,
         measure_s=ladder.measure_s,
         idle_s=ladder.idle_s,
+        max_hold_s=ladder.max_hold_s,
     )
 
 
 def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
     """The dry run's line: the levels depend on the Q_max the ladder has yet to find."""
     verification_levels(1, surge_ratio)  # a bad ratio is refused before anything runs
-    extra_s = 2 * (ladder.hold_s + ladder.idle_s)
+    extra_s = 2 * (ladder.longest_hold_s + ladder.idle_s)
+    held = (
+        f"{ladder.hold_s:g} s"
+        if ladder.longest_hold_s == ladder.hold_s
+        else f"{ladder.hold_s:g} s (up to {ladder.longest_hold_s:g} s while unstable)"
+    )
     return (
         f"then 2 verification rungs at C_scale_max = {2 - surge_ratio:g} x Q_max and "
         f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
-        f"users, each held {ladder.hold_s:g} s: at most {format_duration(extra_s)} more"
+        f"users, each held {held}: at most {format_duration(extra_s)} more"
     )
 
 
