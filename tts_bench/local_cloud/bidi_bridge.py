@@ -159,8 +159,16 @@ class _Connection:
                     stream.window_open.set()
 
     async def _serve(self, stream: _Stream, headers: dict[str, str]) -> None:
+        session = _Session(self, stream, headers)
         try:
-            await _Session(self, stream, headers).run()
+            await session.run()
+        except Exception as exc:  # a fault here must reach the client, not leave it waiting
+            message = f"the local cloud's bridge failed: {type(exc).__name__}: {exc}"
+            if session.responded:
+                await self.send(stream, stream_exception("InternalStreamFailure", message).encode())
+                await self.send(stream, b"", end=True)
+            else:
+                await self.fail_before_stream(stream, 500, "InternalServerError", message)
         finally:
             self.streams.pop(stream.stream_id, None)
 
