@@ -104,6 +104,7 @@ def main() -> None:
                     if result.outcome != "ok" or result.ttfab_ms is None:
                         raise RuntimeError(f"bridged turn failed: {result}")
                     bridged.append(result.ttfab_ms)
+                    print(f"turn {n + 1}: direct {direct[-1]:.0f} ms, bridged {bridged[-1]:.0f} ms")
                 ws.close()
                 session.close()
 
