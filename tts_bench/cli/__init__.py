@@ -29,6 +29,8 @@ COMMANDS = (
     "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference",
     # infrastructure
     "preview", "image",
+    # a SageMaker endpoint on this machine (SPEC §11)
+    "local_cloud",
 )  # fmt: skip
 
 

@@ -9,19 +9,25 @@ plane and the runtime for the data plane and Service Quotas.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tts_bench.local_cloud.bidi_bridge import BidiBridge
 from tts_bench.local_cloud.control_plane import EndpointControl
 from tts_bench.local_cloud.deploy import (
     Deployment,
     apply_deployment,
     deployment_from_recording,
+    local_image_overrides,
     new_suffix,
     record_stack,
+    stack_max_instances,
 )
 from tts_bench.local_cloud.errors import LocalCloudError
 from tts_bench.local_cloud.fleet import Fleet
@@ -31,6 +37,7 @@ from tts_bench.local_cloud.metrics import MetricsPublisher, VariantMetrics, Wind
 from tts_bench.local_cloud.moto_host import REGION, MotoHost
 from tts_bench.local_cloud.runtime import Runtime, Served
 from tts_bench.local_cloud.settings import LocalCloudSettings
+from tts_bench.local_cloud.tls import make_local_tls
 
 ACCESS_KEY = "testing"  # moto accepts any; these say what they are
 START_TIMEOUT_S = 600.0
@@ -39,8 +46,8 @@ ENV_KEYS = (
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
     "AWS_ENDPOINT_URL_SERVICE_QUOTAS",
-    # TODO(bidi): AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2 and SSL_CERT_FILE once the bidi
-    # bridge is merged (LOCAL-CLOUD-CONTRACT.md).
+    "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2",
+    "SSL_CERT_FILE",
     "AWS_REGION",
     "AWS_DEFAULT_REGION",
     "AWS_ACCESS_KEY_ID",
@@ -81,7 +88,10 @@ class LocalCloud:
         self._shipper: LogShipper | None = None
         self._autoscaler: Any = None
         self._image_digest: str | None = None
+        self._stack_max_instances = 1
         self._stoppers: list[Callable[[], None]] = []
+        # SageMaker's 60 s by default; a test may lower it for one request and restore it.
+        self.ceiling_s = settings.invocation_ceiling_s
 
     # ------------------------------------------------------------------ the contract
 
@@ -102,18 +112,29 @@ class LocalCloud:
     def deploy(self, plans_dir: Path | None = None) -> None:
         """Record the stack's program (with `plans_dir` as its measurementsDir when given) and
         create what it records; a second call replaces the endpoint's instances and policies."""
-        overrides = dict(self.settings.stack_overrides)
-        if plans_dir is not None:
-            overrides["measurementsDir"] = str(Path(plans_dir).resolve())
-        self._say(f"recording the program's resources for stack {self.settings.stack}")
-        recording = record_stack(self.settings.program_dir, self.settings.stack, overrides)
         if self._image_digest is None:
             self._image_digest = local_image_digest(
                 self.settings.server_args, instance_base_env(self.settings.program_dir)
             )
+        overrides = {
+            **self.settings.stack_overrides,
+            **local_image_overrides(
+                self.settings.program_dir, self.settings.stack, self._image_digest
+            ),
+        }
+        if plans_dir is not None:
+            overrides["measurementsDir"] = str(Path(plans_dir).resolve())
+        self._say(f"recording the program's resources for stack {self.settings.stack}")
+        recording = record_stack(self.settings.program_dir, self.settings.stack, overrides)
+        self._stack_max_instances = stack_max_instances(
+            self.settings.program_dir, self.settings.stack, overrides
+        )
         deployment = deployment_from_recording(
             recording, self._image_digest, self.settings.instances, new_suffix()
         )
+        if self.settings.instance_env:
+            env = {**deployment.instance_env, **self.settings.instance_env}
+            deployment = replace(deployment, instance_env=env)
         for log in recording.logs:
             if log.level in ("info", "warning"):
                 self._say(f"program: {log.message}")
@@ -191,9 +212,12 @@ class LocalCloud:
             return None
         return Served(self.fleet, self.metrics, self.variant_name)
 
+    def invocation_ceiling_s(self) -> float:
+        return self.ceiling_s
+
     def quotas(self) -> dict[str, int]:
         deployment = self._deployed
-        value = self.settings.instance_quota or deployment.max_instances or deployment.initial_count
+        value = self.settings.instance_quota or self._stack_max_instances
         return {deployment.instance_type: value}
 
     # ------------------------------------------------------------------ life cycle
@@ -201,7 +225,7 @@ class LocalCloud:
     def start(self) -> None:
         moto_url = self.moto.start()
         self._stoppers.append(self.moto.stop)
-        self._runtime = Runtime(self, self.settings.invocation_ceiling_s)
+        self._runtime = Runtime(self)
         runtime_url = self._runtime.start()
         self._stoppers.append(self._runtime.stop)
         self.env = {
@@ -215,7 +239,17 @@ class LocalCloud:
         }
         self._shipper = LogShipper(self.client)
         self._stoppers.append(self._shipper.close)
-        self._say(f"moto at {moto_url}; the SageMaker runtime at {runtime_url}")
+        # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge).
+        tls_dir = Path(tempfile.mkdtemp(prefix="tts-bench-local-cloud-tls-"))
+        self._stoppers.append(lambda: shutil.rmtree(tls_dir, ignore_errors=True))
+        bridge = BidiBridge(make_local_tls(tls_dir), self.open_session)
+        bridge.start()
+        self._stoppers.append(bridge.stop)
+        self.env.update(bridge.client_env())
+        self._say(
+            f"moto at {moto_url}; the SageMaker runtime at {runtime_url}; "
+            f"bidirectional streaming at {bridge.url}"
+        )
 
     def _start_endpoint(self, deployment: Deployment) -> None:
         """The fleet, its control plane, metrics and autoscaling, for the first deploy."""

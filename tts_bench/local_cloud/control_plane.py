@@ -21,6 +21,9 @@ from tts_bench.local_cloud.fleet import LIVE, Fleet, Instance, InstanceState
 from tts_bench.local_cloud.moto_host import MotoHost
 
 RECONCILE_EVERY_S = 0.2
+# Instances of one deploy that may fail to start before the endpoint is Failed (SageMaker
+# fails a deployment whose container never passes its health check, it does not retry forever).
+MAX_START_FAILURES = 3
 
 
 class EndpointControl:
@@ -99,6 +102,11 @@ class EndpointControl:
         deadline = time.time() + timeout_s
         with self._lock:
             while self.status != "InService":
+                if self.status == "Failed":
+                    raise LocalCloudError(
+                        f"endpoint {self.endpoint_name} Failed: its instances did not start; "
+                        "see their log streams (and --server-args)"
+                    )
                 left = deadline - time.time()
                 if left <= 0:
                     raise LocalCloudError(
@@ -119,6 +127,19 @@ class EndpointControl:
 
     def _reconcile(self) -> None:  # with the lock held
         instances = self._fleet.instances()
+        never_served = [
+            i
+            for i in instances
+            if i.generation == self.generation and i.state == InstanceState.FAILED and not i.url
+        ]
+        if self.status == "Failed" or len(never_served) >= MAX_START_FAILURES:
+            if self.status != "Failed":
+                self._say(
+                    f"endpoint {self.endpoint_name}: {len(never_served)} instances failed to "
+                    "start; see their log streams"
+                )
+                self._set_status("Failed")
+            return
         live = [i for i in instances if i.state in LIVE and not i.stop_requested]
         current = [i for i in live if i.generation == self.generation]
         old = [i for i in live if i.generation != self.generation]

@@ -88,6 +88,25 @@ def record_stack(program_dir: Path, stack: str, overrides: dict[str, object]) ->
         return record(scratch, stack)
 
 
+def local_image_overrides(program_dir: Path, stack: str, image_digest: str) -> dict[str, object]:
+    """The stack's image repository pinned to the local digest, and `localCloud` set, so the
+    program's plan gate looks for plans of what actually runs here (an emulated plan may gate
+    only this deploy; SPEC §11 honesty)."""
+    values = stack_values(program_dir, stack)
+    image = str(values.get(f"{project_name(program_dir)}:image", "local/tts-server"))
+    repository = image.split("@", 1)[0]
+    return {"image": f"{repository}@{image_digest}", "localCloud": True}
+
+
+def stack_max_instances(program_dir: Path, stack: str, overrides: dict[str, object]) -> int:
+    """The operator's `maxInstances` for the stack (what the emulated quota answers)."""
+    project = project_name(program_dir)
+    raw = overrides.get(
+        "maxInstances", stack_values(program_dir, stack).get(f"{project}:maxInstances", 1)
+    )
+    return int(str(raw))
+
+
 # --------------------------------------------------------------------------- translation
 
 

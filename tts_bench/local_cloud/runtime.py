@@ -45,9 +45,10 @@ class RuntimeBackend(Protocol):
 
     def quotas(self) -> dict[str, int]: ...
 
+    def invocation_ceiling_s(self) -> float: ...
+
 
 SERVED = web.AppKey("served", object)
-CEILING = web.AppKey("ceiling_s", float)
 CLIENT = web.AppKey("client", aiohttp.ClientSession)
 
 
@@ -56,10 +57,9 @@ def _wire(error: wire_errors.WireError) -> web.Response:
     return web.Response(status=status, headers=headers, body=body)
 
 
-def create_app(backend: RuntimeBackend, ceiling_s: float) -> web.Application:
+def create_app(backend: RuntimeBackend) -> web.Application:
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app[SERVED] = backend
-    app[CEILING] = ceiling_s
 
     async def client_session(app: web.Application) -> AsyncIterator[None]:
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -120,7 +120,7 @@ async def invoke(request: web.Request) -> web.StreamResponse:
     if isinstance(begun, web.Response):
         return begun
     call = begun
-    ceiling_s = request.app[CEILING]
+    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
     try:
         body = await request.read()
         async with asyncio.timeout(ceiling_s):
@@ -159,7 +159,7 @@ async def invoke_stream(request: web.Request) -> web.StreamResponse:
     if isinstance(begun, web.Response):
         return begun
     call = begun
-    ceiling_s = request.app[CEILING]
+    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
     deadline = asyncio.get_running_loop().time() + ceiling_s
     response: web.StreamResponse | None = None
     try:
@@ -263,8 +263,8 @@ async def service_quotas(request: web.Request) -> web.Response:
 class Runtime:
     """The runtime's server on its own loop in a thread; `start` returns its URL."""
 
-    def __init__(self, backend: RuntimeBackend, ceiling_s: float) -> None:
-        self._app = create_app(backend, ceiling_s)
+    def __init__(self, backend: RuntimeBackend) -> None:
+        self._app = create_app(backend)
         self._loop = asyncio.new_event_loop()
         self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=1.0)
         self._thread = threading.Thread(
@@ -275,7 +275,7 @@ class Runtime:
     def start(self) -> str:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._runner.setup(), self._loop).result(30)
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, shutdown_timeout=1.0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
         asyncio.run_coroutine_threadsafe(site.start(), self._loop).result(30)
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"

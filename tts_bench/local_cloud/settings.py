@@ -25,4 +25,6 @@ class LocalCloudSettings:
     scaling_time_scale: float = 1.0
     # The Service Quotas answer for `ml.<type> for endpoint usage` (None: the stack's maxInstances).
     instance_quota: int | None = None
+    # Container env added on top of the deployed Model's (tests: a small MAX_QUEUE_DEPTH).
+    instance_env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None  # each instance's stdout is also kept here when set

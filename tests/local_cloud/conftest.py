@@ -1,0 +1,86 @@
+"""A local cloud per test module (starting one costs a recording and an instance start-up).
+
+`cloud_fixture(settings)` makes a module-scoped fixture; while it runs, the process env points
+plain boto3 clients at it (AWS_ENDPOINT_URL and the per-service variables), as a user's shell
+would after `tts-bench local-cloud`, with no AWS config of the machine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from tts_bench.local_cloud import LocalCloud, LocalCloudSettings, local_cloud
+
+ONNX = ("--backend", "onnx")
+READY_TIMEOUT_S = 300.0
+
+
+def cloud_fixture(
+    make_settings: Callable[[Path], LocalCloudSettings],
+) -> Callable[..., Iterator[LocalCloud]]:
+    """A module-scoped local cloud; `make_settings(folder)` may write files (plans) there."""
+
+    @pytest.fixture(scope="module")
+    def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
+        state = tmp_path_factory.mktemp("local-cloud")
+        settings = make_settings(state)
+        lines: list[str] = []
+        with pytest.MonkeyPatch.context() as patch:
+            for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE"):
+                patch.delenv(name, raising=False)
+            patch.setenv("AWS_CONFIG_FILE", str(state / "no-aws-config"))
+            patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(state / "no-aws-credentials"))
+            patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+            patch.setenv("AWS_MAX_ATTEMPTS", "1")  # an error reaches the test as it was sent
+            with local_cloud(settings, say=lines.append) as started:
+                for key, value in started.env.items():
+                    patch.setenv(key, value)
+                started.said = lines  # type: ignore[attr-defined]
+                yield started
+
+    return cloud
+
+
+def runtime_client() -> Any:
+    """A plain boto3 client: only the environment points it at the local cloud."""
+    return boto3.client("sagemaker-runtime", config=Config(max_pool_connections=64))
+
+
+def control_client(service: str) -> Any:
+    return boto3.client(service)
+
+
+def read_log_events(cloud: LocalCloud, stream: str) -> list[str]:
+    logs = control_client("logs")
+    group = f"/aws/sagemaker/Endpoints/{cloud.endpoint_name}"
+    events = logs.get_log_events(logGroupName=group, logStreamName=stream, startFromHead=True)
+    return [e["message"] for e in events["events"]]
+
+
+def emulated_plan_dir(folder: Path, server_args: tuple[str, ...]) -> Path:
+    """A measurements folder with the reference plan as if measured through the local cloud on
+    this working tree's image: so the program's gate deploys its scaling here, and only here."""
+    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    from tts_bench.local_cloud.cloud import instance_base_env
+    from tts_bench.local_cloud.image_digest import local_image_digest
+    from tts_bench.local_cloud.settings import REPO_ROOT
+
+    reference = load_artifact(
+        REPO_ROOT / "measurements" / "plan-kokoro-82m-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    data = reference.model_dump(mode="json")
+    data["fingerprint"]["image_digest"] = local_image_digest(
+        server_args, instance_base_env(REPO_ROOT)
+    )
+    data["provenance"]["kind"] = "emulated"
+    plans = folder / "measurements"
+    plans.mkdir()
+    plan = PlanArtifact.model_validate(data)
+    (plans / "plan-emulated.json").write_text(plan.model_dump_json(), encoding="utf-8")
+    return plans

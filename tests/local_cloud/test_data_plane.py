@@ -1,0 +1,201 @@
+"""The runtime through plain boto3: the response stream, and every error path (SPEC §11).
+
+One local cloud for the module: one onnx instance with an admission bound of 2 (so a third
+request is refused); the ceiling test lowers the invocation ceiling to 5 s for its request.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+from botocore.exceptions import ClientError, EventStreamError
+
+from tests.local_cloud.conftest import ONNX, READY_TIMEOUT_S, cloud_fixture, runtime_client
+from tests.local_cloud.streams import LONG_TEXT, comparable, events, rejoin, speech_request, stream
+from tts_bench.local_cloud import LocalCloud, LocalCloudSettings
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH, QUEUE_SATURATED_ERROR
+
+pytestmark = pytest.mark.slow
+
+CEILING_S = 5.0
+cloud = cloud_fixture(
+    lambda _: LocalCloudSettings(
+        server_args=ONNX, instances=1, instance_env={ENV_MAX_QUEUE_DEPTH: "2"}
+    )
+)
+
+
+def _direct(url: str, body: dict) -> bytes:
+    request = urllib.request.Request(
+        f"{url}/invocations", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        return answer.read()
+
+
+def _wait_idle(cloud: LocalCloud, timeout_s: float = 60.0) -> None:
+    """Until no request is in flight (a closed client stream ends its container request)."""
+    deadline = time.time() + timeout_s
+    while any(i.in_flight for i in cloud.fleet.instances()):
+        assert time.time() < deadline, "requests stayed in flight"
+        time.sleep(0.2)
+
+
+def test_streamed_request_rejoined_equals_the_container_direct(cloud: LocalCloud) -> None:
+    body = speech_request("same", "Hello there. How are you today?")
+    through, parts = rejoin(stream(runtime_client(), cloud.endpoint_name, body))
+    direct = _direct(cloud.fleet.in_service()[0].url, body)
+    assert comparable(events(through)) == comparable(events(direct))
+    assert events(through)[-1]["type"] == "done"
+    # The frames are cut off the lines, as SageMaker's are: clients must re-join.
+    assert any(not part.endswith(b"\n") for part in parts)
+
+
+def test_invoke_endpoint_returns_the_whole_body(cloud: LocalCloud) -> None:
+    answer = runtime_client().invoke_endpoint(
+        EndpointName=cloud.endpoint_name,
+        Body=json.dumps(speech_request("whole")),
+        ContentType="application/json",
+    )
+    assert answer["InvokedProductionVariant"] == cloud.variant_name
+    assert events(answer["Body"].read())[-1]["type"] == "done"
+
+
+@pytest.mark.parametrize("call", ["invoke_endpoint", "invoke_endpoint_with_response_stream"])
+def test_malformed_request_is_a_model_error_with_the_original_422(
+    cloud: LocalCloud, call: str
+) -> None:
+    with pytest.raises(ClientError) as caught:
+        getattr(runtime_client(), call)(
+            EndpointName=cloud.endpoint_name,
+            Body=json.dumps({"context_id": "bad", "transcript": ""}),
+            ContentType="application/json",
+        )
+    response = caught.value.response
+    assert response["Error"]["Code"] == "ModelError"
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 424
+    assert response["OriginalStatusCode"] == 422
+    assert "transcript" in response["OriginalMessage"]
+    assert response["LogStreamArn"].endswith(
+        f":log-group:/aws/sagemaker/Endpoints/{cloud.endpoint_name}:log-stream:"
+        f"{cloud.fleet.in_service()[0].log_stream}"
+    )
+
+
+def _container_in_flight(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/ping", timeout=10) as answer:
+        return int(json.loads(answer.read())["in_flight"])
+
+
+def test_saturated_instance_gives_its_503_with_retry_after(cloud: LocalCloud) -> None:
+    """Two long requests fill the bound of 2 (admitted on arrival); the third is refused."""
+    client = runtime_client()
+    url = cloud.fleet.in_service()[0].url
+    held: list = []
+    threads = [
+        threading.Thread(
+            target=lambda i=i: held.append(
+                stream(client, cloud.endpoint_name, speech_request(f"hold{i}", LONG_TEXT))
+            )
+        )
+        for i in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.time() + 30
+        while _container_in_flight(url) < 2:
+            assert time.time() < deadline, "the two requests were not admitted"
+            time.sleep(0.05)
+        with pytest.raises(ClientError) as caught:
+            stream(client, cloud.endpoint_name, speech_request("third"))
+        response = caught.value.response
+        assert response["Error"]["Code"] == "ModelError"
+        assert response["OriginalStatusCode"] == 503
+        original = json.loads(response["OriginalMessage"])
+        assert original["error"] == QUEUE_SATURATED_ERROR
+        assert original["retry_after_ms"] > 0
+    finally:
+        for thread in threads:
+            thread.join(timeout=120)
+        for answer in held:
+            answer["Body"].close()
+    _wait_idle(cloud)
+
+
+def test_past_the_ceiling_is_model_invocation_time_exceeded(cloud: LocalCloud) -> None:
+    """Mid-stream it is a ModelStreamError event; before the first byte (a slow machine) the
+    same error as the call's answer, with its ErrorCode."""
+    cloud.ceiling_s = CEILING_S
+    started = time.monotonic()
+    try:
+        with pytest.raises((EventStreamError, ClientError)) as caught:
+            rejoin(stream(runtime_client(), cloud.endpoint_name, speech_request("late", LONG_TEXT)))
+    finally:
+        cloud.ceiling_s = cloud.settings.invocation_ceiling_s
+    error = caught.value.response
+    assert error["Error"]["Code"] == "ModelStreamError"
+    assert error["Error"]["Message"].startswith("ModelInvocationTimeExceeded")
+    if not isinstance(caught.value, EventStreamError):
+        assert error["ErrorCode"] == "ModelInvocationTimeExceeded"
+    assert CEILING_S <= time.monotonic() - started < CEILING_S + 5
+    _wait_idle(cloud)
+
+
+def test_killed_instance_mid_stream_then_no_instance_in_service(cloud: LocalCloud) -> None:
+    client = runtime_client()
+    answer = stream(client, cloud.endpoint_name, speech_request("cut", LONG_TEXT))
+    parts = iter(answer["Body"])
+    assert "PayloadPart" in next(parts)
+    (instance,) = cloud.fleet.in_service()
+    cloud.fleet.kill(instance.instance_id)
+    with pytest.raises(EventStreamError) as caught:
+        for _ in parts:
+            pass
+    assert caught.value.response["Error"]["Code"] == "ModelStreamError"
+    assert caught.value.response["Error"]["Message"].startswith("StreamBroken")
+
+    # Until its replacement is InService there is nowhere to send a request.
+    deadline = time.time() + 10
+    while cloud.fleet.in_service():  # the fleet sees the process gone
+        assert time.time() < deadline, "the killed instance still counts as InService"
+        time.sleep(0.05)
+    with pytest.raises(ClientError) as refused:
+        stream(client, cloud.endpoint_name, speech_request("nowhere"))
+    assert refused.value.response["Error"]["Code"] == "ValidationError"
+    assert "no InService instance" in refused.value.response["Error"]["Message"]
+    cloud.wait_in_service(READY_TIMEOUT_S)
+    assert cloud.fleet.in_service()[0].instance_id != instance.instance_id
+
+
+def test_unknown_endpoint_is_a_validation_error(cloud: LocalCloud) -> None:
+    with pytest.raises(ClientError) as caught:
+        stream(runtime_client(), "no-such-endpoint", speech_request("x"))
+    assert caught.value.response["Error"]["Code"] == "ValidationError"
+    assert "no-such-endpoint" in caught.value.response["Error"]["Message"]
+
+
+def test_service_quotas_answer_for_the_instance_type(cloud: LocalCloud) -> None:
+    import boto3
+
+    quotas = boto3.client("service-quotas")
+    listed = quotas.list_service_quotas(ServiceCode="sagemaker")["Quotas"]
+    (quota,) = [q for q in listed if q["QuotaName"] == "ml.g5.xlarge for endpoint usage"]
+    again = quotas.get_service_quota(ServiceCode="sagemaker", QuotaCode=quota["QuotaCode"])
+    assert again["Quota"]["Value"] == quota["Value"] == 20.0  # the dev stack's maxInstances
+
+
+def test_concurrent_streams_all_complete(cloud: LocalCloud) -> None:
+    client = runtime_client()
+
+    def one(i: int) -> str:
+        data, _ = rejoin(stream(client, cloud.endpoint_name, speech_request(f"c{i}", "Sure.")))
+        return events(data)[-1]["type"]
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(one, range(4))) == ["done"] * 4

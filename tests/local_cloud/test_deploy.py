@@ -1,0 +1,166 @@
+"""Deploying the program's recording: the same names and values, the local image, moto's gaps
+bridged (the recording is made once per module: the program runs under mocks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from tts_bench.deployment import (
+    TARGET_TRACKING_METRIC,
+    resource_id,
+    scale_in_alarm_name,
+    scale_in_policy_name,
+    target_tracking_policy_name,
+)
+from tts_bench.infra.preview_recorder import Recording
+from tts_bench.local_cloud.deploy import (
+    Deployment,
+    apply_deployment,
+    deployment_from_recording,
+    record_stack,
+)
+from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.settings import REPO_ROOT
+from tts_bench.telemetry import ENV_IMAGE_DIGEST, ENV_INSTANCE_TYPE, ENV_MAX_QUEUE_DEPTH
+
+pytestmark = pytest.mark.slow
+
+DIGEST = "sha256:" + "ab" * 32
+ENDPOINT = "speech-kokoro-82m"
+
+
+@pytest.fixture(scope="module")
+def recording() -> Recording:
+    return record_stack(REPO_ROOT, "dev", {})
+
+
+@pytest.fixture(scope="module")
+def deployment(recording: Recording) -> Deployment:
+    return deployment_from_recording(recording, DIGEST, None, "abc1234")
+
+
+def _props(recording: Recording, kind: str) -> dict[str, Any]:
+    (found,) = [r.properties for r in recording.resources if r.type == kind]
+    return found
+
+
+def test_endpoint_values_are_the_recorded_ones(
+    recording: Recording, deployment: Deployment
+) -> None:
+    model = _props(recording, "aws:sagemaker/model:Model")
+    variant = _props(recording, "aws:sagemaker/endpointConfiguration:EndpointConfiguration")[
+        "productionVariants"
+    ][0]
+    assert deployment.endpoint_name == ENDPOINT
+    assert deployment.instance_type == variant["instanceType"] == "ml.g5.xlarge"
+    assert deployment.initial_count == int(variant["initialInstanceCount"])
+    assert deployment.routing_strategy == "LEAST_OUTSTANDING_REQUESTS"
+    api_variant = deployment.endpoint_config["ProductionVariants"][0]
+    assert api_variant["ModelName"] == deployment.model["ModelName"]
+    recorded_env = model["primaryContainer"]["environment"]
+    assert deployment.model["PrimaryContainer"]["Image"].endswith("@" + DIGEST)
+    assert deployment.model["PrimaryContainer"]["Environment"] == {
+        **recorded_env,
+        ENV_IMAGE_DIGEST: DIGEST,
+    }
+    # The local processes report their own hardware and build.
+    assert ENV_INSTANCE_TYPE not in deployment.instance_env
+    assert ENV_IMAGE_DIGEST not in deployment.instance_env
+    assert deployment.instance_env[ENV_MAX_QUEUE_DEPTH] == recorded_env[ENV_MAX_QUEUE_DEPTH]
+
+
+def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: Deployment) -> None:
+    target = _props(recording, "aws:appautoscaling/target:Target")
+    assert deployment.scalable_target == {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": resource_id(ENDPOINT),
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        "MinCapacity": int(target["minCapacity"]),
+        "MaxCapacity": int(target["maxCapacity"]),
+    }
+    policies = {p["PolicyName"]: p for p in deployment.policies}
+    tracking = policies[target_tracking_policy_name(ENDPOINT)][
+        "TargetTrackingScalingPolicyConfiguration"
+    ]
+    assert (
+        tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == TARGET_TRACKING_METRIC
+    )
+    assert tracking["DisableScaleIn"] is True
+    step = policies[scale_in_policy_name(ENDPOINT)]["StepScalingPolicyConfiguration"]
+    assert step["StepAdjustments"] == [{"ScalingAdjustment": -1, "MetricIntervalUpperBound": 0.0}]
+    alarms = {a["AlarmName"]: actions for a, actions in deployment.alarms}
+    assert alarms[scale_in_alarm_name(ENDPOINT)] == [scale_in_policy_name(ENDPOINT)]
+
+
+def test_no_scaling_resources_where_the_gate_disables_scaling() -> None:
+    recording = record_stack(REPO_ROOT, "dev", {"minInstances": 2, "maxInstances": 2})
+    deployment = deployment_from_recording(recording, DIGEST, None, "abc1234")
+    assert deployment.scalable_target is None
+    assert deployment.policies == []
+    assert scale_in_alarm_name(ENDPOINT) not in {a["AlarmName"] for a, _ in deployment.alarms}
+    assert deployment.initial_count == 2
+
+
+class _Seen:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def endpoint_created(self, endpoint_name: str) -> None:
+        self.calls.append(("created", endpoint_name))
+
+    def capacity_requested(self, endpoint_name: str, desired: dict[str, int]) -> None:
+        self.calls.append(("capacity", desired))
+
+
+@pytest.fixture
+def moto() -> Iterator[MotoHost]:
+    host = MotoHost()
+    host.start()
+    yield host
+    host.stop()
+
+
+def test_apply_creates_it_in_moto_and_hands_capacity_changes_over(
+    moto: MotoHost, deployment: Deployment
+) -> None:
+    seen = _Seen()
+    moto.listen(seen)
+
+    def client(service: str) -> Any:
+        return boto3.client(
+            service,
+            region_name=REGION,
+            endpoint_url=moto.url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    apply_deployment(deployment, client, endpoint_exists=False, switch_config=lambda _: None)
+    assert seen.calls == [("created", ENDPOINT)]
+    sm = client("sagemaker")
+    config = sm.describe_endpoint_config(
+        EndpointConfigName=deployment.endpoint_config["EndpointConfigName"]
+    )
+    assert config["ProductionVariants"][0]["InstanceType"] == "ml.g5.xlarge"  # moto's list patched
+    policies = client("application-autoscaling").describe_scaling_policies(
+        ServiceNamespace="sagemaker"
+    )["ScalingPolicies"]
+    assert {p["PolicyName"] for p in policies} == {p["PolicyName"] for p in deployment.policies}
+    (alarm,) = client("cloudwatch").describe_alarms(AlarmNames=[scale_in_alarm_name(ENDPOINT)])[
+        "MetricAlarms"
+    ]
+    step_arn = next(p["PolicyARN"] for p in policies if p["PolicyType"] == "StepScaling")
+    assert alarm["AlarmActions"] == [step_arn]
+
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName=ENDPOINT,
+        DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": 3}],
+    )
+    assert seen.calls[-1] == ("capacity", {"AllTraffic": 3})
+    variant = sm.describe_endpoint(EndpointName=ENDPOINT)["ProductionVariants"][0]
+    # moto would jump to 3 at once; the count stays what runs until the fleet says otherwise.
+    assert (variant["DesiredInstanceCount"], variant["CurrentInstanceCount"]) == (3, 1)
