@@ -1,36 +1,36 @@
-"""bidi-stream benchmark: the AWS SDK's HTTP/2 client through the bridge, against the container's
-WebSocket directly, side by side in one run.
+"""bidi-stream benchmark: the AWS SDK's HTTP/2 client through the local cloud, against the
+container's WebSocket directly, side by side in one run.
 
-Not a test: it prints figures. One `python -m tts_server --backend onnx`, one `BidiBridge` on
-loopback (TLS, HTTP/2) whose sessions go to that server, one SDK worker (`.venv-http2`). Turns
-alternate between the two paths (direct, bridged, direct, …) on one long-lived session each,
-so drift in a shared machine's load falls on both alike. TTFAB is timed where the bytes
-arrive on each path: here for the direct WebSocket, in the worker for the SDK. Also the
-bench process's CPU per bridged turn beyond a direct one (the bridge runs in this process;
-the SDK's own CPU is in the worker and not counted). Ratios are bridged / direct (< 1.05 at
-p50 is the local cloud's budget, issue 13).
+Not a test: it prints figures. `tts-bench local-cloud --instances 1` (onnx) in a child process,
+as a user runs it; the SDK (`.venv-http2`, CRT transport) reaches its HTTP/2 bridge through the
+variables of `--env-file`, and the direct path is the instance's own WebSocket (its URL from
+the cloud's log). Turns alternate direct / bridged on one long-lived session each, so drift in
+a shared machine's load falls on both alike. TTFAB is timed where the bytes arrive on each
+path: here for the direct WebSocket, in the SDK's worker for the bridged one. Also the local
+cloud process's CPU per bridged turn (the bridge runs in it). Ratios are bridged / direct
+(≤ 1.05 at p50 is the local cloud's budget, issue 13).
 
-    PYTHONPATH=.:container python benchmarks/bidi_bridge_bench.py [--turns 20] [--text "…"]
+    PYTHONPATH=.:container python -u benchmarks/bidi_bridge_bench.py [--turns 8] [--text "…"]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import websocket
 
-from tts_bench.local_cloud.bidi_bridge import BidiBridge
-from tts_bench.local_cloud.tls import make_local_tls
 from tts_bench.measure.bidi_stream import BidiWorker
-from tts_bench.measure.local_server import LocalServer
+
+REPO = Path(__file__).resolve().parents[1]
 
 WS_PATH = "/invocations-bidirectional-stream"
 
@@ -60,6 +60,12 @@ def direct_turn(ws: websocket.WebSocket, body: dict[str, object]) -> float:
             return ttfab_ms
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
@@ -70,42 +76,49 @@ def main() -> None:
     parser.add_argument("--text", default="Thank you for calling. How can I help you today?")
     args = parser.parse_args()
 
-    @contextlib.contextmanager
-    def open_session(_endpoint: str) -> Iterator[str]:
-        yield f"ws://127.0.0.1:{server.port}{WS_PATH}"
-
-    with LocalServer(["--backend", "onnx"]) as server, tempfile.TemporaryDirectory() as tmp:
-        server.wait_ready()
-        tls = make_local_tls(Path(tmp))
-        with BidiBridge(tls, open_session) as bridge:
-            env = {
-                **os.environ,
-                **bridge.client_env(),
-                "AWS_REGION": "us-east-1",
-                "AWS_ACCESS_KEY_ID": "bench",
-                "AWS_SECRET_ACCESS_KEY": "bench",
-            }
-            with BidiWorker(env) as worker:
-                session = worker.open("bench")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "container")])}
+    with tempfile.TemporaryDirectory() as tmp:
+        env_file, log_path = Path(tmp) / "cloud.env", Path(tmp) / "cloud.log"
+        with open(log_path, "w") as log:
+            cloud = subprocess.Popen(
+                [
+                    sys.executable, "-m", "tts_bench", "local-cloud", "--instances", "1",
+                    "--env-file", str(env_file), "--server-args", "--backend onnx",
+                ],
+                stdout=log, stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        try:
+            while not env_file.exists():
+                if cloud.poll() is not None:
+                    raise SystemExit(log_path.read_text()[-2000:])
+                time.sleep(0.5)
+            values = dict(line.split("=", 1) for line in env_file.read_text().split())
+            said = log_path.read_text()
+            instance = re.findall(r"InService at http://(127\.0\.0\.1:\d+)", said)[-1]
+            endpoint = re.findall(r"endpoint (\S+) is InService", said)[-1]
+            with BidiWorker({**env, **values}) as worker:
+                session = worker.open(endpoint)
                 session.wait_opened(60)
-                ws = websocket.create_connection(f"ws://127.0.0.1:{server.port}{WS_PATH}")
+                ws = websocket.create_connection(f"ws://{instance}{WS_PATH}")
                 direct_turn(ws, request("warm-direct", args.text))  # warm both paths
                 session.turn(request("warm-bridged", args.text), 120)
                 direct: list[float] = []
                 bridged: list[float] = []
-                cpu_direct = cpu_bridged = 0.0
+                cloud_cpu = 0.0
                 for n in range(args.turns):
-                    cpu = time.process_time()
                     direct.append(direct_turn(ws, request(f"d{n}", args.text)))
-                    cpu_direct += time.process_time() - cpu
-                    cpu = time.process_time()
+                    before = cpu_s(cloud.pid)
                     result = session.turn(request(f"b{n}", args.text), 120)
-                    cpu_bridged += time.process_time() - cpu
+                    cloud_cpu += cpu_s(cloud.pid) - before
                     if result.outcome != "ok" or result.ttfab_ms is None:
                         raise RuntimeError(f"bridged turn failed: {result}")
                     bridged.append(result.ttfab_ms)
+                    print(f"turn {n + 1}: direct {direct[-1]:.0f} ms, bridged {bridged[-1]:.0f} ms")
                 ws.close()
                 session.close()
+        finally:
+            cloud.terminate()
+            cloud.wait(timeout=90)
 
     rows = [("p50", 0.50), ("p95", 0.95)]
     print(f"TTFAB over {args.turns} turns per path, alternating, text {args.text!r}")
@@ -113,8 +126,7 @@ def main() -> None:
     for name, q in rows:
         d, b = quantile(direct, q), quantile(bridged, q)
         print(f"{name:6}{d:12.1f}{b:12.1f}{b / d:8.3f}")
-    extra_ms = (cpu_bridged - cpu_direct) / args.turns * 1000
-    print(f"bench-process CPU per bridged turn beyond a direct one: {extra_ms:.2f} ms")
+    print(f"local cloud process CPU per bridged turn: {cloud_cpu / args.turns * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

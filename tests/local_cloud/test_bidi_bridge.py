@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import websocket
 
-from tts_bench.errors import TtsBenchError
 from tts_bench.local_cloud.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.errors import NoInstanceError
 from tts_bench.local_cloud.tls import LocalTls, make_local_tls
 from tts_bench.measure.bidi_stream import BidiWorker, BidiWorkerError
 from tts_bench.measure.local_server import LocalServer
@@ -45,10 +45,6 @@ def speech_request(context_id: str, transcript: str) -> dict[str, Any]:
     }
 
 
-class NoInstance(TtsBenchError):
-    """What the cloud raises when no instance of the endpoint is InService."""
-
-
 class Routing:
     """Endpoint name → an instance's ws:// URL; sessions counted while open (the cloud's job)."""
 
@@ -62,7 +58,7 @@ class Routing:
     def open_session(self, endpoint: str) -> Iterator[str]:
         url = self.urls.get(endpoint)
         if url is None:
-            raise NoInstance(f"endpoint {endpoint} has no InService instance")
+            raise NoInstanceError(f"endpoint {endpoint} has no InService instance")
         with self._lock:
             self.in_flight[endpoint] += 1
             self.opened[endpoint] += 1
@@ -194,7 +190,7 @@ def test_a_cancel_stops_its_turn_and_the_session_carries_on(worker: BidiWorker) 
 
 def test_no_instance_is_an_error_the_sdk_surfaces(worker: BidiWorker, routing: Routing) -> None:
     session = worker.open("nowhere")
-    with pytest.raises(BidiWorkerError, match="ServiceUnavailableError: endpoint nowhere has no"):
+    with pytest.raises(BidiWorkerError, match="InputValidationError: endpoint nowhere has no"):
         session.wait_opened(TURN_TIMEOUT_S)
     assert routing.opened["nowhere"] == 0
 

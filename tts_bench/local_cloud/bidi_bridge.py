@@ -15,8 +15,11 @@ it, sends the 200 headers, and then pumps both ways until either side ends:
 - the container closing normally (1000) ends the response cleanly; any other end (the
   instance killed, a drain that cut the socket) sends a `ModelStreamError` event with
   ErrorCode `StreamBroken`, which the SDK raises from `receive()`;
-- no instance (a `TtsBenchError` from `open_session`) answers 503 `ServiceUnavailableError`
-  before any stream starts, and a WebSocket that cannot be opened 424 `ModelError`.
+- no instance, or no such endpoint (a `TtsBenchError` from `open_session`), answers 400
+  `InputValidationError` with its message before any stream starts, as the local cloud's
+  runtime answers boto3 (`ValidationError`); an instance that refuses the WebSocket answers
+  424 `ModelError` (`OriginalStatusCode`), one that cannot be reached 503
+  `ServiceUnavailableError`.
 
 Signatures are required to be present on every envelope but are not verified (the local cloud
 accepts any credentials, as moto does). The server is `h2` (sans-I/O) on asyncio: the ASGI
@@ -159,8 +162,16 @@ class _Connection:
                     stream.window_open.set()
 
     async def _serve(self, stream: _Stream, headers: dict[str, str]) -> None:
+        session = _Session(self, stream, headers)
         try:
-            await _Session(self, stream, headers).run()
+            await session.run()
+        except Exception as exc:  # a fault here must reach the client, not leave it waiting
+            message = f"the local cloud's bridge failed: {type(exc).__name__}: {exc}"
+            if session.responded:
+                await self.send(stream, stream_exception("InternalStreamFailure", message).encode())
+                await self.send(stream, b"", end=True)
+            else:
+                await self.fail_before_stream(stream, 500, "InternalServerError", message)
         finally:
             self.streams.pop(stream.stream_id, None)
 
@@ -234,8 +245,8 @@ class _Session:
         session = conn.bridge.open_session(endpoint_name)
         try:
             ws_url = await asyncio.to_thread(session.__enter__)
-        except TtsBenchError as exc:
-            await conn.fail_before_stream(stream, 503, "ServiceUnavailableError", str(exc))
+        except TtsBenchError as exc:  # NoInstanceError, or an endpoint the cloud does not serve
+            await conn.fail_before_stream(stream, 400, "InputValidationError", str(exc))
             return
         ending: Message | None = None
         try:

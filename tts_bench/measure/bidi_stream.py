@@ -93,7 +93,7 @@ class BidiSession:
             raise BidiWorkerError(
                 f"session {self.name}: nothing from the HTTP/2 worker in {timeout_s:.0f} s"
             ) from None
-        if message.get("kind") == "closed":
+        if message.get("kind") in ("closed", "failed"):  # a session that never opened is over too
             self.closed = message
         if self.keep_log:
             self.log.append(message)
@@ -103,7 +103,6 @@ class BidiSession:
         """Wait for the stream to open; an SDK error (no instance, …) becomes a TtsBenchError."""
         message = self.next_message(timeout_s)
         if message["kind"] != "opened":
-            self.closed = message
             raise BidiWorkerError(f"{message.get('error')}: {message.get('message')}")
 
     def send(self, body: Mapping[str, Any]) -> None:
@@ -120,7 +119,7 @@ class BidiSession:
             message = self.next_message(timeout_s)
             if message["kind"] == "turn" and message["context_id"] == context_id:
                 return TurnResult.of(message)
-            if message["kind"] == "closed":
+            if message["kind"] in ("closed", "failed"):
                 raise BidiWorkerError(
                     f"session {self.name} closed: {message.get('error')}: {message.get('message')}"
                 )
