@@ -3,6 +3,7 @@ way: assertions inside `Output.all(...).apply`, and a count proving that they ra
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pulumi
@@ -25,6 +26,9 @@ class Echo(pulumi.runtime.Mocks):
 
 @pytest.fixture(autouse=True)
 def mocks() -> None:
+    # Pulumi's mocks make their futures on the main thread's loop; a test run before this one
+    # may have ended with `asyncio.run`, which leaves the main thread with none.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(Echo(), project="tts-bench", stack="test", preview=False)
     CHECKS_RUN.clear()
 

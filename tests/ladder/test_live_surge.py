@@ -40,10 +40,11 @@ CAPACITY_SLACK = 1.5
 HIGH_MULTIPLE = 6.0  # the high rate, as a multiple of X(Q_max)
 
 
-def quiet_schedule(q_max: int, lone_s: float) -> tuple[float, float, int]:
-    """(rate, duration, seed) of a run with at least 3 arrivals where no Q_max + 1 of them
-    fall within 3 lone-request latencies: shedding one would mean the gate refused with room."""
-    duration = max(30.0, 8 * lone_s)
+def quiet_schedule(q_max: int, lone_s: float, x_q_max: float) -> tuple[float, float, int]:
+    """(rate, duration, seed) of a run with at least 3 arrivals, at most 0.45 X(Q_max), where no
+    Q_max + 1 of them fall within 3 lone-request latencies: shedding one would mean the gate
+    refused with room. (On a loaded machine the ladder's X(Q_max) can sit below 1 / lone.)"""
+    duration = max(30.0, 8 * lone_s, 3 / (0.45 * x_q_max))
     rate = 3 / duration
     for seed in range(1, 2000):
         times = poisson_arrivals(rate, duration, seed)
@@ -73,7 +74,7 @@ def bounded_server(child_env, ladder, tmp_path_factory: pytest.TempPathFactory):
 def surged(bounded_server, ladder, refined_ladder, tmp_path_factory: pytest.TempPathFactory):
     q_max = ladder.refined_q_max
     x_q_max = throughput_curve(ladder.curve_rungs)(q_max)
-    rate, duration, seed = quiet_schedule(q_max, refined_ladder.lone_latency_s)
+    rate, duration, seed = quiet_schedule(q_max, refined_ladder.lone_latency_s, x_q_max)
     low = SurgeRequest(
         qmax_path=refined_ladder.path, qmax=ladder, rates_rps=[rate], duration_s=duration,
         transport=Transport.LOCAL_HTTP, utterances=load_corpus(CORPUS), seed=seed,

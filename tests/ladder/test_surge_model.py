@@ -73,7 +73,7 @@ def test_intended_time_ttfab_is_never_below_send_time_ttfab(rows):
         s = Sample(None, "h:1", intended + lag, intended + lag + ttfab_s + 1, ttfab_s * 1000,
                    (ttfab_s + 1) * 1000, Outcome.OK, intended_start=intended)  # fmt: skip
         assert s.intended_ttfab_ms >= s.ttfab_ms
-        assert s.intended_ttfab_ms == pytest.approx(s.ttfab_ms + lag * 1000)
+        assert s.intended_ttfab_ms == pytest.approx(s.ttfab_ms + lag * 1000, abs=1e-6)
 
 
 def test_fluid_shed_share():
