@@ -26,6 +26,7 @@ SHARED_WORKER = {
 }  # fmt: skip
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups in its own hook
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = item.path.relative_to(REPO)
