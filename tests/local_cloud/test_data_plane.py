@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import threading
 import time
 import urllib.request
@@ -126,6 +127,20 @@ def test_saturated_instance_gives_its_503_with_retry_after(cloud: LocalCloud) ->
         for answer in held:
             answer["Body"].close()
     _wait_idle(cloud)
+
+
+def test_a_client_that_leaves_mid_stream_ends_quietly(
+    cloud: LocalCloud, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user who stops reading and closes the stream (Locust stopping a user does this) frees
+    the container's slot, and the runtime logs no error for it."""
+    answer = stream(runtime_client(), cloud.endpoint_name, speech_request("leave", LONG_TEXT))
+    with caplog.at_level(logging.WARNING):
+        assert "PayloadPart" in next(iter(answer["Body"]))
+        answer["Body"].close()
+        _wait_idle(cloud)
+        time.sleep(0.5)  # the runtime's next write finds the socket closed
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def test_past_the_ceiling_is_model_invocation_time_exceeded(cloud: LocalCloud) -> None:

@@ -199,8 +199,12 @@ async def invoke_stream(request: web.Request) -> web.StreamResponse:
             await _relay(answer, response, deadline, call, ceiling_s)
             await response.write_eof()
             return response
-    except (ConnectionResetError, asyncio.CancelledError):
-        raise  # the client went away: nothing to answer
+    except ConnectionResetError:
+        # The client left mid-stream (a Locust user stopping, a closed Body): leaving the
+        # `async with` closed the container's request, so its slot is free; there is no one to
+        # answer, and handing aiohttp the response ends it quietly (an exception is a logged
+        # "Error handling request" traceback).
+        return response if response is not None else web.Response(status=400)
     finally:
         call.finish()
 
