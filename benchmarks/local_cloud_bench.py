@@ -91,6 +91,7 @@ def cloud_ttfab(client: object, endpoint: str, context_id: str) -> float:
     return ttfab
 
 
+STOP_WAIT_S = 120.0  # its instance drains (up to the server's deadline), then it exits
 FAILURES: list[str] = []  # requests that failed (a loaded machine can pass the 58 s deadline)
 
 
@@ -122,6 +123,22 @@ def closed_loop(
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop(cloud: subprocess.Popen[bytes], stderr_path: Path) -> float:
+    """SIGTERM the local cloud as a user's Ctrl-C would and wait for its own clean stop (it
+    drains its instance, then stops moto and the runtime); how long that took is reported."""
+    started = time.perf_counter()
+    cloud.terminate()
+    try:
+        cloud.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        cloud.kill()
+        cloud.wait()
+        tail = stderr_path.read_text()[-1500:]
+        print(f"the local cloud did not stop within {STOP_WAIT_S:.0f} s of SIGTERM; killed it. "
+              f"Its last output:\n{tail}", file=sys.stderr)  # fmt: skip
+    return time.perf_counter() - started
 
 
 def pct(values: list[float], q: float) -> float:
@@ -188,8 +205,7 @@ def main() -> int:
                         samples[name] += got
                 rows.append((clients, samples, cloud_cpu_s / cloud_requests))
         finally:
-            cloud.terminate()
-            cloud.wait(timeout=90)
+            stopped_in_s = stop(cloud, stderr_path)
 
     print(f"TTFAB, {TEXT!r}, one onnx instance; cloud / direct (1.00 = no overhead)")
     print("| c | n per path | direct p50 ms | cloud p50 ms | ratio p50 | direct p95 ms | "
@@ -206,6 +222,7 @@ def main() -> int:
         print(
             f"  (means: direct {statistics.mean(d) * 1e3:.0f} ms, cloud {statistics.mean(c) * 1e3:.0f} ms)"
         )
+    print(f"the local cloud stopped {stopped_in_s:.1f} s after SIGTERM")
     if FAILURES:
         print(f"{len(FAILURES)} failed request(s), left out of the figures:")
         for failure in FAILURES[:5]:
