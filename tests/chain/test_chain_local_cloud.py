@@ -73,7 +73,7 @@ def endpoint_args(cloud: Any) -> list[str]:
 def ladder(cloud: Any, out: Path) -> Path:
     code = main(
         [
-            "qmax", *endpoint_args(cloud), "--transport", "response-stream", "--rungs", "1,2",
+            "qmax", *endpoint_args(cloud), "--transport", "response-stream", "--rungs", "1,3",
             "--hold-s", "30", "--measure-s", "20", "--idle-s", "0", "--slo-ms", SLO_MS,
             "--corpus", str(CORPUS), "--out", str(out), "--metric-wait-s", "40",
         ]
@@ -118,10 +118,12 @@ def test_the_ladder_is_emulated_and_cloudwatch_agrees_with_the_client(
     assert usable, [r.unusable_reason for r in qmax.rungs]
     for rung in usable:
         assert rung.cloudwatch_ratio is not None and 0.8 <= rung.cloudwatch_ratio <= 1.25, rung
-    # Held after the ladder where the thresholds of a 1.25 surge ratio sit: 0.75 and 0.5 x Q_max.
-    assert [(v.role, v.concurrency) for v in qmax.verification] == [
-        ("scale_out", 2),
-        ("scale_in", 1),
+    # Where the thresholds of a 1.25 surge ratio sit, 0.75 and 0.5 x Q_max 3, both round to 2
+    # users, which no ladder rung held: one rung held after the ladder measures both.
+    assert qmax.q_max == 3
+    assert [(v.role, v.concurrency, v.source) for v in qmax.verification] == [
+        ("scale_out", 2, "held"),
+        ("scale_in", 2, "held"),
     ]
     for v in qmax.verification:
         assert 0.8 <= v.cloudwatch_ratios["Maximum/10s"] <= 1.25, v

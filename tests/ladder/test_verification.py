@@ -9,12 +9,15 @@ from hypothesis import strategies as st
 
 from tests.core.ladders import SOURCES, qmax_artifact, serial_ladder, ttotal_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import LADDER_RATIO_STAT, CloudWatchStat
+from tts_bench.artifacts.schema import LADDER_RATIO_STAT, CloudWatchStat, LadderSettings
+from tts_bench.measure.cloudwatch_join import MetricPoint
 from tts_bench.measure.ladder import LadderSchedule
+from tts_bench.measure.live_ladder import HeldVerification, held_rungs
 from tts_bench.measure.verification import (
     VerificationError,
     cloudwatch_ratios,
     describe_verification,
+    held_by_the_ladder,
     verification_ladder,
     verification_levels,
     verification_rungs,
@@ -62,7 +65,9 @@ def test_the_dry_run_says_where_the_rungs_will_sit_and_what_they_cost() -> None:
     ladder = LadderSchedule(rungs=(1, 5), hold_s=20, measure_s=10, idle_s=5)
     line = describe_verification(ladder, 1.25)
     assert "C_scale_max = 0.75 x Q_max" in line and "C_scale_min = 0.5 x Q_max" in line
-    assert line.endswith("each held 20 s: at most 50 s more")
+    assert line.endswith(
+        "each held 20 s unless a ladder rung held those users already: at most 50 s more"
+    )
     with pytest.raises(VerificationError, match=r"--plan-surge-ratio 1\.6"):
         describe_verification(ladder, 1.6)
 
@@ -106,3 +111,53 @@ def test_held_rungs_become_verification_rungs_the_plan_uses() -> None:
     )
     assert plan.target_units.ratio_rule == "verification-rung"
     assert plan.scale_in_units.ratio_rule == "nearest-rung"  # only the point at 38 was measured
+
+
+def _timed(rungs: list, start_epoch: float):  # type: ignore[no-untyped-def]
+    ladder = LadderSettings(
+        rungs=[r.concurrency for r in rungs], hold_s=30, measure_s=20, idle_s=0,
+        start_epoch=start_epoch,
+    )  # fmt: skip
+    return qmax_artifact(rungs).model_copy(update={"ladder": ladder})
+
+
+def _points_in(artifact, index: int, value: float) -> list[MetricPoint]:  # type: ignore[no-untyped-def]
+    w0, _ = artifact.ladder.measure_window(index)
+    return [MetricPoint(w0, value), MetricPoint(w0 + 10, value)]
+
+
+def test_a_level_a_ladder_rung_held_is_read_from_that_rung_not_held_again() -> None:
+    levels = verification_levels(4)  # scale-out 3 users, scale-in 2 users
+    ladder_run = _timed(serial_ladder((1, 2, 4), service_ms=500), start_epoch=1000.0)
+    reused = held_by_the_ladder(levels, ladder_run.rungs)
+    assert reused == {2: 1}  # c=2 is the ladder's second rung; 3 users were never held
+    # Only the level no rung held is left to hold.
+    to_hold = [level for level in levels if level.users not in reused]
+    assert verification_ladder(
+        LadderSchedule(rungs=(1,), hold_s=30, measure_s=20), to_hold
+    ).rungs == (3,)
+    held_run = _timed(serial_ladder((3,), service_ms=500), start_epoch=2000.0)
+    points = _points_in(ladder_run, 1, 1.8) + _points_in(held_run, 0, 2.7)
+    points += _points_in(ladder_run, 2, 99.0)  # another rung's load never leaks in
+    rungs = held_rungs(HeldVerification(levels, 1.25, held_run, reused), points, ladder_run)
+    assert [(v.role, v.concurrency, v.source) for v in rungs] == [
+        ("scale_out", 3, "held"),
+        ("scale_in", 2, "ladder-rung"),
+    ]
+    out, in_ = rungs
+    assert out.cloudwatch_ratios["Maximum/10s"] == pytest.approx(
+        2.7 / held_run.rungs[0].client_mean_in_flight
+    )
+    assert in_.cloudwatch_ratios["Maximum/10s"] == pytest.approx(
+        1.8 / ladder_run.rungs[1].client_mean_in_flight
+    )
+    # Both levels on ladder rungs: no run of its own at all.
+    both = verification_levels(2)  # 2 and 1 users
+    assert held_by_the_ladder(both, ladder_run.rungs) == {2: 1, 1: 0}
+
+
+def test_an_unusable_ladder_rung_is_held_again() -> None:
+    from tests.core.ladders import rung
+
+    rungs = [rung(1, 2.0, 500), rung(2, 2.0, 1000, usable=False), rung(4, 2.0, 2000)]
+    assert held_by_the_ladder(verification_levels(4), rungs) == {}

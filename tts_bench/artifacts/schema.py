@@ -295,10 +295,13 @@ class VerificationRung(_Strict):
     `role` says which threshold: `scale_out` at C_scale_max, `scale_in` at C_scale_min, for
     `surge_ratio`, rounded to whole users. Its ratios are CloudWatch's reading of
     ConcurrentRequestsPerModel, one per statistic and period (``Maximum/10s``), over the
-    client's mean in-flight in the same window.
+    client's mean in-flight in the same window. `source` says which window: `held` after the
+    ladder, or `ladder-rung` when a usable coarse rung had held these users already under the
+    same freeze (the same measurement; holding it again would only cost time).
     """
 
     role: Literal["scale_out", "scale_in"]
+    source: Literal["held", "ladder-rung"] = "held"
     surge_ratio: float = Field(gt=1, lt=1.5)
     concurrency: PositiveInt
     achieved_rps: NonNegativeFloat

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tts_bench.artifacts.fingerprint import Transport
@@ -43,6 +43,8 @@ from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_tar
 from tts_bench.measure.verification import (
     DEFAULT_PLAN_SURGE_RATIO,
     VerificationLevel,
+    VerificationSource,
+    held_by_the_ladder,
     verification_ladder,
     verification_levels,
     verification_rungs,
@@ -71,11 +73,13 @@ class LiveLadderRequest:
 
 @dataclass(frozen=True, slots=True)
 class HeldVerification:
-    """The verification run: the levels asked for and the artifact of the rungs that held them."""
+    """The verification levels: those a ladder rung held already (users -> that rung's index
+    in the ladder's artifact), and the artifact of the run that held the rest (None: none left)."""
 
     levels: tuple[VerificationLevel, ...]
     surge_ratio: float
-    artifact: QmaxArtifact
+    artifact: QmaxArtifact | None
+    from_ladder: dict[int, int] = field(default_factory=dict)
 
 
 def preflight(session: AwsSession, endpoint: str, variant: str) -> None:
@@ -141,19 +145,26 @@ def hold_verification(
 ) -> HeldVerification | None:
     """Hold C_scale_max and C_scale_min for `surge_ratio` once the ladder found Q_max (SPEC §6).
 
-    A run of its own, under the same freeze, into a scratch folder: its rungs are no ladder
-    rungs. A failed run costs only these points (the plan then says which rule it used)."""
+    A level a usable ladder rung held already is read from that rung's window; the rest are a
+    run of their own, under the same freeze, into a scratch folder (its rungs are no ladder
+    rungs). A failed run costs only its points (the plan then says which rule it used)."""
     q_max = load_artifact(path, QmaxArtifact).refined_q_max
     if surge_ratio is None or q_max is None:
         if surge_ratio is not None:
             log("no verification rungs: the ladder found no Q_max")
         return None
     levels = verification_levels(q_max, surge_ratio)
-    schedule = verification_ladder(ladder.schedule, levels)
     log(
         "verification rungs for surge ratio "
         f"{surge_ratio:g}: " + ", ".join(f"{v.role} {v.at:g} -> {v.users} users" for v in levels)
     )
+    from_ladder = held_by_the_ladder(levels, load_artifact(path, QmaxArtifact).rungs)
+    for users in sorted(from_ladder):
+        log(f"verification at {users} users: the ladder's rung c={users} held it; read from there")
+    to_hold = tuple(level for level in levels if level.users not in from_ladder)
+    if not to_hold:
+        return HeldVerification(levels, surge_ratio, None, from_ladder)
+    schedule = verification_ladder(ladder.schedule, to_hold)
     with tempfile.TemporaryDirectory(prefix="tts-bench-verification-") as scratch:
         run = replace(ladder, schedule=schedule, out=Path(scratch), refine_pct=None)
         try:
@@ -163,8 +174,8 @@ def hold_verification(
             )  # fmt: skip
         except LadderRunError as exc:
             log(f"verification rungs not measured: {str(exc).splitlines()[0]}")
-            return None
-        return HeldVerification(levels, surge_ratio, load_artifact(held, QmaxArtifact))
+            return HeldVerification(levels, surge_ratio, None, from_ladder)
+        return HeldVerification(levels, surge_ratio, load_artifact(held, QmaxArtifact), from_ladder)
 
 
 def join_cloudwatch(
@@ -182,9 +193,9 @@ def join_cloudwatch(
         return path
     start = ladder.measure_window(0)[0]
     end = ladder.measure_window(len(artifact.rungs) - 1)[1]
-    held_ladder = held.artifact.ladder if held is not None else None
-    if held_ladder is not None and held_ladder.start_epoch is not None:
-        end = max(end, held_ladder.measure_window(len(held.artifact.rungs) - 1)[1])  # type: ignore[union-attr]
+    held_run = held.artifact if held is not None else None
+    if held_run is not None and held_run.ladder is not None and held_run.ladder.start_epoch:
+        end = max(end, held_run.ladder.measure_window(len(held_run.rungs) - 1)[1])
     points = await_concurrency(
         session, request.endpoint, request.variant, start, end,
         wait_s=request.metric_wait_s, log=log,
@@ -194,7 +205,7 @@ def join_cloudwatch(
         ratio = "-" if rung.cloudwatch_ratio is None else f"{rung.cloudwatch_ratio:.2f}"
         log(f"rung c={rung.concurrency}: CloudWatch/client in-flight ratio {ratio}")
     if held is not None:
-        verification = held_rungs(held, points)
+        verification = held_rungs(held, points, artifact)
         for v in verification:
             ratios = ", ".join(f"{k} {r:.2f}" for k, r in v.cloudwatch_ratios.items())
             log(f"verification {v.role} at {v.concurrency} users: ratio {ratios}")
@@ -205,12 +216,25 @@ def join_cloudwatch(
     return write_artifact(joined, path.parent, path.name)
 
 
-def held_rungs(held: HeldVerification, points: Sequence[MetricPoint]) -> list[VerificationRung]:
-    """The verification rungs, each with CloudWatch's 10 s Maximum over its own window."""
-    ladder = held.artifact.ladder
-    if ladder is None or ladder.start_epoch is None:
-        return []
-    readings = [
-        {LADDER_RATIO_STAT: rung_mean(points, ladder, i)} for i in range(len(held.artifact.rungs))
+def held_rungs(
+    held: HeldVerification, points: Sequence[MetricPoint], ladder_run: QmaxArtifact
+) -> list[VerificationRung]:
+    """The verification rungs, each with CloudWatch's 10 s Maximum over its own window: the
+    held run's rung, or the ladder's rung that held those users already."""
+    read_there = [level for level in held.levels if level.users in held.from_ladder]
+    sources: list[tuple[VerificationSource, QmaxArtifact, list[int], list[VerificationLevel]]] = [
+        ("ladder-rung", ladder_run, sorted(set(held.from_ladder.values())), read_there)
     ]
-    return verification_rungs(held.levels, held.surge_ratio, held.artifact.rungs, readings)
+    if held.artifact is not None:
+        rest = [level for level in held.levels if level.users not in held.from_ladder]
+        sources.append(("held", held.artifact, list(range(len(held.artifact.rungs))), rest))
+    out: list[VerificationRung] = []
+    for source, run, indices, levels in sources:
+        ladder = run.ladder
+        if not levels or ladder is None or ladder.start_epoch is None:
+            continue
+        readings = [{LADDER_RATIO_STAT: rung_mean(points, ladder, i)} for i in indices]
+        rungs = [run.rungs[i] for i in indices]
+        out += verification_rungs(levels, held.surge_ratio, rungs, readings, source)
+    order = [level.role for level in held.levels]
+    return sorted(out, key=lambda rung: order.index(rung.role))

@@ -3,7 +3,7 @@
 The plan converts each threshold into CloudWatch units by CloudWatch's ratio to the client's
 concurrency *at that threshold* (SPEC §6). The ratio falls with load on a convex curve, so the
 ladder's rungs either side only bound it; two more rungs, held once Q_max is known, measure it
-where it is used. This module is the pure part: which levels (for a surge ratio, rounded to
+where it is used (a level a usable ladder rung held already is read from that rung instead). This module is the pure part: which levels (for a surge ratio, rounded to
 whole users), the ladder of their own they are held as once the ladder found Q_max (under the
 same freeze), and how a held rung and CloudWatch's readings become a `VerificationRung`.
 `live_ladder` drives it; nothing here touches the network.
@@ -23,6 +23,7 @@ from tts_bench.planning.rounding import round9
 
 DEFAULT_PLAN_SURGE_RATIO = 1.25
 Role = Literal["scale_out", "scale_in"]
+VerificationSource = Literal["held", "ladder-rung"]
 
 
 class VerificationError(TtsBenchError):
@@ -56,6 +57,17 @@ def verification_levels(
     return tuple(levels)
 
 
+def held_by_the_ladder(
+    levels: Sequence[VerificationLevel], rungs: Sequence[Rung]
+) -> dict[int, int]:
+    """Users of each level a usable coarse rung already held -> that rung's index.
+
+    Such a level needs no hold of its own: the rung is the same closed-loop load at the same
+    users under the same freeze, and its window is read for CloudWatch's ratios instead."""
+    at = {rung.concurrency: i for i, rung in enumerate(rungs) if rung.usable}
+    return {level.users: at[level.users] for level in levels if level.users in at}
+
+
 def verification_ladder(
     ladder: LadderSchedule, levels: tuple[VerificationLevel, ...]
 ) -> LadderSchedule:
@@ -82,7 +94,8 @@ def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
     return (
         f"then 2 verification rungs at C_scale_max = {2 - surge_ratio:g} x Q_max and "
         f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
-        f"users, each held {held}: at most {format_duration(extra_s)} more"
+        f"users, each held {held} unless a ladder rung held those users already: at most "
+        f"{format_duration(extra_s)} more"
     )
 
 
@@ -106,6 +119,7 @@ def verification_rungs(
     surge_ratio: float,
     held: Sequence[Rung],
     readings: Sequence[Mapping[CloudWatchStat, float | None]],
+    source: VerificationSource = "held",
 ) -> list[VerificationRung]:
     """Each level's `VerificationRung` from the rung that held it and CloudWatch's readings in
     that rung's window (`readings[i]` belongs to `held[i]`).
@@ -127,6 +141,7 @@ def verification_rungs(
         out.append(
             VerificationRung(
                 role=level.role,
+                source=source,
                 surge_ratio=surge_ratio,
                 concurrency=level.users,
                 achieved_rps=rung.achieved_rps,
