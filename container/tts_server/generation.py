@@ -2,8 +2,10 @@
 
 `run_generation` streams an utterance into an `EventSink` (the HTTP stream or a WebSocket)
 under its deadline scope, ends it with a done event or an error (an HTTP status before the
-first byte, an error event after), and emits its EMF metrics. Resampling and encoding run on
-worker threads, never on the event loop.
+first byte, an error event after), and emits its EMF metrics. Resampling, encoding, base64
+and the events' JSON run on worker threads, never on the event loop: the loop only writes a
+segment's ready text (at the engine's peak that is tens of thousands of 20 ms events a second,
+which one loop could not also serialize; `benchmarks/serving_path_bench.py`).
 """
 
 from __future__ import annotations
