@@ -1,5 +1,8 @@
 #!/bin/bash
 # Run 5: the serving path, run-4 code (main) vs this branch, one machine, back to back.
+# Layout it ran from (carried, since removed): .gpuwork/serve5/{main,new}/container/tts_server (main at d742d4b,
+# this branch at 6b5be2c), serving_path_bench.py of 6b5be2c, wheels/ = pydantic 2.14.4 and its four
+# needs from .whl/a. Stopped by the 540 s limit during the uvloop step.
 set -u
 B=.gpuwork/serve5
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $B/wheels/*.whl || exit 3
