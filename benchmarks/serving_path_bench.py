@@ -160,8 +160,9 @@ def _client(url: str, concurrency: int, seconds: float, encoding: str, rate: int
 async def loop_rate(
     segment_s: float, segments: int, concurrencies: list[int], clients: int, seconds: float,
     encoding: str, rate: int,
-) -> dict[int, tuple[float, float]]:  # fmt: skip
-    """Chunk events and requests per second that one server loop delivered, by concurrency."""
+) -> dict[int, tuple[float, float, float, float]]:  # fmt: skip
+    """(chunk events/s, requests/s, loop-thread CPU µs per event, process CPU µs per event)
+    that one server loop delivered, by concurrency."""
     from aiohttp import web
     from tts_server.app import create_app
     from tts_server.app_state import STATE, Phase
@@ -181,7 +182,7 @@ async def loop_rate(
     while app[STATE].phase is not Phase.READY:
         await asyncio.sleep(0.05)
     url = f"http://127.0.0.1:{port}/invocations"
-    results: dict[int, tuple[float, float]] = {}
+    results: dict[int, tuple[float, float, float, float]] = {}
     context = multiprocessing.get_context("spawn")
     for concurrency in concurrencies:
         queue = context.Queue()
@@ -195,14 +196,20 @@ async def loop_rate(
         for proc in procs:
             proc.start()
         started = time.monotonic()
+        loop_cpu, process_cpu = time.thread_time(), time.process_time()
         while any(p.is_alive() for p in procs):
             await asyncio.sleep(0.1)  # the server keeps serving on this loop meanwhile
+        loop_cpu, process_cpu = time.thread_time() - loop_cpu, time.process_time() - process_cpu
         elapsed = time.monotonic() - started
         got = [queue.get() for _ in procs]
         events, requests = sum(g[0] for g in got), sum(g[1] for g in got)
-        results[concurrency] = (events / seconds, requests / seconds)
+        # CPU per event: what the loop (this thread) and the whole server process spent,
+        # client start-up included as idle time; steadier than events/s on a shared machine.
+        per_event = (1e6 * loop_cpu / max(events, 1), 1e6 * process_cpu / max(events, 1))
+        results[concurrency] = (events / seconds, requests / seconds, *per_event)
         log(f"c={concurrency}: {events / seconds:,.0f} chunk events/s, {requests / seconds:.1f} "
-            f"requests/s ({elapsed:.1f} s incl. client start)")  # fmt: skip
+            f"requests/s, loop {per_event[0]:.1f} us/event, process {per_event[1]:.1f} us/event "
+            f"({elapsed:.1f} s incl. client start)")  # fmt: skip
     await runner.cleanup()
     return results
 
@@ -216,6 +223,12 @@ def main() -> int:
     parser.add_argument("--segments", type=int, default=1, help="segments per request")
     parser.add_argument("--need", type=float, default=260.0, help="engine peak, segments/s")
     parser.add_argument("--out", type=Path, default=None, help="JSON of the figures")
+    parser.add_argument(
+        "--event-loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the server loop's implementation (uvloop where installed)",
+    )
     args = parser.parse_args()
     events_per_segment = args.segment_s / CHUNK_S
     need_events = args.need * events_per_segment
@@ -223,11 +236,17 @@ def main() -> int:
     enc24 = encoding_rate(args.segment_s, "pcm_s16le", 24_000, min(args.seconds, 3.0))
     enc8 = encoding_rate(args.segment_s, "pcm_mulaw", 8_000, min(args.seconds, 3.0))
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    loop = asyncio.run(
-        loop_rate(args.segment_s, args.segments, concurrencies, args.clients, args.seconds,
-                  "pcm_s16le", 24_000)
-    )  # fmt: skip
-    best_events = max(e for e, _ in loop.values())
+    loop_factory = None
+    if args.event_loop == "uvloop":
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        loop = runner.run(
+            loop_rate(args.segment_s, args.segments, concurrencies, args.clients, args.seconds,
+                      "pcm_s16le", 24_000)
+        )  # fmt: skip
+    best_events = max(v[0] for v in loop.values())
     rows = [
         ("G2P, one thread (pieces/s)", g2p, args.need),
         ("encode 24 kHz s16le, one thread (segments/s)", enc24[0], args.need),
@@ -242,15 +261,19 @@ def main() -> int:
         shown = "not measured" if value is None else f"{value:,.1f}"
         ratio = "" if value is None else f"{value / need:.2f}"
         print(f"| {name} | {shown} | {need:,.0f} | {ratio} |")
-    print("\n| concurrency | chunk events/s | requests/s |\n|---|---|---|")
-    for c, (events, requests) in loop.items():
-        print(f"| {c} | {events:,.0f} | {requests:.1f} |")
+    print("\n| concurrency | chunk events/s | requests/s | loop CPU us/event | process CPU us/event |"
+          "\n|---|---|---|---|---|")  # fmt: skip
+    for c, (events, requests, loop_us, process_us) in loop.items():
+        print(f"| {c} | {events:,.0f} | {requests:.1f} | {loop_us:.1f} | {process_us:.1f} |")
     if args.out:
         args.out.write_text(json.dumps({
             "cores": os.cpu_count(), "need_segments_per_s": args.need,
             "events_per_segment": events_per_segment, "g2p_pieces_per_s": g2p,
             "encode_s16le_24k": enc24, "encode_mulaw_8k": enc8,
+            "event_loop": args.event_loop,
             "loop_by_concurrency": {str(k): v for k, v in loop.items()},
+            "loop_columns": ["chunk_events_per_s", "requests_per_s", "loop_cpu_us_per_event",
+                             "process_cpu_us_per_event"],
         }, indent=2))  # fmt: skip
     return 0
 

@@ -7,6 +7,7 @@ two G.711 companding laws (μ-law, A-law) that telephony callers ask for.
 
 from __future__ import annotations
 
+import base64
 import functools
 import math
 
@@ -86,10 +87,38 @@ def encoded_chunks(
     audio_24k: np.ndarray, src_rate: int, sample_rate: int, encoding: str
 ) -> list[bytes]:
     """Resample, encode and cut into chunks of at most 20 ms each."""
-    audio = resample(audio_24k, src_rate, sample_rate)
-    data = encode(audio, encoding)
-    step = samples_per_chunk(sample_rate) * BYTES_PER_SAMPLE[encoding]
+    data, step = _encoded(audio_24k, src_rate, sample_rate, encoding)
     return [data[i : i + step] for i in range(0, len(data), step)]
+
+
+def encoded_chunks_b64(
+    audio_24k: np.ndarray, src_rate: int, sample_rate: int, encoding: str
+) -> list[str]:
+    """`encoded_chunks`, each as base64 text (what a chunk event carries)."""
+    return base64_chunks(*_encoded(audio_24k, src_rate, sample_rate, encoding))
+
+
+def _encoded(
+    audio_24k: np.ndarray, src_rate: int, sample_rate: int, encoding: str
+) -> tuple[bytes, int]:
+    """(the whole segment encoded, bytes per 20 ms chunk)."""
+    data = encode(resample(audio_24k, src_rate, sample_rate), encoding)
+    return data, samples_per_chunk(sample_rate) * BYTES_PER_SAMPLE[encoding]
+
+
+def base64_chunks(data: bytes, step: int) -> list[str]:
+    """The base64 of each `step`-byte piece of `data` (the last may be shorter).
+
+    Base64 maps every 3 bytes to 4 characters on their own, so where `step` is a multiple of
+    3 (24 kHz pcm_s16le: 960 bytes) the whole segment is encoded in one call and its text cut
+    every step·4/3 characters: the same text as piece by piece, in one call instead of one per
+    20 ms; only the last piece can carry padding, and it does either way.
+    """
+    if step % 3 == 0:
+        text = base64.b64encode(data).decode("ascii")
+        width = step // 3 * 4
+        return [text[i : i + width] for i in range(0, len(text), width)]
+    return [base64.b64encode(data[i : i + step]).decode("ascii") for i in range(0, len(data), step)]
 
 
 # G.711 segment ends; the classic table-free formulation, vectorised.

@@ -2,14 +2,15 @@
 
 `run_generation` streams an utterance into an `EventSink` (the HTTP stream or a WebSocket)
 under its deadline scope, ends it with a done event or an error (an HTTP status before the
-first byte, an error event after), and emits its EMF metrics. Resampling and encoding run on
-worker threads, never on the event loop.
+first byte, an error event after), and emits its EMF metrics. Resampling, encoding, base64
+and the events' JSON run on worker threads, never on the event loop: the loop only writes a
+segment's ready text (at the engine's peak that is tens of thousands of 20 ms events a second,
+which one loop could not also serialize; `benchmarks/serving_path_bench.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import time
 from typing import Any, Protocol
@@ -19,13 +20,14 @@ from aiohttp import web
 from tts_bench.telemetry import FIRST_CHUNK_LATENCY, IN_FLIGHT, QUEUE_SATURATED, QUEUE_WAIT
 from tts_server.admission import Refusal, retry_after_ms
 from tts_server.app_state import GATE, LOG, SETTINGS, STATE, Generation, Phase
-from tts_server.audio_format import encoded_chunks
+from tts_server.audio_format import encoded_chunks_b64
 from tts_server.emf import emf_record
 from tts_server.engine.base import EngineError, RequestRejected, Segment
 from tts_server.protocol import (
     TtsRequest,
-    chunk_event,
+    chunk_event_texts,
     done_event,
+    event_text,
     phoneme_timestamps_event,
     word_timestamps_event,
 )
@@ -38,29 +40,26 @@ NOTHING_TO_SAY = f"transcript: {NOTHING_TO_SAY_FIELD['message']}"
 
 
 class EventSink(Protocol):
-    """Where a generation's events go: an HTTP stream or a WebSocket."""
+    """Where a generation's events go: an HTTP stream or a WebSocket. Events arrive as their
+    JSON text (`protocol.event_text`), serialized on a worker thread, not on the event loop."""
 
-    async def send(self, events: list[dict[str, Any]]) -> None: ...
+    async def send(self, texts: list[str]) -> None: ...
 
     async def fail(self, status: int, error: str, message: str, **details: Any) -> None: ...
 
 
 def _segment_events(
     segment: Segment, request: TtsRequest, step_time: float, src_rate: int
-) -> list[dict[str, Any]]:
-    """Chunk events (≤ 20 ms each) for one segment, then its timestamp events when asked for
-    per segment. Runs on a worker thread: resampling and base64 are CPU work."""
+) -> list[str]:
+    """The texts of one segment's chunk events (≤ 20 ms each), then of its timestamp events
+    when asked for per segment. Runs on a worker thread: resampling, encoding, base64 and
+    JSON are CPU work, and the event loop only writes what this returns."""
     fmt, cid = request.output_format, request.context_id
-    chunks = encoded_chunks(segment.audio, src_rate, fmt.sample_rate, fmt.encoding)
-    events = [
-        chunk_event(
-            cid, base64.b64encode(c).decode("ascii"), fmt.sample_rate, step_time if i == 0 else 0.0
-        )
-        for i, c in enumerate(chunks)
-    ]
+    chunks = encoded_chunks_b64(segment.audio, src_rate, fmt.sample_rate, fmt.encoding)
+    texts = chunk_event_texts(cid, chunks, fmt.sample_rate, step_time)
     if not request.use_normalized_timestamps:
-        events.extend(_timestamp_events(request, [segment], None))
-    return events
+        texts.extend(event_text(e) for e in _timestamp_events(request, [segment], None))
+    return texts
 
 
 def _timestamp_events(
@@ -120,7 +119,7 @@ async def run_generation(
             ) as stream:
                 async for segment in stream:
                     now = loop.time()
-                    events = await asyncio.to_thread(
+                    texts = await asyncio.to_thread(
                         _segment_events, segment, request, now - previous, engine.sample_rate
                     )
                     previous = now
@@ -129,8 +128,8 @@ async def run_generation(
                         # queue included): service time is counted from there (SPEC §3).
                         work_start = segment.work_started
                     segments.append(segment)
-                    await sink.send(events)
-                    if first_chunk_ms is None and events:
+                    await sink.send(texts)
+                    if first_chunk_ms is None and texts:
                         first_chunk_ms = (loop.time() - work_start) * 1000
                         _emit_work_metrics(
                             app, generation, work_start, first_chunk_ms, in_flight_at_arrival
@@ -147,7 +146,9 @@ async def run_generation(
                 # Normalized times need the whole utterance's length: sent once, at the end.
                 duration = max(s.start_s + s.duration_s for s in segments)
                 tail = _timestamp_events(request, segments, duration if duration > 0 else None)
-            await sink.send([*tail, done_event(request.context_id, first_chunk_ms)])
+            await sink.send(
+                [event_text(e) for e in (*tail, done_event(request.context_id, first_chunk_ms))]
+            )
             outcome = "done"
     except TimeoutError:
         if generation.drained:

@@ -45,14 +45,15 @@ class _HttpSink:
         self._held = held  # the prepared response, for the handler to return if time runs out
         self.response: web.StreamResponse | None = None
 
-    async def send(self, events: list[dict[str, Any]]) -> None:
+    async def send(self, texts: list[str]) -> None:
         if self.response is None:
             self.response = web.StreamResponse(
                 status=200, headers={"Content-Type": "application/jsonlines"}
             )
             self._held.append(self.response)
             await self.response.prepare(self._request)
-        await self.response.write(b"".join(encode_line(e) for e in events))
+        # One write per batch: the texts are one segment's events, JSON already.
+        await self.response.write(("\n".join(texts) + "\n").encode() if texts else b"")
 
     async def fail(self, status: int, error: str, message: str, **details: Any) -> None:
         if self.response is None:

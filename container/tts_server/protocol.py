@@ -362,3 +362,36 @@ def event_text(event: Mapping[str, Any]) -> str:
 
 def encode_line(event: Mapping[str, Any]) -> bytes:
     return event_text(event).encode("utf-8") + b"\n"
+
+
+# Stands in for a chunk's data while a template is cut from a real chunk event.
+_DATA_FIELD = '"data":"'
+_DATA_MARK = "DATA"
+
+
+def _chunk_template(context_id: str, sampling_rate: int, step_time: float) -> tuple[str, str]:
+    """(text before the data, text after it) of `event_text(chunk_event(...))`.
+
+    Cut from the event itself, so the two can never disagree; base64 needs no JSON escape,
+    so head + data + tail is exactly the text the encoder would write for that data. The data
+    field is found from the right: after it come only numbers, and before it no string can
+    hold an unescaped quote.
+    """
+    text = event_text(chunk_event(context_id, _DATA_MARK, sampling_rate, step_time))
+    head, _, tail = text.rpartition(_DATA_FIELD + _DATA_MARK + '"')
+    return head + _DATA_FIELD, '"' + tail
+
+
+def chunk_event_texts(
+    context_id: str, chunks_b64: Sequence[str], sampling_rate: int, step_time: float
+) -> list[str]:
+    """The `event_text` of each chunk event of one segment: `step_time` on the first, 0 on
+    the rest. The JSON encoder runs twice per segment instead of once per 20 ms chunk: at
+    the engine's peak that is tens of thousands of encoder calls a second saved."""
+    if not chunks_b64:
+        return []
+    first_head, first_tail = _chunk_template(context_id, sampling_rate, step_time)
+    head, tail = _chunk_template(context_id, sampling_rate, 0.0)
+    return [first_head + chunks_b64[0] + first_tail] + [
+        head + data + tail for data in chunks_b64[1:]
+    ]

@@ -50,15 +50,19 @@ class _WsSink:
     ) -> None:
         self._ws, self._lock, self._context_id = ws, lock, context_id
 
-    async def send(self, events: list[dict[str, Any]]) -> None:
-        for event in events:
+    async def send(self, texts: list[str]) -> None:
+        for text in texts:
             async with self._lock:
-                await self._ws.send_str(event_text(event))
+                await self._ws.send_str(text)
 
     async def fail(self, status: int, error: str, message: str, **details: Any) -> None:
         if not self._ws.closed:
             await self.send(
-                [error_event(self._context_id, status, error, message=message, **details)]
+                [
+                    event_text(
+                        error_event(self._context_id, status, error, message=message, **details)
+                    )
+                ]
             )
 
 
@@ -140,7 +144,16 @@ class _WsSession:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await self.sink(context_id).send(
-            [{"type": "cancelled", "context_id": context_id, "done": True, "status_code": 200}]
+            [
+                event_text(
+                    {
+                        "type": "cancelled",
+                        "context_id": context_id,
+                        "done": True,
+                        "status_code": 200,
+                    }
+                )
+            ]
         )
 
     async def end_contexts(self, code: int) -> None:
