@@ -93,6 +93,14 @@ def references() -> list[Reference]:
     return out
 
 
+@pytest.fixture(scope="module")
+def batched(imported_model: object, references: list[Reference]) -> tuple[list, list, list]:
+    """One padded forward pass over every sentence: (audio, durations, F0) per item."""
+    from tts_server.engine.torch_backend import forward_batch
+
+    return forward_batch(imported_model, [r.item for r in references])
+
+
 def test_import_writes_the_hugging_face_layout(imported_model: object) -> None:
     from tts_server.engine.onnx_import import imported_model_dir
     from tts_server.engine.torch_backend import ModelDir
@@ -102,12 +110,8 @@ def test_import_writes_the_hugging_face_layout(imported_model: object) -> None:
     assert isinstance(files.weights, Path)
 
 
-def test_durations_match_the_onnx_graph(
-    imported_model: object, references: list[Reference]
-) -> None:
-    from tts_server.engine.torch_backend import forward_batch
-
-    _, durations, _ = forward_batch(imported_model, [r.item for r in references])
+def test_durations_match_the_onnx_graph(batched: tuple, references: list[Reference]) -> None:
+    _, durations, _ = batched
     for ours, ref in zip(durations, references, strict=True):
         assert np.max(np.abs(ours - ref.durations)) <= 1
         assert abs(int(ours.sum()) - int(ref.durations.sum())) <= 2
@@ -133,12 +137,14 @@ def test_forced_durations_give_matching_f0_and_audio(
 
 
 def test_a_padded_batch_matches_each_item_alone(
-    imported_model: object, references: list[Reference]
+    imported_model: object, references: list[Reference], batched: tuple
 ) -> None:
+    """The short sentence, padded to the longest in the batch, against itself alone."""
     from tts_server.engine.torch_backend import forward_batch
 
-    short, long = references[2].item, references[0].item
-    (batched, _), _, _ = forward_batch(imported_model, [short, long])
+    short = references[2].item
+    assert len(short.token_ids) < max(len(r.item.token_ids) for r in references)  # padded
+    in_batch = batched[0][2]
     (alone,), _, _ = forward_batch(imported_model, [short])
-    assert len(batched) == len(alone)
-    assert np.corrcoef(batched, alone)[0, 1] >= 0.999
+    assert len(in_batch) == len(alone)
+    assert np.corrcoef(in_batch, alone)[0, 1] >= 0.999

@@ -97,7 +97,7 @@ def test_bidi_stream_runs_one_short_rung_through_locust(
         [
             sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
             "--transport", "bidi-stream", "--endpoint", cloud.endpoint_name,
-            "--rungs", "1", "--hold-s", "30", "--measure-s", "24", "--idle-s", "0",
+            "--rungs", "1", "--hold-s", "20", "--measure-s", "15", "--idle-s", "0",
             "--slo-ms", "60000", "--corpus", str(SHORT_CORPUS), "--out", str(tmp_path),
         ],
         cwd=REPO, env=client_env, capture_output=True, text=True, timeout=240,

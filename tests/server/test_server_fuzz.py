@@ -6,7 +6,7 @@ a valid request is served, a WebSocket session is never dropped (every message g
 answer on a session that stays open), and afterwards the server still serves and has logged
 no error line and no line that is not JSON.
 
-One server for the module. CI runs FUZZ_EXAMPLES (default 40) examples per transport: a
+One server for the module. CI runs FUZZ_EXAMPLES (default 20) examples per transport: a
 valid request costs a synthesis, seconds on a shared 2-core machine. A longer run is one
 command (see the README):
 
@@ -33,7 +33,7 @@ from tests.server.server_client import speech_request
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "20"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
