@@ -67,10 +67,14 @@ CLOUD_IDLE_S = 2.0
 # The local cloud publishes each 10 s period as it closes: no minutes-long CloudWatch delay.
 CLOUD_METRIC_WAIT_S = 30.0
 MIN_REQUESTS_PER_WINDOW = 3
-# T_total: probe at twice the c=1 rung. The instances share this machine's cores, so two do not
-# double its capacity as two SageMaker instances do; recovery is judged at 2x the c=1 p95.
-CLOUD_BOUND_RUNG = 1
-CLOUD_RECOVERY_FACTOR = 2.0
+# T_total: a probe of 2 users. On SageMaker a probe of twice a rung is judged against that rung
+# (two instances, twice the capacity); here both instances share this machine's 2 cores, so after
+# the scale-out the machine still carries the c=2 rung's load, and recovery is judged against
+# that rung's p95 (x1.5 for a 10 s window's noise). Judged against c=1 (x2, measured 2026-12-01)
+# it recovered after 18 s in one run and 190 s in the next: a coin toss on the machine's noise.
+CLOUD_PROBE_USERS = 2
+CLOUD_BOUND_RUNG = 2
+CLOUD_RECOVERY_FACTOR = 1.5
 CLOUD_RECOVERY_HOLD_S = 15.0
 CLOUD_WARMUP_S = 8.0
 CLOUD_TTOTAL_TIMEOUT_S = 240.0
@@ -97,6 +101,7 @@ class CloudRunSettings:
     trough_rps: float = CLOUD_TROUGH_RPS
     model: str = "kokoro-82m"
     provision_delay_s: float = 0.0
+    probe_users: int = CLOUD_PROBE_USERS
     bound_rung: int = CLOUD_BOUND_RUNG
     recovery_factor: float = CLOUD_RECOVERY_FACTOR
     recovery_hold_s: float = CLOUD_RECOVERY_HOLD_S
@@ -194,14 +199,14 @@ def force_desired_ttotal(
     cloud: Any,
     step: Callable[[str], None],
 ) -> tuple[TtotalArtifact, Path]:
-    """ttotal force-desired: a probe at twice the bound rung, judged against that rung."""
-    bound = settings.bound_rung
-    step(f"ttotal force-desired: probe at {2 * bound} against the c={bound} rung")
+    """ttotal force-desired: a probe of `probe_users`, judged against the bound rung."""
+    bound, users = settings.bound_rung, settings.probe_users
+    step(f"ttotal force-desired: probe of {users} users, judged against the c={bound} rung")
     ttotal = measure_sagemaker_ttotal(
         session,
         SageMakerTtotalRequest(
             qmax_path=qmax_path, endpoint=cloud.endpoint_name, variant=cloud.variant_name,
-            model=settings.model, utterances=settings.utterances, probe_concurrency=2 * bound,
+            model=settings.model, utterances=settings.utterances, probe_concurrency=users,
             bound_rung=bound, recovery_factor=settings.recovery_factor,
             recovery_hold_s=settings.recovery_hold_s, warmup_s=settings.warmup_s,
             timeout_s=CLOUD_TTOTAL_TIMEOUT_S,
