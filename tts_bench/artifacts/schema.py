@@ -289,6 +289,10 @@ class Rung(_Strict):
         return self
 
 
+# Where a verification rung's window came from (see `VerificationRung.source`).
+VerificationSource = Literal["held", "ladder-rung"]
+
+
 class VerificationRung(_Strict):
     """A rung held after the ladder where a threshold sits, to measure CloudWatch's ratio there.
 
@@ -301,7 +305,7 @@ class VerificationRung(_Strict):
     """
 
     role: Literal["scale_out", "scale_in"]
-    source: Literal["held", "ladder-rung"] = "held"
+    source: VerificationSource = "held"
     surge_ratio: float = Field(gt=1, lt=1.5)
     concurrency: PositiveInt
     achieved_rps: NonNegativeFloat

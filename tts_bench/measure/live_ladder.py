@@ -23,6 +23,7 @@ from tts_bench.artifacts.schema import (
     LADDER_RATIO_STAT,
     QmaxArtifact,
     VerificationRung,
+    VerificationSource,
     load_artifact,
     write_artifact,
 )
@@ -43,7 +44,6 @@ from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_tar
 from tts_bench.measure.verification import (
     DEFAULT_PLAN_SURGE_RATIO,
     VerificationLevel,
-    VerificationSource,
     held_by_the_ladder,
     verification_ladder,
     verification_levels,
@@ -148,7 +148,8 @@ def hold_verification(
     A level a usable ladder rung held already is read from that rung's window; the rest are a
     run of their own, under the same freeze, into a scratch folder (its rungs are no ladder
     rungs). A failed run costs only its points (the plan then says which rule it used)."""
-    q_max = load_artifact(path, QmaxArtifact).refined_q_max
+    ladder_run = load_artifact(path, QmaxArtifact)
+    q_max = ladder_run.refined_q_max
     if surge_ratio is None or q_max is None:
         if surge_ratio is not None:
             log("no verification rungs: the ladder found no Q_max")
@@ -158,7 +159,7 @@ def hold_verification(
         "verification rungs for surge ratio "
         f"{surge_ratio:g}: " + ", ".join(f"{v.role} {v.at:g} -> {v.users} users" for v in levels)
     )
-    from_ladder = held_by_the_ladder(levels, load_artifact(path, QmaxArtifact).rungs)
+    from_ladder = held_by_the_ladder(levels, ladder_run.rungs)
     for users in sorted(from_ladder):
         log(f"verification at {users} users: the ladder's rung c={users} held it; read from there")
     to_hold = tuple(level for level in levels if level.users not in from_ladder)

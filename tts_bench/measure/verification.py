@@ -3,9 +3,11 @@
 The plan converts each threshold into CloudWatch units by CloudWatch's ratio to the client's
 concurrency *at that threshold* (SPEC §6). The ratio falls with load on a convex curve, so the
 ladder's rungs either side only bound it; two more rungs, held once Q_max is known, measure it
-where it is used (a level a usable ladder rung held already is read from that rung instead). This module is the pure part: which levels (for a surge ratio, rounded to
-whole users), the ladder of their own they are held as once the ladder found Q_max (under the
-same freeze), and how a held rung and CloudWatch's readings become a `VerificationRung`.
+where it is used (a level a usable ladder rung held already is read from that rung instead).
+This module is the pure part: which levels (for a surge ratio, rounded to whole users), which
+of them a ladder rung held, the ladder of their own the rest are held as once the ladder found
+Q_max (under the same freeze), and how a rung and CloudWatch's readings become a
+`VerificationRung`.
 `live_ladder` drives it; nothing here touches the network.
 """
 
@@ -16,14 +18,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tts_bench.artifacts.schema import CloudWatchStat, Rung, VerificationRung
+from tts_bench.artifacts.schema import (
+    CloudWatchStat,
+    Rung,
+    VerificationRung,
+    VerificationSource,
+)
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder import LadderSchedule, format_duration
 from tts_bench.planning.rounding import round9
 
 DEFAULT_PLAN_SURGE_RATIO = 1.25
 Role = Literal["scale_out", "scale_in"]
-VerificationSource = Literal["held", "ladder-rung"]
 
 
 class VerificationError(TtsBenchError):
