@@ -21,6 +21,7 @@ Both trees run with this interpreter (this checkout's .venv): only their code di
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -120,7 +121,7 @@ def one_start(tree: Path) -> Start:
 def stage_medians(starts: list[Start]) -> dict[str, float]:
     """Median seconds of each stage between consecutive markers (where every start has both)."""
     out = {}
-    for a, b in zip(STAGES, STAGES[1:], strict=False):
+    for a, b in itertools.pairwise(STAGES):
         spans = [s.markers_s[b] - s.markers_s[a] for s in starts if {a, b} <= s.markers_s.keys()]
         if len(spans) == len(starts):
             out[f"{a} → {b}"] = statistics.median(spans)
@@ -133,7 +134,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="measured starts per tree")
     args = parser.parse_args()
     trees = {"baseline": args.baseline.resolve(), "new": REPO}
-    for name, tree in trees.items():
+    for tree in trees.values():
         if not (tree / "container" / "tts_server" / "__main__.py").is_file():
             parser.error(f"--baseline {tree}: no container/tts_server in it")
     load_before = os.getloadavg()

@@ -119,7 +119,6 @@ def add_ladder_arguments(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "qmax",
-        help="measure Q_max with the closed-loop ladder",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument(
