@@ -7,11 +7,14 @@ request is refused); the ceiling test lowers the invocation ceiling to 5 s for i
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import logging
+import statistics
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 from botocore.exceptions import ClientError, EventStreamError
@@ -141,6 +144,86 @@ def test_a_client_that_leaves_mid_stream_ends_quietly(
         _wait_idle(cloud)
         time.sleep(0.5)  # the runtime's next write finds the socket closed
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def _direct_leave(url: str, context_id: str) -> float:
+    """Straight to the container: a long stream, its first line read, the connection closed;
+    the time of the close."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    body = json.dumps(speech_request(context_id, LONG_TEXT))
+    connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+    assert connection.getresponse().readline()
+    connection.close()
+    return time.perf_counter()
+
+
+def _direct_ttfab_s(url: str, context_id: str) -> float:
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    body = json.dumps(speech_request(context_id, "Sure."))
+    started = time.perf_counter()
+    connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    assert answer.status == 200 and answer.readline()
+    ttfab = time.perf_counter() - started
+    answer.read()
+    connection.close()
+    return ttfab
+
+
+def _cloud_leave(cloud: LocalCloud, context_id: str) -> float:
+    answer = stream(runtime_client(), cloud.endpoint_name, speech_request(context_id, LONG_TEXT))
+    assert "PayloadPart" in next(iter(answer["Body"]))
+    answer["Body"].close()
+    return time.perf_counter()
+
+
+def _cloud_ttfab_s(cloud: LocalCloud, context_id: str) -> float:
+    client = runtime_client()
+    started = time.perf_counter()
+    answer = stream(client, cloud.endpoint_name, speech_request(context_id, "Sure."))
+    assert "PayloadPart" in next(iter(answer["Body"]))
+    ttfab = time.perf_counter() - started
+    rejoin(answer)
+    return ttfab
+
+
+def _freed_s(url: str, left_at: float) -> float:
+    """Seconds from the client's leaving until the container holds no request."""
+    deadline = left_at + 60
+    while _container_in_flight(url):
+        assert time.perf_counter() < deadline, "the container kept the request"
+        time.sleep(0.01)
+    return time.perf_counter() - left_at
+
+
+def test_after_a_client_leaves_mid_stream_the_next_starts_as_quickly_as_direct(
+    cloud: LocalCloud,
+) -> None:
+    """A client leaves a long stream after its first line. Through the local cloud the
+    container lets that request go as soon as when the client goes straight to it (the runtime
+    closes the container's request the moment its client leaves, not at its next write), and
+    a request sent right after the leaving one gets its first byte as soon. Rounds alternate
+    and medians are compared: this machine's noise is shared by both ways."""
+    url = cloud.fleet.in_service()[0].url
+    _cloud_ttfab_s(cloud, "warm")
+    ways: dict[str, tuple[Callable[[str], float], Callable[[str], float]]] = {
+        "direct": (lambda c: _direct_leave(url, c), lambda c: _direct_ttfab_s(url, c)),
+        "cloud": (lambda c: _cloud_leave(cloud, c), lambda c: _cloud_ttfab_s(cloud, c)),
+    }
+    freed_s: dict[str, float] = {}
+    ttfab_s: dict[str, list[float]] = {"direct": [], "cloud": []}
+    for way, (leave, _) in ways.items():
+        freed_s[way] = _freed_s(url, leave(f"{way}-freed"))
+    for round_ in range(3):
+        for way, (leave, next_ttfab_s) in ways.items():
+            leave(f"{way}-leave-{round_}")
+            ttfab_s[way].append(next_ttfab_s(f"{way}-next-{round_}"))
+            _wait_idle(cloud)
+    assert freed_s["cloud"] <= freed_s["direct"] + 0.25, freed_s
+    direct, through = statistics.median(ttfab_s["direct"]), statistics.median(ttfab_s["cloud"])
+    assert through <= 1.25 * direct + 0.15, ttfab_s
 
 
 def test_past_the_ceiling_is_model_invocation_time_exceeded(cloud: LocalCloud) -> None:
