@@ -1,4 +1,5 @@
-"""moto in this process (`ThreadedMotoServer` on loopback), with the hooks the control plane needs.
+"""moto in this process (its WSGI app on a loopback werkzeug server), with the hooks the control
+plane needs.
 
 moto 5.2.5 stands still where SageMaker moves: an endpoint is InService the moment it is
 created, a capacity change is done the moment it is asked for, and `ml.g5.*` is not on its
@@ -6,6 +7,14 @@ instance-type list. While a `MotoHost` runs, those three methods of moto's SageM
 are wrapped (in this process only): instance types are accepted, and creation and capacity
 changes are handed to a listener (the control plane) before the API call returns, so a
 `describe_endpoint` right after sees Creating or Updating, as on SageMaker.
+
+Counts are checked where AWS checks them, before anything starts: a desired instance count
+below 1 or above the endpoint's instance limit (the emulated quota, never more than the
+instances this machine is asked to run) is refused with ResourceLimitExceeded, and so is a
+SageMaker scalable target with a negative bound or a minimum above its maximum. A maximum above
+the quota is accepted, as AWS accepts it (scaling past the quota is what fails), unless it is
+more instances than this machine is ever asked to run. Every request
+passes `moto_guard` first, so malformed calls are 4xx answers, never moto's tracebacks.
 """
 
 from __future__ import annotations
@@ -14,6 +23,9 @@ import logging
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from tts_bench.local_cloud.moto_guard import AwsRequestGuard
+from tts_bench.local_cloud.settings import MAX_LOCAL_INSTANCES
 
 ACCOUNT = "123456789012"  # moto's default account, and the stack's placeholder one
 REGION = "us-east-1"
@@ -25,31 +37,72 @@ class EndpointListener(Protocol):
     def capacity_requested(self, endpoint_name: str, desired: dict[str, int]) -> None: ...
 
 
+def existing_bound(target: Any, which: str) -> int | None:
+    value = getattr(target, f"{which}_capacity", None)
+    return int(value) if value is not None else None
+
+
+def scalable_bounds_problem(low: int | None, high: int | None) -> str | None:
+    """Why a SageMaker variant's scalable target may not have these bounds, or None."""
+    if (low is not None and low < 0) or (high is not None and high < 0):
+        return f"MinCapacity {low} and MaxCapacity {high} must not be negative"
+    if low is not None and high is not None and low > high:
+        return f"Minimum capacity {low} cannot be greater than maximum capacity {high}"
+    if high is not None and high > MAX_LOCAL_INSTANCES:
+        return (
+            f"MaxCapacity {high} is more instances than the local cloud runs on this machine "
+            f"({MAX_LOCAL_INSTANCES})"
+        )
+    return None
+
+
 class MotoHost:
     """One moto server on 127.0.0.1, started and stopped with the local cloud."""
 
     def __init__(self) -> None:
         self._server: Any = None
+        self._thread: threading.Thread | None = None
         self._restore: list[Callable[[], None]] = []
         self._listener: EndpointListener | None = None
         self._lock = threading.Lock()
         self.url = ""
+        # The most instances one endpoint variant may be asked for (set by the cloud once it
+        # knows the stack's quota); None: no endpoint of ours yet.
+        self.instance_limit: int | None = None
 
     def start(self) -> str:
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        class QuietHandler(MotoRequestHandler):
+            def log_error(self, format: str, *args: Any) -> None:
+                """A malformed request line is the client's mistake: a debug line, no error."""
+                logging.getLogger("werkzeug").debug(format, *args)
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         self._patch()
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
+        app = AwsRequestGuard(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="local-cloud-moto", daemon=True
+        )
+        self._thread.start()
+        host, port = self._server.server_address[:2]
         self.url = f"http://{host}:{port}"
         return self.url
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
+            self._server.shutdown()
+            self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
         for restore in reversed(self._restore):
             restore()
         self._restore.clear()
@@ -68,7 +121,25 @@ class MotoHost:
 
     # ------------------------------------------------------------------ patches
 
+    def check_instance_count(self, count: int, what: str) -> None:
+        """Refuse a count no endpoint of this cloud may have (moto's own error types)."""
+        from moto.sagemaker.exceptions import SagemakerClientError, ValidationError
+
+        class ResourceLimitExceeded(SagemakerClientError):
+            code = "ResourceLimitExceeded"
+
+        if count < 1:
+            raise ValidationError(f"{what} {count}: an instance-based variant needs at least 1")
+        limit = self.instance_limit
+        if limit is not None and count > limit:
+            raise ResourceLimitExceeded(
+                f"{what} {count} is above this endpoint's instance limit of {limit} (the local "
+                "cloud's emulated quota, at most the instances this machine is asked to run)"
+            )
+
     def _patch(self) -> None:
+        from moto.applicationautoscaling.exceptions import AWSValidationException
+        from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
         from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
 
         host = self
@@ -89,6 +160,11 @@ class MotoHost:
         def update_capacity(
             self: Any, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
         ) -> str:
+            for change in desired_weights_and_capacities:
+                if change.get("DesiredInstanceCount") is not None:
+                    host.check_instance_count(
+                        int(change["DesiredInstanceCount"]), "DesiredInstanceCount"
+                    )
             endpoint = self.endpoints.get(endpoint_name)
             before = {
                 v["VariantName"]: v.get("CurrentInstanceCount")
@@ -109,10 +185,34 @@ class MotoHost:
                 listener.capacity_requested(endpoint_name, desired)
             return arn
 
+        original_register = ApplicationAutoscalingBackend.register_scalable_target
+
+        def register_scalable_target(
+            self: Any,
+            namespace: str,
+            r_id: str,
+            dimension: str,
+            min_capacity: int | None,
+            max_capacity: int | None,
+            *args: Any,
+            **kwargs: Any,
+        ) -> Any:
+            if namespace == "sagemaker":
+                existing = self.targets.get(dimension, {}).get(r_id)
+                low = min_capacity if min_capacity is not None else existing_bound(existing, "min")
+                high = max_capacity if max_capacity is not None else existing_bound(existing, "max")
+                problem = scalable_bounds_problem(low, high)
+                if problem is not None:
+                    raise AWSValidationException(problem)
+            return original_register(
+                self, namespace, r_id, dimension, min_capacity, max_capacity, *args, **kwargs
+            )
+
         patches = [
             (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
             (SageMakerModelBackend, "create_endpoint", create_endpoint),
             (SageMakerModelBackend, "update_endpoint_weights_and_capacities", update_capacity),
+            (ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target),
         ]
         for owner, name, replacement in patches:
             original = owner.__dict__[name]

@@ -8,6 +8,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # SageMaker ends every invocation at 60 s; tests lower it to reach the error quickly.
 INVOCATION_CEILING_S = 60.0
+# The most instance processes one local cloud runs, whatever the stack, quota or API asks: each
+# is a real server on this machine. The emulated quota (and so every count) never exceeds it.
+MAX_LOCAL_INSTANCES = 64
+# The longest emulated provisioning delay (--provision-delay-s) an instance waits.
+MAX_PROVISION_DELAY_S = 3600.0
 
 
 @dataclass(frozen=True)
