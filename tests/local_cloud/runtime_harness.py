@@ -42,7 +42,14 @@ class ScriptedContainer:
         self.url = ""
 
     async def _invocations(self, request: web.Request) -> web.StreamResponse:
-        script = json.loads(await request.read() or b"{}")
+        try:
+            script = json.loads(await request.read() or b"{}")
+            lines, first_s, every_s = (
+                int(script.get("lines", 1)), float(script.get("first_s", 0.0)),
+                float(script.get("every_s", 0.0)),
+            )  # fmt: skip
+        except (ValueError, TypeError, AttributeError, RecursionError):
+            return web.json_response({"error": "not a script"}, status=400)
         if script.get("status", 200) != 200:
             return web.json_response({"error": "scripted"}, status=script["status"])
         self.open_requests += 1
@@ -50,10 +57,10 @@ class ScriptedContainer:
         try:
             response = web.StreamResponse(headers={"Content-Type": "application/jsonlines"})
             await response.prepare(request)
-            await asyncio.sleep(float(script.get("first_s", 0.0)))
-            for index in range(int(script.get("lines", 1))):
+            await asyncio.sleep(first_s)
+            for index in range(lines):
                 if index:
-                    await asyncio.sleep(float(script.get("every_s", 0.0)))
+                    await asyncio.sleep(every_s)
                 await response.write(json.dumps({"line": index}).encode() + b"\n")
             await response.write_eof()
             return response

@@ -1,7 +1,9 @@
 """Hostile clients at the runtime's wire: bodies that never come, clients that leave, malformed
-HTTP, oversized and nested payloads. The runtime is real, on loopback; the container behind it
-is scripted (`runtime_harness`) so each timing is exact, and no model runs: the module takes
-about 5 s.
+HTTP, oversized and nested payloads, and a fuzz of whole raw requests. The runtime is real, on
+loopback; the container behind it is scripted (`runtime_harness`) so each timing is exact, and
+no model runs: the module takes about 6 s. The fuzz runs FUZZ_EXAMPLES examples (default 20):
+
+    FUZZ_EXAMPLES=2000 python -m pytest tests/local_cloud/test_runtime_hostile.py -q
 """
 
 from __future__ import annotations
@@ -9,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import socket
 import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.local_cloud.runtime_harness import (
     Harness,
@@ -192,3 +197,72 @@ def test_service_quotas_refuse_a_body_that_is_not_an_object(quiet: Harness, body
         status, _, answer = read_response(sock)
     assert status == 400
     assert json.loads(answer)["__type"] == "SerializationException"
+
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "20"))
+TOKEN = st.text(
+    st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=":"),
+    min_size=1,
+    max_size=20,
+)
+HEADER_VALUE = st.one_of(
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+    st.sampled_from(["-1", "0", "99999999999999999999", "chunked", "gzip", "100-continue"]),
+)
+
+
+@st.composite
+def raw_requests(draw: st.DrawFn) -> bytes:
+    """A whole HTTP/1.1 request as a hostile client writes it: any method, any path (the
+    endpoint's, another's, nonsense), headers from the ones that matter plus noise, a body that
+    may be a script, garbage or cut short, framed by a length that may lie, or by chunks."""
+    method = draw(st.sampled_from(["POST", "POST", "POST", "GET", "PUT", "DELETE", "OPTIONS"]))
+    endpoint = draw(st.sampled_from(["scripted", "scripted", "nope", "%ff", "a" * 300]))
+    path = draw(st.sampled_from([stream_path(endpoint), invoke_path(endpoint), "/", "/ping", "//"]))
+    body = draw(
+        st.one_of(
+            st.builds(script, st.integers(0, 3), st.just(0.0), st.just(0.0)),
+            st.binary(max_size=300),
+            st.just(b"[" * 5000),
+        )
+    )
+    headers = [("Host", "local")]
+    names = ["Content-Type", "Accept", "X-Amz-Target", "Expect", "Content-Encoding",
+             "X-Amzn-SageMaker-Custom-Attributes", "Connection"]  # fmt: skip
+    for _ in range(draw(st.integers(0, 3))):
+        headers.append((draw(st.sampled_from(names) | TOKEN), draw(HEADER_VALUE)))
+    framing = draw(st.sampled_from(["length", "length", "lying-length", "chunked", "none"]))
+    if framing == "chunked":
+        headers.append(("Transfer-Encoding", "chunked"))
+        body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
+    elif framing != "none":
+        lie = draw(st.integers(-3, 3)) if framing == "lying-length" else 0
+        headers.append(("Content-Length", str(max(0, len(body) + lie))))
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers)
+    return f"{method} {path} HTTP/1.1\r\n{head}\r\n".encode() + body
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    database=None,
+)
+@given(data=raw_requests())
+def test_fuzz_raw_requests_never_get_a_5xx_nor_leave_an_instance_held(
+    harness: Harness, caplog: pytest.LogCaptureFixture, data: bytes
+) -> None:
+    """Whatever comes in: an answer below 500 (or a closed connection, for a body that never
+    completes), nothing held afterwards, nothing logged at error level."""
+    with caplog.at_level(logging.WARNING):
+        with harness.connect() as sock:
+            sock.settimeout(CEILING_S + 5)
+            with contextlib.suppress(ConnectionError):
+                sock.sendall(data)
+                head = sock.recv(65536)
+                if head.startswith(b"HTTP/1."):
+                    assert int(head.split(b" ", 2)[1]) < 500, head[:300]
+        harness.wait_until(lambda: harness.router.in_flight == 0)
+        harness.wait_until(lambda: harness.container.open_requests == 0)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert errors == [], [r.getMessage() for r in errors]

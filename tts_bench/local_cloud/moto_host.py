@@ -138,83 +138,103 @@ class MotoHost:
             )
 
     def _patch(self) -> None:
-        from moto.applicationautoscaling.exceptions import AWSValidationException
         from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
         from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
-
-        host = self
 
         def accept_any_instance_type(self: object, instance_type: str) -> None:
             """moto's list predates ml.g5.*; SageMaker validates types itself."""
 
-        original_create = SageMakerModelBackend.create_endpoint
-        original_update = SageMakerModelBackend.update_endpoint_weights_and_capacities
-
-        def create_endpoint(self: Any, endpoint_name: str, *args: Any, **kwargs: Any) -> Any:
-            endpoint = original_create(self, endpoint_name, *args, **kwargs)
-            listener = host._listener
-            if listener is not None:
-                listener.endpoint_created(endpoint_name)
-            return endpoint
-
-        def update_capacity(
-            self: Any, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
-        ) -> str:
-            for change in desired_weights_and_capacities:
-                if change.get("DesiredInstanceCount") is not None:
-                    host.check_instance_count(
-                        int(change["DesiredInstanceCount"]), "DesiredInstanceCount"
-                    )
-            endpoint = self.endpoints.get(endpoint_name)
-            before = {
-                v["VariantName"]: v.get("CurrentInstanceCount")
-                for v in (endpoint.production_variants if endpoint else [])
-            }
-            arn = original_update(self, endpoint_name, desired_weights_and_capacities)
-            for variant in self.endpoints[endpoint_name].production_variants:
-                # moto jumps to the new count at once; the fleet reports the real one.
-                if before.get(variant["VariantName"]) is not None:
-                    variant["CurrentInstanceCount"] = before[variant["VariantName"]]
-            desired = {
-                str(c["VariantName"]): int(c["DesiredInstanceCount"])
-                for c in desired_weights_and_capacities
-                if c.get("DesiredInstanceCount") is not None
-            }
-            listener = host._listener
-            if listener is not None and desired:
-                listener.capacity_requested(endpoint_name, desired)
-            return arn
-
-        original_register = ApplicationAutoscalingBackend.register_scalable_target
-
-        def register_scalable_target(
-            self: Any,
-            namespace: str,
-            r_id: str,
-            dimension: str,
-            min_capacity: int | None,
-            max_capacity: int | None,
-            *args: Any,
-            **kwargs: Any,
-        ) -> Any:
-            if namespace == "sagemaker":
-                existing = self.targets.get(dimension, {}).get(r_id)
-                low = min_capacity if min_capacity is not None else existing_bound(existing, "min")
-                high = max_capacity if max_capacity is not None else existing_bound(existing, "max")
-                problem = scalable_bounds_problem(low, high)
-                if problem is not None:
-                    raise AWSValidationException(problem)
-            return original_register(
-                self, namespace, r_id, dimension, min_capacity, max_capacity, *args, **kwargs
-            )
-
         patches = [
             (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
-            (SageMakerModelBackend, "create_endpoint", create_endpoint),
-            (SageMakerModelBackend, "update_endpoint_weights_and_capacities", update_capacity),
-            (ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target),
+            (SageMakerModelBackend, "create_endpoint", self._create_endpoint()),
+            (
+                SageMakerModelBackend,
+                "update_endpoint_weights_and_capacities",
+                self._update_capacity(),
+            ),
+            (ApplicationAutoscalingBackend, "register_scalable_target", _register_target()),
         ]
         for owner, name, replacement in patches:
             original = owner.__dict__[name]
             setattr(owner, name, replacement)
             self._restore.append(lambda o=owner, n=name, f=original: setattr(o, n, f))
+
+    def _create_endpoint(self) -> Callable[..., Any]:
+        """moto's create_endpoint, then the listener told (the control plane starts it)."""
+        from moto.sagemaker.models import SageMakerModelBackend
+
+        host, original = self, SageMakerModelBackend.create_endpoint
+
+        def create_endpoint(self: Any, endpoint_name: str, *args: Any, **kwargs: Any) -> Any:
+            endpoint = original(self, endpoint_name, *args, **kwargs)
+            listener = host._listener
+            if listener is not None:
+                listener.endpoint_created(endpoint_name)
+            return endpoint
+
+        return create_endpoint
+
+    def _update_capacity(self) -> Callable[..., Any]:
+        """moto's capacity change, its counts checked first and handed to the listener after
+        (moto's CurrentInstanceCount left as the fleet reports it)."""
+        from moto.sagemaker.models import SageMakerModelBackend
+
+        host, original = self, SageMakerModelBackend.update_endpoint_weights_and_capacities
+
+        def update_capacity(
+            self: Any, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
+        ) -> str:
+            desired = {
+                str(c["VariantName"]): int(c["DesiredInstanceCount"])
+                for c in desired_weights_and_capacities
+                if c.get("DesiredInstanceCount") is not None
+            }
+            for count in desired.values():
+                host.check_instance_count(count, "DesiredInstanceCount")
+            endpoint = self.endpoints.get(endpoint_name)
+            before = {
+                v["VariantName"]: v.get("CurrentInstanceCount")
+                for v in (endpoint.production_variants if endpoint else [])
+            }
+            arn = original(self, endpoint_name, desired_weights_and_capacities)
+            for variant in self.endpoints[endpoint_name].production_variants:
+                # moto jumps to the new count at once; the fleet reports the real one.
+                if before.get(variant["VariantName"]) is not None:
+                    variant["CurrentInstanceCount"] = before[variant["VariantName"]]
+            listener = host._listener
+            if listener is not None and desired:
+                listener.capacity_requested(endpoint_name, desired)
+            return arn
+
+        return update_capacity
+
+
+def _register_target() -> Callable[..., Any]:
+    """moto's register_scalable_target, with a SageMaker variant's bounds checked first."""
+    from moto.applicationautoscaling.exceptions import AWSValidationException
+    from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
+
+    original = ApplicationAutoscalingBackend.register_scalable_target
+
+    def register_scalable_target(
+        self: Any,
+        namespace: str,
+        r_id: str,
+        dimension: str,
+        min_capacity: int | None,
+        max_capacity: int | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if namespace == "sagemaker":
+            existing = self.targets.get(dimension, {}).get(r_id)
+            low = min_capacity if min_capacity is not None else existing_bound(existing, "min")
+            high = max_capacity if max_capacity is not None else existing_bound(existing, "max")
+            problem = scalable_bounds_problem(low, high)
+            if problem is not None:
+                raise AWSValidationException(problem)
+        return original(
+            self, namespace, r_id, dimension, min_capacity, max_capacity, *args, **kwargs
+        )
+
+    return register_scalable_target
