@@ -3,8 +3,8 @@
 Writes a sorted `timestamp_s` trace of about SIZE MB (16 M arrivals over a day for 200 MB) to a
 temporary folder, then reads it with `load_trace` in a fresh process per checkout: this one,
 and with `--baseline DIR` another (e.g. `git archive main | tar -x -C DIR`), side by side as
-ratios. Peak RSS is the reader process's `ru_maxrss` less what it held after its imports; wall
-time depends on the machine's load, printed with it.
+ratios. Peak RSS is the reader process's high-water mark (`VmHWM`, Linux), and what it grew by
+after its imports; wall time depends on the machine's load, printed with it.
 
     PYTHONPATH=.:container python benchmarks/trace_reader_bench.py [--size-mb 200] [--baseline DIR]
 """
@@ -19,31 +19,44 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parent.parent
 READER = """
-import json, resource, sys, time
+import json, re, sys, time
 from pathlib import Path
 from tts_bench.simulate.traffic import load_trace
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def high_water_mib():  # this process image's own peak RSS (ru_maxrss would include its parent's)
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) / 1024
+
+
+base = high_water_mib()
 started = time.perf_counter()
 traffic = load_trace(Path(sys.argv[1]), None)
 wall = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = high_water_mib()
 print(json.dumps({"arrivals": traffic.requests, "wall_s": wall,
-                  "grown_mib": (peak - base) / 1024, "peak_mib": peak / 1024}))
+                  "grown_mib": peak - base, "peak_mib": peak}))
 """
 
 
-def write_trace(path: Path, size_mb: float) -> int:
-    arrivals = int(size_mb * 1e6 / 12.9)  # "12345.678901\n" is 13 bytes at most
-    times = np.sort(np.random.default_rng(1).random(arrivals) * 86400.0)
-    with path.open("w") as handle:
-        handle.write("timestamp_s\n")
-        for chunk in np.array_split(times, 64):
-            np.savetxt(handle, chunk, fmt="%.6f")
-    return arrivals
+WRITER = """
+import sys
+import numpy as np
+path, size_mb = sys.argv[1], float(sys.argv[2])
+arrivals = int(size_mb * 1e6 / 12.9)  # "12345.678901\\n" is 13 bytes at most
+times = np.sort(np.random.default_rng(1).random(arrivals) * 86400.0)
+with open(path, "w") as handle:
+    handle.write("timestamp_s\\n")
+    for chunk in np.array_split(times, 64):
+        np.savetxt(handle, chunk, fmt="%.6f")
+"""
+
+
+def write_trace(path: Path, size_mb: float) -> None:
+    """In its own process: a reader started from this one would inherit its peak RSS."""
+    subprocess.run([sys.executable, "-c", WRITER, str(path), str(size_mb)], check=True)
 
 
 def read_with(tree: Path, trace: Path) -> dict[str, float]:
