@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,10 +27,13 @@ PROCESS = {"ENGINE_PROCESS": "1"}
 
 
 def _engine_pid(server: Any) -> int:
-    """The engine child's pid, from /proc (the server's only child process)."""
-    children = f"/proc/{server.proc.pid}/task/{server.proc.pid}/children"
-    with open(children) as f:
-        pids = [int(p) for p in f.read().split()]
+    """The engine child's pid, from /proc (the server's only child process, started by
+    whichever of its threads loaded the engine)."""
+    pids = [
+        int(pid)
+        for children in Path(f"/proc/{server.proc.pid}/task").glob("*/children")
+        for pid in children.read_text().split()
+    ]
     assert len(pids) == 1, pids
     return pids[0]
 
@@ -59,13 +63,14 @@ def test_the_same_audio_as_in_process_and_a_group_sigterm_still_drains(start_ser
             ping = await _ping(session, engine_server.base)
             ours = await post_stream(session, engine_server.base, speech_request("p"))
             theirs = await post_stream(session, server.base, speech_request("p"))
-            # A request in flight, then SIGTERM to the whole process group (as a terminal's
-            # Ctrl-C or a group kill would send it): the child must outlive the drain.
+            # A request in flight, then SIGTERM to the child and the server both (as a kill of
+            # their process group sends it): the child must outlive the drain.
             response = await session.post(
                 f"{engine_server.base}/invocations", json=speech_request("late")
             )
             first = await response.content.readline()
-            os.killpg(engine_server.proc.pid, signal.SIGTERM)
+            os.kill(child, signal.SIGTERM)
+            os.kill(engine_server.proc.pid, signal.SIGTERM)
             rest = [line async for line in response.content if line.strip()]
             return {"ping": ping, "ours": ours, "theirs": theirs, "late": [first, *rest]}
 
