@@ -197,14 +197,14 @@ def _profile(backend, items, size: int) -> dict[str, float]:  # type: ignore[no-
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    gpu = torch.cuda.is_available()
     batch = [items[k % len(items)] for k in range(size)]
     backend.infer(batch)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
+    with profile(activities=activities) as prof:
         started = time.perf_counter()
         for _ in range(3):
-            backend.infer(batch)
-        torch.cuda.synchronize()
+            backend.infer(batch)  # ends with a wait for the audio: the GPU is done
         wall_s = time.perf_counter() - started
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     intervals = sorted((e.time_range.start, e.time_range.end) for e in kernels)
@@ -280,7 +280,8 @@ def _offline_child(args: argparse.Namespace, label: str, engine_root: Path, env:
     command = [
         sys.executable, str(Path(__file__).resolve()), "offline", "--label", label,
         "--model-dir", str(args.model_dir), "--g2p-table", str(args.g2p_table),
-        "--out", str(target), "--batch-sizes", ",".join(map(str, args.batch_sizes)), *extra,
+        "--out", str(target), "--batch-sizes", ",".join(map(str, args.batch_sizes)),
+        "--device", args.device, *extra,
     ]  # fmt: skip
     if args.corpus:
         command += ["--corpus", str(args.corpus)]
@@ -295,8 +296,9 @@ def _server_env(args: argparse.Namespace, mode: str, extra: dict[str, str]) -> d
     env = {**os.environ, "ENGINE_MODE": mode, "ENGINE_G2P_TABLE": str(args.g2p_table.resolve())}
     env["ENGINE_MAX_BATCH"] = str(args.max_batch)
     env["ENGINE_DEVICE"] = args.device
+    root = getattr(args, "server_root", None) or REPO  # whose server code runs
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO), str(REPO / "container"), env.get("PYTHONPATH", "")]
+        [str(root), str(root / "container"), env.get("PYTHONPATH", "")]
     )
     return {**env, **extra}
 
@@ -485,8 +487,11 @@ def device_ladders(args: argparse.Namespace) -> int:
             if last_pass is None or first_fail is None:
                 grid = coarse
             else:
-                below = [r for r in coarse if r < last_pass]
-                fine = refined_grid(last_pass, first_fail, args.step)
+                # Fine steps from a little below the scout's last pass, so a final ladder
+                # that fails earlier than the scout did still ends within `step` of Q_max.
+                start = max(1, min(last_pass, int(last_pass * (1 - args.fine_below))))
+                below = [r for r in coarse if r < start]
+                fine = refined_grid(start, first_fail, args.step)
                 grid = sorted({1, *below[-args.keep_below :], *fine})
                 grid.append(max(grid[-1] + 1, int(first_fail * (1 + args.step))))
             hold = (args.hold_s, args.measure_s, args.idle_s)
@@ -502,7 +507,8 @@ def summarize(args: argparse.Namespace) -> int:
     from tts_bench.measure.plots import plot_qmax
 
     found: dict[str, tuple[Path, QmaxArtifact]] = {}
-    for path in sorted(args.artifacts.glob("qmax-*-localnvidia*.json")):
+    paths = [args.serial, args.batched] if args.serial else args.artifacts.glob("qmax-*.json")
+    for path in sorted(p for p in paths if "localnvidia" in p.name):
         artifact = QmaxArtifact.model_validate_json(path.read_text())
         env = artifact.fingerprint.performance_env if artifact.fingerprint else {}
         found[env.get("ENGINE_MODE", "?")] = (path, artifact)
@@ -539,7 +545,8 @@ def summarize(args: argparse.Namespace) -> int:
     summary = gpu_summary(serial, batched, offline, args.weights, args.command, notes, facts)
     args.out.mkdir(parents=True, exist_ok=True)
     for path, artifact in ((serial_path, serial), (batched_path, batched)):
-        plot_qmax(artifact, args.out / path.with_suffix(".png").name)
+        if args.plots:
+            plot_qmax(artifact, path.with_suffix(".png"))
     target = args.out / f"gpu-summary-{args.gpu_label}.json"
     target.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
@@ -624,11 +631,24 @@ def main() -> int:
         help="more server environment, KEY=VALUE,KEY=VALUE (e.g. ENGINE_PROCESS=0)",
     )  # fmt: skip
     lad.add_argument("--label", default="", help="prefix of this call's log and ready files")
+    lad.add_argument(
+        "--server-root", type=Path, default=None,
+        help="a tree whose container/ the servers run (default: this one), e.g. main's code",
+    )  # fmt: skip
+    lad.add_argument(
+        "--fine-below", type=float, default=0.1,
+        help="fine rungs start this far (relative) below the scout's last pass",
+    )  # fmt: skip
     lad.set_defaults(handler=device_ladders)
 
     summ = sub.add_parser("summarize", help="gpu-summary-<gpu>.json from a device run's files")
     summ.add_argument("--run", type=Path, required=True, help="offline-*.json and ready.json")
     summ.add_argument("--artifacts", type=Path, required=True, help="the run's qmax artifacts")
+    summ.add_argument(
+        "--serial", type=Path, default=None, help="this serial artifact (with --batched)"
+    )
+    summ.add_argument("--batched", type=Path, default=None, help="this batched artifact")
+    summ.add_argument("--plots", action="store_true", help="also draw each artifact's plot")
     summ.add_argument("--out", type=Path, required=True)
     summ.add_argument("--weights", default="real-int8-converted")
     summ.add_argument("--gpu-label", default="h200")
