@@ -459,6 +459,7 @@ def device_ladders(args: argparse.Namespace) -> int:
     last pass and first fail, with full holds (the artifact the summary reads)."""
     from tts_bench.measure.local_server import LocalServer
 
+    args.out.mkdir(parents=True, exist_ok=True)
     env = {"ENGINE_COMPILE_CACHE": str(args.mega_cache)} if args.mega_cache.is_file() else {}
     if args.dtype:
         env["ENGINE_DTYPE"] = args.dtype
