@@ -528,9 +528,9 @@ def summarize(args: argparse.Namespace) -> int:
         baseline_segments_per_s_by_batch=baseline["segments_per_s_by_batch"],
         parity=Parity.model_validate(shipped["parity"]),
         compile_warmup_s=shipped["warmup_s"],
-        ready_s_eager=ready["eager"]["ready_s"],
-        ready_s_cold_cache=ready["cold"]["ready_s"],
-        ready_s_warm_cache=ready["warm"]["ready_s"] if "warm" in ready else None,
+        ready_s_eager=ready.get(f"eager{args.design}", {}).get("ready_s"),
+        ready_s_cold_cache=ready.get(f"cold{args.design}", {}).get("ready_s"),
+        ready_s_warm_cache=ready.get(f"warm{args.design}", {}).get("ready_s"),
     )
     notes = {"g2p": "phonemes from a table made by the live G2P on a CPU (gpu_bench prepare)"}
     if args.g2p_cpu and args.g2p_cpu.is_file():
@@ -542,7 +542,8 @@ def summarize(args: argparse.Namespace) -> int:
             f"{result['segments_per_s_by_batch']['64']} segments/s at 64; padded-vs-alone r "
             f"{parity.get('padded_vs_alone_r')}, log-mel {parity.get('log_mel_db_mean')} dB"
         )
-    notes["shipped"] = f"{dtype}: compiled, the fastest variant whose padded-vs-alone r >= 0.999"
+    notes["shipped"] = f"{dtype}: compiled, the fastest variant that keeps every parity bound"
+    notes.update(dict(note.split("=", 1) for note in args.note))
     summary = gpu_summary(serial, batched, offline, args.weights, args.command, notes, facts)
     args.out.mkdir(parents=True, exist_ok=True)
     for path, artifact in ((serial_path, serial), (batched_path, batched)):
@@ -650,6 +651,10 @@ def main() -> int:
     )
     summ.add_argument("--batched", type=Path, default=None, help="this batched artifact")
     summ.add_argument("--plots", action="store_true", help="also draw each artifact's plot")
+    summ.add_argument("--note", action="append", default=[], help="KEY=TEXT, into the notes")
+    summ.add_argument(
+        "--design", default="", help="suffix of this design's start-up keys in ready.json"
+    )
     summ.add_argument("--out", type=Path, required=True)
     summ.add_argument("--weights", default="real-int8-converted")
     summ.add_argument("--gpu-label", default="h200")
