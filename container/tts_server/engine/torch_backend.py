@@ -253,9 +253,10 @@ def planned_settings(device: str, max_batch: int) -> dict[str, str]:
     """The settings that change this backend's speed, known before loading (fingerprint).
 
     On a GPU the AdaIN chains run compiled (`torch.compile`, dynamic shapes), in float32:
-    measured on the H200 (measurements/gpu-bench.md), bfloat16 autocast is 1.28x faster at
-    batch 64 but a short item padded with a long one then matches itself alone at only
-    r = 0.994 (float32: 0.9995), so it stays opt-in. On a CPU: float32, eager.
+    measured on the H200 (measurements/gpu-bench.md, run 6), bfloat16 and float16 autocast
+    are 1.28x and 1.39x faster at batch 64 but move the log-mel spectrum 2.0 and 0.67 dB from
+    float32 (the bound is 0.5; float32 compiled: 0.18), so they stay opt-in. On a CPU:
+    float32, eager.
     `$ENGINE_DTYPE` and `$ENGINE_COMPILE` override.
     """
     gpu = device.startswith("cuda")
