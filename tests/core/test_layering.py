@@ -224,3 +224,11 @@ def test_a_planted_illegal_import_is_caught(
         mp.setattr(Path, "read_text", read_text)
         found = violations([copy])
     assert len(found) == 1 and expected in found[0], found
+
+
+@pytest.mark.parametrize("package", ["measure", "local_cloud", "serving", "jobs"])
+def test_a_package_docstring_names_every_module_it_holds(package: str) -> None:
+    folder = PACKAGE / package
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    assert sorted(m for m in modules if f"`{m}`" not in doc) == []
