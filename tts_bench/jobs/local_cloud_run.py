@@ -110,6 +110,7 @@ class LocalCloudTarget:
     deploys: bool = True
     cloud: Any = None
     session: AwsSession | None = None
+    endpoint_name: str = "-"  # kept for the report once the cloud is stopped
     config: StackConfig = field(init=False)
 
     def __post_init__(self) -> None:
@@ -122,8 +123,7 @@ class LocalCloudTarget:
 
     @property
     def where(self) -> str:
-        name = self.cloud.endpoint_name if self.cloud is not None else "-"
-        return f"local cloud endpoint {name} (emulated)"
+        return f"local cloud endpoint {self.endpoint_name} (emulated)"
 
     def live(self) -> tuple[Any, AwsSession]:
         if self.cloud is None or self.session is None:
@@ -144,6 +144,7 @@ class LocalCloudTarget:
             )  # fmt: skip
             with local_cloud(settings, say=step) as cloud, aws_environment(cloud.env):
                 self.cloud, self.session = cloud, AwsSession.from_environment()
+                self.endpoint_name = cloud.endpoint_name
                 try:
                     self.preflight(step)
                     yield
