@@ -312,7 +312,7 @@ def _fresh_caches(root: Path) -> dict[str, str]:
 
 def time_to_ready(args: argparse.Namespace, label: str, extra: dict[str, str]) -> dict[str, object]:
     """A fresh server process from spawn to ready (/ping 200), with its start-up markers."""
-    from tts_bench.measure.local_server import LocalServer
+    from tts_bench.serving.local_server import LocalServer
 
     env = _server_env(args, "concurrent", {**_fresh_caches(args.cache_root), **extra})
     with LocalServer(
@@ -457,7 +457,7 @@ def device_ladders(args: argparse.Namespace) -> int:
     """On the GPU machine: each mode's ladder on one warm-cache server, first on a coarse grid
     with short holds (the scout), then on a grid fine enough (`--step`) between the scout's
     last pass and first fail, with full holds (the artifact the summary reads)."""
-    from tts_bench.measure.local_server import LocalServer
+    from tts_bench.serving.local_server import LocalServer
 
     args.out.mkdir(parents=True, exist_ok=True)
     env = {"ENGINE_COMPILE_CACHE": str(args.mega_cache)} if args.mega_cache.is_file() else {}

@@ -1,4 +1,4 @@
-"""Nothing of a request runs after its end (issue 12, defect 3): a pass whose request went
+"""Nothing of a request runs after its end: a pass whose request went
 away (deadline, client gone, cancel) is stopped midway, so the next request does not wait
 minutes behind it on a CPU."""
 

@@ -56,7 +56,7 @@ CORPORA = Path(__file__).resolve().parent / "corpora"
 @pytest.fixture(scope="session")
 def live_server(child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
     """One real `python -m tts_server` (real offline weights) on a free loopback port."""
-    from tts_bench.measure.local_server import LocalServer
+    from tts_bench.serving.local_server import LocalServer
 
     log = tmp_path_factory.mktemp("server") / "server.log"
     with LocalServer(env=child_env, log_path=log) as server:
@@ -105,7 +105,7 @@ def refined_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Cal
     scaled to this machine's lone-request speed as it is now, so c=1 passes and c=8 fails."""
     from tts_bench.cli import main
     from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ttotal_local import speak
+    from tts_bench.measure.ttotal_probe import speak
 
     corpus = CORPORA / "two_sentences.txt"
     lone = [speak(live_server.url, u) for u in load_corpus(corpus)]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tts_bench.local_cloud.errors import NoInstanceError
 from tts_bench.local_cloud.logs import LogShipper
-from tts_bench.measure.local_server import LocalServer, LocalServerError
+from tts_bench.serving.local_server import LocalServer, LocalServerError
 
 
 class InstanceState(StrEnum):

@@ -225,7 +225,7 @@ MAX_SLO_MS = 60_000.0
 
 def check_slo_ms(slo_ms: float) -> float:
     """A p95 TTFAB SLO the ladder can judge rungs against: above 0, at most the 60 s ceiling.
-    Checked before the first request: a bad one used to hold every rung, then fail at the end."""
+    Checked before the first request, so a bad one never costs a held rung."""
     if not 0 < slo_ms <= MAX_SLO_MS:  # also refuses nan
         raise LadderError(
             f"--slo-ms {slo_ms:g}: the SLO must be above 0 and at most {MAX_SLO_MS:g} ms "

@@ -152,6 +152,23 @@ def _to_host(tensors: Sequence[Any]) -> list[np.ndarray]:
     return [h.numpy() for h in hosts]
 
 
+def _batch_inputs(items: Sequence[InferenceItem], device: Any) -> tuple[Any, ...]:
+    """The batch's token ids (boundary tokens around each item, zero-padded), their lengths
+    (on the host), styles, speeds and the padding mask, on `device`."""
+    import torch
+
+    lengths = torch.tensor([len(it.token_ids) + 2 for it in items], dtype=torch.long)
+    width = int(lengths.max())
+    ids = torch.zeros((len(items), width), dtype=torch.long)
+    for row, it in enumerate(items):
+        ids[row, 1 : len(it.token_ids) + 1] = torch.from_numpy(it.token_ids)
+    styles_host = torch.from_numpy(np.stack([it.style.reshape(256) for it in items]))
+    speeds_host = torch.tensor([it.speed for it in items], dtype=torch.float32)
+    ids, styles, speeds = (t.to(device, non_blocking=True) for t in (ids, styles_host, speeds_host))
+    padding = (torch.arange(width)[None, :] >= lengths[:, None]).to(device)
+    return ids, lengths, styles, speeds, padding
+
+
 def forward_batch(
     model: Any,
     items: Sequence[InferenceItem],
@@ -173,15 +190,8 @@ def forward_batch(
     options = options or PassOptions()
     device = model.device
     batch = len(items)
-    lengths = torch.tensor([len(it.token_ids) + 2 for it in items], dtype=torch.long)
+    ids, lengths, styles, speeds, padding = _batch_inputs(items, device)
     width = int(lengths.max())
-    ids = torch.zeros((batch, width), dtype=torch.long)
-    for row, it in enumerate(items):
-        ids[row, 1 : len(it.token_ids) + 1] = torch.from_numpy(it.token_ids)
-    styles_host = torch.from_numpy(np.stack([it.style.reshape(256) for it in items]))
-    speeds_host = torch.tensor([it.speed for it in items], dtype=torch.float32)
-    ids, styles, speeds = (t.to(device, non_blocking=True) for t in (ids, styles_host, speeds_host))
-    padding = (torch.arange(width)[None, :] >= lengths[:, None]).to(device)
     prosody_style = styles[:, 128:]
 
     with torch.inference_mode():
