@@ -1,14 +1,17 @@
 """The local cloud: a SageMaker real-time endpoint on this machine (SPEC §11).
 
-What it holds: moto in this process for the control plane (`moto_host`), whose state the
-`control_plane` drives where moto stands still; the `fleet` of real `python -m tts_server`
+What it holds: moto in this process for the control plane (`moto_host`, behind `moto_guard`,
+which refuses malformed calls as AWS would), whose state the `control_plane` drives where moto
+stands still; the `fleet` of real `python -m tts_server`
 instance processes and the digest of the image they stand for (`image_digest`); their
 CloudWatch `logs` and `metrics`; the deployed scaling policies applied by `autoscaling` (rules
 in `scaling_rules`); the SageMaker runtime's wire layer (`runtime`, with `event_stream` frames
 and `wire_errors` shapes), the bidirectional stream (`bidi_bridge`, its frames in
 `bidi_frames`) and the loopback TLS it is served over (`tls`); the Service Quotas answer
 (`quotas`); `deploy`, which creates what the Pulumi program records for a stack; `settings`
-and `errors`; and `cloud`, which starts, deploys and stops all of it. Backends hold state and
+and `errors`; `private_files` (where the TLS key, the CA bundle and the env file may live) and
+`signals` (stop signals held while a piece starts or stops); and `cloud`, which starts,
+deploys and stops all of it. Backends hold state and
 the methods that change it; the wire layer only translates (STYLE 11). It is test
 infrastructure of moto's kind: nothing measured through it ever gates a real deployment.
 

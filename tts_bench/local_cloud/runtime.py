@@ -25,13 +25,13 @@ from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
-from tts_server.logs import MalformedHttpIsAWarning
 
 from tts_bench.local_cloud import event_stream, quotas, wire_errors
 from tts_bench.local_cloud.errors import NoInstanceError
 from tts_bench.local_cloud.fleet import Instance
 from tts_bench.local_cloud.logs import log_stream_arn
 from tts_bench.local_cloud.metrics import VariantMetrics
+from tts_bench.telemetry import MalformedHttpIsAWarning
 
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 FORWARDED_HEADERS = ("Content-Type", "Accept")
