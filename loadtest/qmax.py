@@ -1083,6 +1083,7 @@ def check_target(conductor: Conductor) -> None:
             conductor.transport,
             options.model,
         )
+        target.refuse_curve_modelled()
         target.refuse_not_in_service()
         target.refuse_bounded()
         conductor.fingerprint, conductor.source = target.fingerprint, target.source
@@ -1092,6 +1093,7 @@ def check_target(conductor: Conductor) -> None:
     if not host:
         raise RefusalError("no target: pass --host http://127.0.0.1:8080")
     ping = fetch_ping(host)
+    ping.refuse_curve_modelled()
     ping.refuse_bounded()
     if not ping.ready:
         raise RefusalError(f"{host}/ping says {ping.status!r}: wait until the server is ready")
