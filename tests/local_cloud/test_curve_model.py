@@ -120,6 +120,32 @@ def test_a_request_that_leaves_frees_the_head_at_once() -> None:
     assert asyncio.run(run()) < 0.01
 
 
+def test_a_cancelled_handler_frees_its_place_and_the_queue_goes_on() -> None:
+    """A handler cancelled while it awaits its finish (the client closed the stream) has its
+    future cancelled under it; leaving must still take it out, and the next request starts."""
+
+    async def run() -> float:
+        queue = CurveQueue(_flat(1.0, "deterministic"), np.random.default_rng(1))
+        loop = asyncio.get_running_loop()
+        first = queue.join()
+
+        async def handler() -> None:
+            try:
+                await first.finished
+            finally:
+                queue.leave(first)
+
+        task = asyncio.create_task(handler())
+        second = queue.join()
+        await asyncio.sleep(0.01)
+        began = loop.time()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return await asyncio.wait_for(second.started, timeout=2) - began
+
+    assert asyncio.run(run()) < 0.01
+
+
 def test_exponential_service_is_redrawn_at_the_new_occupancys_rate() -> None:
     """X(1) = 0.001/s and X(2) = 1000/s: alone, the head would take about 1000 s; a second
     arrival redraws its finish at X(2), as the chain's memoryless exponential allows."""

@@ -117,12 +117,14 @@ class CurveQueue:
         return job
 
     def leave(self, job: Job) -> None:
-        """A request whose client went away: out of the queue, its slot free."""
-        if job.finished.done() or job not in self._jobs:
+        """A request whose client went away: out of the queue, its slot free. (Its handler's
+        cancellation may already have cancelled the futures it was awaiting.)"""
+        if job not in self._jobs:
             return
         head = self._jobs[0] is job
         self._jobs.remove(job)
-        job.finished.cancel()
+        if not job.finished.done():
+            job.finished.cancel()
         if head:
             self._start_head()
         elif self._model.service == "exponential":
@@ -144,7 +146,8 @@ class CurveQueue:
     def _finish_head(self) -> None:
         self._handle = None
         job = self._jobs.popleft()
-        job.finished.set_result(None)
+        if not job.finished.done():
+            job.finished.set_result(None)
         self._start_head()
 
     def _start_head(self) -> None:
@@ -156,9 +159,9 @@ class CurveQueue:
         if self._handle is not None:
             self._handle.cancel()
         for job in self._jobs:
-            job.finished.cancel()
-            if not job.started.done():
-                job.started.cancel()
+            for future in (job.finished, job.started):
+                if not future.done():
+                    future.cancel()
         self._jobs.clear()
 
 
