@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -56,6 +57,11 @@ class MotoHost:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.url = f"http://{host}:{port}"
+        # moto's backends are this process's globals: a cloud started after another one in the
+        # same process (tests) would see its endpoints, log streams and metrics. Start empty.
+        reset = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(reset, timeout=30):
+            pass
         return self.url
 
     def stop(self) -> None:
