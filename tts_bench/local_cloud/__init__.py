@@ -5,8 +5,11 @@ What it holds: moto in this process for the control plane (`moto_host`), whose s
 instance processes; their CloudWatch `logs` and `metrics`; the deployed scaling policies
 applied by `autoscaling` (rules in `scaling_rules`); the SageMaker runtime's wire layer
 (`runtime`, with `event_stream` frames and `wire_errors` shapes) and the Service Quotas answer
-(`quotas`); `deploy`, which creates what the Pulumi program records for a stack; and `cloud`,
-which starts, deploys and stops all of it. Backends hold state and the methods that change it;
+(`quotas`); `deploy`, which creates what the Pulumi program records for a stack; the
+`scaling_history` the autoscaler writes and DescribeAlarmHistory / DescribeScalingActivities
+read; curve instances (`curve_model`, `curve_instance`, `curve_fleet`), which serve at a
+ladder's measured curve instead of synthesising; and `cloud`, which starts, deploys and stops
+all of it. Backends hold state and the methods that change it;
 the wire layer only translates (STYLE 11). It is test infrastructure of moto's kind: nothing
 measured through it ever gates a real deployment.
 

@@ -36,16 +36,19 @@ class LogShipper:
         self._clock = clock or ServiceClock()
         self._queue: queue.Queue[tuple[str, str, int, str] | None] = queue.Queue()
         self._groups: set[str] = set()
+        self._groups_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="local-cloud-logs", daemon=True)
         self._thread.start()
 
     def open_stream(self, endpoint_name: str, stream: str) -> None:
+        """Create the stream (and its group, once); instances may open theirs at once."""
         group = log_group(endpoint_name)
-        if group not in self._groups:
-            existing = self._logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
-            if not any(g["logGroupName"] == group for g in existing):
-                self._logs.create_log_group(logGroupName=group)
-            self._groups.add(group)
+        with self._groups_lock:
+            if group not in self._groups:
+                existing = self._logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+                if not any(g["logGroupName"] == group for g in existing):
+                    self._logs.create_log_group(logGroupName=group)
+                self._groups.add(group)
         self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
 
     def ship(self, endpoint_name: str, stream: str, line: str) -> None:
