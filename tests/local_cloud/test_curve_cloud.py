@@ -1,4 +1,4 @@
-"""The reference plan deployed on curve instances, its clocks compressed 100-fold: the policy
+"""The reference plan deployed on curve instances, its clocks compressed 50-fold: the policy
 scales out on the curve's own load through the deployed alarms, every stage readable through
 the AWS APIs in the cloud's virtual time, and 50 instances serve on this machine.
 
@@ -30,7 +30,7 @@ from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPA
 
 pytestmark = pytest.mark.slow
 
-TIME_SCALE = 100.0
+TIME_SCALE = 50.0
 TARGET = 37.5
 cloud = cloud_fixture(
     lambda _: LocalCloudSettings(
@@ -156,20 +156,18 @@ def test_the_alarm_fires_a_delay_after_its_third_datapoint_and_scales_out_at_onc
     high = "TargetTracking-endpoint/"
     assert f"monitor alarm {high}" in first["Cause"] and "-AlarmHigh-" in first["Cause"]
     fired = next(c for c in _state_changes(high) if c["HistorySummary"].endswith("to ALARM"))
-    # One evaluation sets the alarm and the capacity (seconds of virtual time: 100 x the wall).
+    # One evaluation sets the alarm and the capacity (seconds of virtual time: 50 x the wall).
     assert abs((first["StartTime"] - fired["Timestamp"]).total_seconds()) < 5
     # The alarm saw its third breaching datapoint CLOUDWATCH_DELAY_S after that period ended.
     start = datetime.fromtimestamp((fired["Timestamp"].timestamp() // 10 - 12) * 10, tz=UTC)
     period = timedelta(seconds=10)
-    points = [
-        (t, v)
-        for t, v in _datapoints(cloud, start, fired["Timestamp"])
-        if t + period <= fired["Timestamp"]
-    ]
-    assert [v > TARGET for _, v in points[-3:]] == [True] * 3, points
-    third_end = points[-1][0] + period
-    delay = (fired["Timestamp"] - third_end).total_seconds()
-    assert CLOUDWATCH_DELAY_S <= delay < CLOUDWATCH_DELAY_S + 5
+    points = _datapoints(cloud, start, fired["Timestamp"])
+    breaching = [v > TARGET for _, v in points]
+    third = next(i for i in range(2, len(points)) if all(breaching[i - 2 : i + 1]))
+    # The first evaluation after that period's datapoint became readable; a loaded machine
+    # may run the evaluation late (50 ms of wall clock is 2.5 s here), never early.
+    delay = (fired["Timestamp"] - (points[third][0] + period)).total_seconds()
+    assert CLOUDWATCH_DELAY_S <= delay < CLOUDWATCH_DELAY_S + 10
     # Every timestamp is the cloud's virtual time, far ahead of the wall clock by now.
     assert fired["Timestamp"].timestamp() - time.time() > 60
 

@@ -86,13 +86,14 @@ class MotoHost:
 
     # ------------------------------------------------------------------ patches
 
-    def _patch(self) -> None:
+    def _fronts(self) -> list[tuple[Any, str, Any]]:
+        """moto's Logs and CloudWatch on the cloud's clock; the two calls moto lacks, answered
+        from the scaling history."""
         import moto.cloudwatch.models
         import moto.logs.models
         from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
         from moto.cloudwatch.responses import CloudWatchResponse
         from moto.core.responses import ActionResult
-        from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
 
         host = self
 
@@ -111,6 +112,19 @@ class MotoHost:
             params = json.loads(self.body or "{}")
             answer = host.history.describe_scaling_activities(params)
             return json.dumps(answer, default=lambda d: d.timestamp())
+
+        activities = (ApplicationAutoScalingResponse, "describe_scaling_activities")
+        return [
+            (moto.logs.models, "utcnow", cloud_now),
+            (moto.cloudwatch.models, "utcnow", cloud_now),
+            (CloudWatchResponse, "describe_alarm_history", describe_alarm_history),
+            (*activities, describe_scaling_activities),
+        ]
+
+    def _patch(self) -> None:
+        from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
+
+        host = self
 
         def accept_any_instance_type(self: object, instance_type: str) -> None:
             """moto's list predates ml.g5.*; SageMaker validates types itself."""
@@ -149,14 +163,7 @@ class MotoHost:
             return arn
 
         patches: list[tuple[Any, str, Any]] = [
-            (moto.logs.models, "utcnow", cloud_now),
-            (moto.cloudwatch.models, "utcnow", cloud_now),
-            (CloudWatchResponse, "describe_alarm_history", describe_alarm_history),
-            (
-                ApplicationAutoScalingResponse,
-                "describe_scaling_activities",
-                describe_scaling_activities,
-            ),
+            *self._fronts(),
             (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
             (SageMakerModelBackend, "create_endpoint", create_endpoint),
             (SageMakerModelBackend, "update_endpoint_weights_and_capacities", update_capacity),
