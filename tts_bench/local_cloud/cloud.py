@@ -3,7 +3,9 @@
 `local_cloud(settings)` starts everything, deploys the stack's recorded preview, waits until
 the endpoint is InService and yields a `LocalCloud`; on exit every thread and every instance
 process it started is stopped. The clients it hands out (`env`) reach moto for the control
-plane and the runtime for the data plane and Service Quotas.
+plane and the runtime for the data plane and Service Quotas, and say how to read its clock.
+With `settings.curve` its instances are curve instances (`curve_fleet`), and its clock may run
+`settings.time_scale` times faster than the wall clock.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
 from tts_bench.local_cloud.bidi_bridge import BidiBridge
 from tts_bench.local_cloud.control_plane import EndpointControl
+from tts_bench.local_cloud.curve_fleet import CurveFleet
+from tts_bench.local_cloud.curve_instance import CurveHost
 from tts_bench.local_cloud.deploy import (
     Deployment,
     apply_deployment,
@@ -52,6 +57,8 @@ ENV_KEYS = (
     "AWS_DEFAULT_REGION",
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
+    ENV_TIME_SCALE,
+    ENV_TIME_ORIGIN,
 )
 
 
@@ -75,7 +82,9 @@ class LocalCloud:
     def __init__(self, settings: LocalCloudSettings, say: Callable[[str], None]) -> None:
         self.settings = settings
         self._say = say
-        self.moto = MotoHost()
+        self.curve = CurveFleet.load(settings.curve) if settings.curve else None
+        self.clock = ServiceClock.starting_now(settings.time_scale)
+        self.moto = MotoHost(self.clock)
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
         self.env: dict[str, str] = {}
@@ -112,16 +121,26 @@ class LocalCloud:
     def deploy(self, plans_dir: Path | None = None) -> None:
         """Record the stack's program (with `plans_dir` as its measurementsDir when given) and
         create what it records; a second call replaces the endpoint's instances and policies."""
+        curve = self.curve
         if self._image_digest is None:
-            self._image_digest = local_image_digest(
-                self.settings.server_args, instance_base_env(self.settings.program_dir)
+            self._image_digest = (
+                curve.fingerprint.image_digest
+                if curve
+                else local_image_digest(
+                    self.settings.server_args, instance_base_env(self.settings.program_dir)
+                )
             )
         overrides = {
             **self.settings.stack_overrides,
+            **(curve.stack_overrides() if curve else {}),
             **local_image_overrides(
                 self.settings.program_dir, self.settings.stack, self._image_digest
             ),
         }
+        if curve is not None and plans_dir is None:
+            scratch = Path(tempfile.mkdtemp(prefix="tts-bench-curve-plans-"))
+            self._stoppers.append(lambda: shutil.rmtree(scratch, ignore_errors=True))
+            plans_dir = curve.plans_dir(scratch)
         if plans_dir is not None:
             overrides["measurementsDir"] = str(Path(plans_dir).resolve())
         self._say(f"recording the program's resources for stack {self.settings.stack}")
@@ -135,6 +154,8 @@ class LocalCloud:
         if self.settings.instance_env:
             env = {**deployment.instance_env, **self.settings.instance_env}
             deployment = replace(deployment, instance_env=env)
+        if curve is not None:
+            deployment = curve.mark(deployment)
         for log in recording.logs:
             if log.level in ("info", "warning"):
                 self._say(f"program: {log.message}")
@@ -199,6 +220,11 @@ class LocalCloud:
         served = self.served(endpoint_name)
         if served is None:
             raise LocalCloudError(f"endpoint {endpoint_name} not found")
+        if self.curve is not None:
+            raise LocalCloudError(
+                f"endpoint {endpoint_name} runs curve instances, which serve /invocations only: "
+                "bidirectional streaming needs real instances"
+            )
         instance = served.fleet.acquire()
         try:
             yield instance.url.replace("http://", "ws://") + "/invocations-bidirectional-stream"
@@ -236,8 +262,9 @@ class LocalCloud:
             "AWS_DEFAULT_REGION": REGION,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY,
             "AWS_SECRET_ACCESS_KEY": ACCESS_KEY,
+            **self.clock.env(),
         }
-        self._shipper = LogShipper(self.client)
+        self._shipper = LogShipper(self.client, self.clock)
         self._stoppers.append(self._shipper.close)
         # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge).
         tls_dir = Path(tempfile.mkdtemp(prefix="tts-bench-local-cloud-tls-"))
@@ -257,6 +284,12 @@ class LocalCloud:
 
         assert self._shipper is not None  # start() ran
         control_ref: list[EndpointControl] = []
+        launch, provision_delay_s = None, self.settings.provision_delay_s
+        if self.curve is not None:
+            host = CurveHost()
+            self._stoppers.append(host.stop)
+            launch = self.curve.launcher(host, self.clock)
+            provision_delay_s = self.curve.provisioning_wall_s(self.clock)
         self.fleet = Fleet(
             deployment.endpoint_name,
             deployment.variant_name,
@@ -266,11 +299,13 @@ class LocalCloud:
             self._say,
             on_change=lambda: control_ref[0].wake() if control_ref else None,
             log_dir=self.settings.log_dir,
+            launch=launch,
+            stream_at_spawn=self.curve is None,  # a curve instance is visible once provisioned
         )
         self.fleet.observe_concurrency(self.metrics.observe_concurrency)
         self._stoppers.append(self.fleet.stop_all)
         self.control = EndpointControl(
-            self.moto, self.fleet, deployment, self.settings.provision_delay_s, self._say
+            self.moto, self.fleet, deployment, provision_delay_s, self._say
         )
         control_ref.append(self.control)
         self.moto.listen(self.control)
@@ -283,6 +318,8 @@ class LocalCloud:
             deployment.variant_name,
             self.settings.scaling_time_scale,
             self._say,
+            clock=self.clock,
+            history=self.moto.history,
         )
         self._publisher = MetricsPublisher(
             self.metrics,
@@ -290,6 +327,8 @@ class LocalCloud:
             deployment.endpoint_name,
             deployment.variant_name,
             on_window=self._on_window,
+            clock=self.clock,
+            delay_s=self.settings.cloudwatch_delay_s,
         )
         self._publisher.start()
         self._stoppers.append(self._publisher.stop)
@@ -317,6 +356,7 @@ def local_cloud(
     on exit."""
     if settings.instances is not None and settings.instances < 1:
         raise LocalCloudError("--instances must be at least 1")
+    check_clock_settings(settings)
     cloud = LocalCloud(settings, say)
     try:
         cloud.start()
@@ -326,3 +366,20 @@ def local_cloud(
         yield cloud
     finally:
         cloud.stop()
+
+
+def check_clock_settings(settings: LocalCloudSettings) -> None:
+    """One line for a time setting the cloud cannot honour."""
+    if not (settings.time_scale > 0 and settings.time_scale < float("inf")):
+        raise LocalCloudError(f"--time-scale {settings.time_scale:g}: give a positive number")
+    if settings.time_scale != 1.0 and settings.curve is None:
+        raise LocalCloudError(
+            "--time-scale needs --instance-model curve: a real instance starts and serves at the "
+            "wall clock's pace, so its start-up and metrics cannot be compressed"
+        )
+    if not settings.cloudwatch_delay_s >= 0:
+        raise LocalCloudError("--cloudwatch-delay-s must not be negative")
+    if settings.curve is not None and settings.provision_delay_s:
+        raise LocalCloudError(
+            "--provision-delay-s: curve instances provision along the ttotal artifact's stages"
+        )

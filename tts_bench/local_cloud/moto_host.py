@@ -6,14 +6,25 @@ instance-type list. While a `MotoHost` runs, those three methods of moto's SageM
 are wrapped (in this process only): instance types are accepted, and creation and capacity
 changes are handed to a listener (the control plane) before the API call returns, so a
 `describe_endpoint` right after sees Creating or Updating, as on SageMaker.
+
+It also fronts the two calls moto lacks that a rehearsal reads, `DescribeAlarmHistory` and
+`DescribeScalingActivities`, from the autoscaler's `ScalingHistory`, and runs moto's CloudWatch
+and Logs on the cloud's clock (log-stream creation, log ingestion, alarm state times), so that on
+a compressed cloud every timestamp a client reads is in the same virtual time.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
+
+from tts_bench.aws.clock import ServiceClock
+from tts_bench.local_cloud.scaling_history import ScalingHistory
 
 ACCOUNT = "123456789012"  # moto's default account, and the stack's placeholder one
 REGION = "us-east-1"
@@ -28,11 +39,13 @@ class EndpointListener(Protocol):
 class MotoHost:
     """One moto server on 127.0.0.1, started and stopped with the local cloud."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: ServiceClock | None = None) -> None:
         self._server: Any = None
         self._restore: list[Callable[[], None]] = []
         self._listener: EndpointListener | None = None
         self._lock = threading.Lock()
+        self._clock = clock or ServiceClock()
+        self.history = ScalingHistory()  # the autoscaler writes it; the fronted calls read it
         self.url = ""
 
     def start(self) -> str:
@@ -44,6 +57,11 @@ class MotoHost:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.url = f"http://{host}:{port}"
+        # moto's backends are this process's globals: a cloud started after another one in the
+        # same process (tests) would see its endpoints, log streams and metrics. Start empty.
+        reset = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(reset, timeout=30):
+            pass
         return self.url
 
     def stop(self) -> None:
@@ -67,6 +85,41 @@ class MotoHost:
         return sagemaker_backends[ACCOUNT][REGION].endpoints[name]
 
     # ------------------------------------------------------------------ patches
+
+    def _fronts(self) -> list[tuple[Any, str, Any]]:
+        """moto's Logs and CloudWatch on the cloud's clock; the two calls moto lacks, answered
+        from the scaling history."""
+        import moto.cloudwatch.models
+        import moto.logs.models
+        from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
+        from moto.cloudwatch.responses import CloudWatchResponse
+        from moto.core.responses import ActionResult
+
+        host = self
+
+        def cloud_now() -> datetime:
+            """moto's `utcnow` (naive UTC) on the cloud's clock."""
+            return host._clock.now_datetime().replace(tzinfo=None)
+
+        def describe_alarm_history(self: Any) -> Any:
+            params = dict(self._get_params())
+            for key in ("StartDate", "EndDate"):
+                if isinstance(params.get(key), datetime) and params[key].tzinfo is None:
+                    params[key] = params[key].replace(tzinfo=UTC)
+            return ActionResult(host.history.describe_alarm_history(params))
+
+        def describe_scaling_activities(self: Any) -> str:
+            params = json.loads(self.body or "{}")
+            answer = host.history.describe_scaling_activities(params)
+            return json.dumps(answer, default=lambda d: d.timestamp())
+
+        activities = (ApplicationAutoScalingResponse, "describe_scaling_activities")
+        return [
+            (moto.logs.models, "utcnow", cloud_now),
+            (moto.cloudwatch.models, "utcnow", cloud_now),
+            (CloudWatchResponse, "describe_alarm_history", describe_alarm_history),
+            (*activities, describe_scaling_activities),
+        ]
 
     def _patch(self) -> None:
         from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
@@ -109,12 +162,16 @@ class MotoHost:
                 listener.capacity_requested(endpoint_name, desired)
             return arn
 
-        patches = [
+        patches: list[tuple[Any, str, Any]] = [
+            *self._fronts(),
             (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
             (SageMakerModelBackend, "create_endpoint", create_endpoint),
             (SageMakerModelBackend, "update_endpoint_weights_and_capacities", update_capacity),
         ]
         for owner, name, replacement in patches:
-            original = owner.__dict__[name]
+            original = owner.__dict__.get(name)
             setattr(owner, name, replacement)
-            self._restore.append(lambda o=owner, n=name, f=original: setattr(o, n, f))
+            if original is None:
+                self._restore.append(lambda o=owner, n=name: delattr(o, n))
+            else:
+                self._restore.append(lambda o=owner, n=name, f=original: setattr(o, n, f))
