@@ -60,9 +60,19 @@ ENV_ENDPOINT_NAME: Final = "ENDPOINT_NAME"
 ENV_VARIANT_NAME: Final = "VARIANT_NAME"
 ENV_INSTANCE_TYPE: Final = "INSTANCE_TYPE"
 ENV_IMAGE_DIGEST: Final = "IMAGE_DIGEST"
+# Set on a local cloud's Model whose instances are not the container ("curve": service times
+# from a measured ladder), so a measurement reading the Model can tell and refuse or mark it.
+ENV_INSTANCE_MODEL: Final = "TTS_BENCH_INSTANCE_MODEL"
 # Container env that is deployment config, never part of a fingerprint's performance env.
 DEPLOYMENT_ENV: Final = frozenset(
-    {ENV_MAX_QUEUE_DEPTH, ENV_ENDPOINT_NAME, ENV_VARIANT_NAME, ENV_INSTANCE_TYPE, ENV_IMAGE_DIGEST}
+    {
+        ENV_MAX_QUEUE_DEPTH,
+        ENV_ENDPOINT_NAME,
+        ENV_VARIANT_NAME,
+        ENV_INSTANCE_TYPE,
+        ENV_IMAGE_DIGEST,
+        ENV_INSTANCE_MODEL,
+    }
 )
 
 

@@ -13,6 +13,7 @@ import logging
 import socket
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -27,7 +28,12 @@ from tts_bench.local_cloud.deploy import Deployment
 from tts_bench.local_cloud.errors import LocalCloudError
 from tts_bench.local_cloud.moto_guard import Refusal, check_json_call, parse_json_body
 from tts_bench.local_cloud.moto_host import MotoHost
-from tts_bench.local_cloud.settings import MAX_LOCAL_INSTANCES, LocalCloudSettings
+from tts_bench.local_cloud.settings import (
+    MAX_CURVE_INSTANCES,
+    MAX_LOCAL_INSTANCES,
+    CurveInstances,
+    LocalCloudSettings,
+)
 
 ENDPOINT = "hostile-endpoint"
 VARIANT = "AllTraffic"
@@ -333,6 +339,14 @@ def test_a_deploy_past_the_limits_is_refused_before_any_instance(
     initial: int, max_capacity: int | None, expected: str
 ) -> None:
     with pytest.raises(LocalCloudError) as caught:
-        check_counts(deployment(initial, max_capacity), LIMIT)
+        check_counts(deployment(initial, max_capacity), LIMIT, MAX_LOCAL_INSTANCES)
     assert expected in str(caught.value)
-    check_counts(deployment(LIMIT, LIMIT + 2), LIMIT)  # a max past the quota is AWS's case
+    # A max past the quota is AWS's case: accepted.
+    check_counts(deployment(LIMIT, LIMIT + 2), LIMIT, MAX_LOCAL_INSTANCES)
+
+
+def test_curve_instances_may_number_more_than_processes() -> None:
+    curve = replace(LocalCloudSettings(), curve=CurveInstances(qmax=Path("q.json")))
+    check_settings(replace(curve, instances=MAX_LOCAL_INSTANCES + 1))
+    with pytest.raises(LocalCloudError, match=f"give 1 to {MAX_CURVE_INSTANCES}"):
+        check_settings(replace(curve, instances=MAX_CURVE_INSTANCES + 1))

@@ -1,7 +1,8 @@
 """The runtime through plain boto3: the response stream, and every error path (SPEC §11).
 
 One local cloud for the module: one onnx instance with an admission bound of 2 (so a third
-request is refused); the ceiling test lowers the invocation ceiling to 5 s for its request.
+request is refused); the ceiling test lowers the invocation ceiling to 5 s for its request. The
+contract checks (`contract`) are the ones curve instances pass too (`test_curve_contract`).
 The fuzz sends the container's hostile request space (`tests/server/request_space`) through
 both calls, FUZZ_EXAMPLES examples (default 10: a valid one costs a synthesis):
 
@@ -16,7 +17,6 @@ import json
 import logging
 import os
 import statistics
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -27,11 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tts_server.engine import create_engine
 
+from tests.local_cloud import contract
 from tests.local_cloud.conftest import ONNX, READY_TIMEOUT_S, cloud_fixture, runtime_client
 from tests.local_cloud.streams import LONG_TEXT, comparable, events, rejoin, speech_request, stream
 from tests.server.request_space import Body, hostile_bodies
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings
-from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH, QUEUE_SATURATED_ERROR
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +62,7 @@ def _wait_idle(cloud: LocalCloud, timeout_s: float = 60.0) -> None:
 
 def test_streamed_request_rejoined_equals_the_container_direct(cloud: LocalCloud) -> None:
     body = speech_request("same", "Hello there. How are you today?")
-    through, parts = rejoin(stream(runtime_client(), cloud.endpoint_name, body))
+    through, parts = contract.streams_chunks_then_done(cloud.endpoint_name, body)
     direct = _direct(cloud.fleet.in_service()[0].url, body)
     assert comparable(events(through)) == comparable(events(direct))
     assert events(through)[-1]["type"] == "done"
@@ -70,74 +71,25 @@ def test_streamed_request_rejoined_equals_the_container_direct(cloud: LocalCloud
 
 
 def test_invoke_endpoint_returns_the_whole_body(cloud: LocalCloud) -> None:
-    answer = runtime_client().invoke_endpoint(
-        EndpointName=cloud.endpoint_name,
-        Body=json.dumps(speech_request("whole")),
-        ContentType="application/json",
-    )
-    assert answer["InvokedProductionVariant"] == cloud.variant_name
-    assert events(answer["Body"].read())[-1]["type"] == "done"
+    contract.invoke_endpoint_returns_the_whole_body(cloud.endpoint_name, cloud.variant_name)
 
 
 @pytest.mark.parametrize("call", ["invoke_endpoint", "invoke_endpoint_with_response_stream"])
 def test_malformed_request_is_a_model_error_with_the_original_422(
     cloud: LocalCloud, call: str
 ) -> None:
-    with pytest.raises(ClientError) as caught:
-        getattr(runtime_client(), call)(
-            EndpointName=cloud.endpoint_name,
-            Body=json.dumps({"context_id": "bad", "transcript": ""}),
-            ContentType="application/json",
-        )
-    response = caught.value.response
-    assert response["Error"]["Code"] == "ModelError"
-    assert response["ResponseMetadata"]["HTTPStatusCode"] == 424
-    assert response["OriginalStatusCode"] == 422
-    assert "transcript" in response["OriginalMessage"]
-    assert response["LogStreamArn"].endswith(
-        f":log-group:/aws/sagemaker/Endpoints/{cloud.endpoint_name}:log-stream:"
-        f"{cloud.fleet.in_service()[0].log_stream}"
+    contract.malformed_request_is_a_model_error_with_the_original_422(
+        cloud.endpoint_name, call, cloud.fleet.in_service()[0].log_stream
     )
-
-
-def _container_in_flight(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/ping", timeout=10) as answer:
-        return int(json.loads(answer.read())["in_flight"])
 
 
 def test_saturated_instance_gives_its_503_with_retry_after(cloud: LocalCloud) -> None:
     """Two long requests fill the bound of 2 (admitted on arrival); the third is refused."""
-    client = runtime_client()
     url = cloud.fleet.in_service()[0].url
-    held: list = []
-    threads = [
-        threading.Thread(
-            target=lambda i=i: held.append(
-                stream(client, cloud.endpoint_name, speech_request(f"hold{i}", LONG_TEXT))
-            )
-        )
-        for i in range(2)
-    ]
-    for thread in threads:
-        thread.start()
-    try:
-        deadline = time.time() + 30
-        while _container_in_flight(url) < 2:
-            assert time.time() < deadline, "the two requests were not admitted"
-            time.sleep(0.05)
-        with pytest.raises(ClientError) as caught:
-            stream(client, cloud.endpoint_name, speech_request("third"))
-        response = caught.value.response
-        assert response["Error"]["Code"] == "ModelError"
-        assert response["OriginalStatusCode"] == 503
-        original = json.loads(response["OriginalMessage"])
-        assert original["error"] == QUEUE_SATURATED_ERROR
-        assert original["retry_after_ms"] > 0
-    finally:
-        for thread in threads:
-            thread.join(timeout=120)
-        for answer in held:
-            answer["Body"].close()
+    contract.ping_reports_the_bound_and_the_fingerprint(url, 2)
+    contract.saturated_instance_gives_its_503_with_retry_after(
+        cloud.endpoint_name, url, speech_request("hold", LONG_TEXT)
+    )
     _wait_idle(cloud)
 
 
@@ -201,7 +153,7 @@ def _cloud_ttfab_s(cloud: LocalCloud, context_id: str) -> float:
 def _freed_s(url: str, left_at: float) -> float:
     """Seconds from the client's leaving until the container holds no request."""
     deadline = left_at + 60
-    while _container_in_flight(url):
+    while contract.ping(url)["in_flight"]:
         assert time.perf_counter() < deadline, "the container kept the request"
         time.sleep(0.01)
     return time.perf_counter() - left_at

@@ -86,6 +86,11 @@ class Provenance(_Strict):
     tool: str = f"tts-bench {__version__}"
     command: str | None = None
     notes: str | None = None
+    curve_modelled: bool = Field(
+        default=False,
+        description="measured on the local cloud's curve instances: service times from a "
+        "ladder's curve, no synthesis (always with kind emulated)",
+    )
 
     @classmethod
     def now(cls, kind: ProvenanceKind, source: str, **kw: Any):

@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from tts_bench.serving.server_ping import fetch_ping
 
     ping = fetch_ping(args.host)
+    ping.refuse_curve_modelled()
     ping.refuse_bounded()
     if not ping.ready:
         raise RefusalError(f"{args.host}/ping says {ping.status!r}: wait until the server is ready")

@@ -8,12 +8,15 @@ CloudWatch `logs` and `metrics`; the deployed scaling policies applied by `autos
 in `scaling_rules`); the SageMaker runtime's wire layer (`runtime`, with `event_stream` frames
 and `wire_errors` shapes), the bidirectional stream (`bidi_bridge`, its frames in
 `bidi_frames`) and the loopback TLS it is served over (`tls`); the Service Quotas answer
-(`quotas`); `deploy`, which creates what the Pulumi program records for a stack; `settings`
-and `errors`; `private_files` (where the TLS key, the CA bundle and the env file may live) and
-`signals` (stop signals held while a piece starts or stops); and `cloud`, which starts,
-deploys and stops all of it. Backends hold state and
-the methods that change it; the wire layer only translates (STYLE 11). It is test
-infrastructure of moto's kind: nothing measured through it ever gates a real deployment.
+(`quotas`); `deploy`, which creates what the Pulumi program records for a stack; the
+`scaling_history` the autoscaler writes and DescribeAlarmHistory / DescribeScalingActivities
+read; curve instances (`curve_model`, `curve_instance`, `curve_fleet`), which serve at a
+ladder's measured curve instead of synthesising; `settings` and `errors`; `private_files`
+(where the TLS key, the CA bundle and the env file may live) and `signals` (stop signals held
+while a piece starts or stops); and `cloud`, which starts, deploys and stops all of it.
+Backends hold state and the methods that change it; the wire layer only translates (STYLE 11).
+It is test infrastructure of moto's kind: nothing measured through it ever gates a real
+deployment.
 
 May import: `artifacts`, `planning`, `aws`, `infra`, `serving` (the launcher of its instance
 processes) and the leaves (`errors`, `telemetry`, `engine_modes`, `deployment`, `strict`);

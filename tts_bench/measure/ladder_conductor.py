@@ -73,12 +73,14 @@ def target_of(host: str | None, options: Any) -> LadderTarget:
             transport,
             options.model,
         )
+        target.refuse_curve_modelled()
         target.refuse_not_in_service()
         target.refuse_bounded()
         return LadderTarget(target.fingerprint, target.source, target.provenance_kind)
     if not host:
         raise RefusalError("no target: pass --host http://127.0.0.1:8080")
     ping = fetch_ping(host)
+    ping.refuse_curve_modelled()
     ping.refuse_bounded()
     if not ping.ready:
         raise RefusalError(f"{host}/ping says {ping.status!r}: wait until the server is ready")

@@ -241,9 +241,10 @@ def run_surge(
     fingerprint: Fingerprint,
     source: tuple[ProvenanceKind, str],
     say: Callable[[str], None],
+    curve_modelled: bool = False,
 ) -> tuple[SurgeArtifact, list[Sample]]:
     """One open-loop run per rate, one after another, on an instance bounded at Q_max;
-    `source` is the provenance (kind, where)."""
+    `source` is the provenance (kind, where); `curve_modelled` marks a curve instance's run."""
     samples: list[Sample] = []
     runs: list[SurgeRun] = []
     clock = sender.clock
@@ -270,7 +271,7 @@ def run_surge(
         qmax_path=str(request.qmax_path),
         qmax_sha256=sha256_file(request.qmax_path),
         runs=runs,
-        provenance=Provenance.now(*source),
+        provenance=Provenance.now(*source, curve_modelled=curve_modelled),
     )
     return artifact, samples
 
@@ -431,7 +432,8 @@ def surge_endpoint(
         client = runtime_client(session.region, STREAM_THREADS, REQUEST_TIMEOUT_S)
         stream = StreamEndpoint(client, where.endpoint, where.variant)
         sender = OpenLoopSender("", request.transport, request.utterances, clock, stream)
-        return run_surge(request, sender, fingerprint, (target.provenance_kind, target.source), say)
+        where = (target.provenance_kind, target.source)
+        return run_surge(request, sender, fingerprint, where, say, target.curve_modelled)
 
 
 # Per rate in the main job: long enough for LOCAL_SURGE_ARRIVALS at the higher rate, within

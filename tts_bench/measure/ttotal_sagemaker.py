@@ -222,6 +222,7 @@ def measure_sagemaker_ttotal(
             target.source,
             command=" ".join(["tts-bench", *sys.argv[1:]]) if sys.argv else None,
             notes="; ".join(notes),
+            curve_modelled=target.curve_modelled,
         ),
     )
 

