@@ -105,7 +105,6 @@ class LocalCloud:
         self._image_digest: str | None = None
         self._stack_max_instances = 1
         self._stoppers: list[Callable[[], None]] = []
-        self.tls_dir: Path | None = None
         # SageMaker's 60 s by default; a test may lower it for one request and restore it.
         self.ceiling_s = settings.invocation_ceiling_s
 
@@ -292,7 +291,6 @@ class LocalCloud:
         # files in this run's private folder, removed at stop (`private_files` says why).
         tls_dir = new_run_folder()
         self._stoppers.append(lambda: shutil.rmtree(tls_dir, ignore_errors=True))
-        self.tls_dir = tls_dir
         bridge = BidiBridge(make_local_tls(tls_dir), self.open_session)
         bridge.start()
         self._stoppers.append(bridge.stop)
