@@ -2,16 +2,19 @@
 
 Starts moto and the SageMaker runtime on loopback, deploys what the Pulumi program records for
 the stack, and once the endpoint is InService prints the variables to export (stdout) and
-writes them to `--env-file` (atomically, only then). Instance start-ups, fleet changes and
+writes them to `--env-file` (atomically, only then, mode 0600, in a folder no other user can
+write: the file holds keys, and a shell will source it). Instance start-ups, fleet changes and
 scaling decisions are shown as they happen (stderr). Ctrl-C or SIGTERM stops every process it
-started and exits 0; the env file is removed then, since it points at nothing any more. With
-`--instance-model curve` the instances are curve instances built from a ladder (`--qmax`), many
-in this process, and `--time-scale` may compress the cloud's clocks (SPEC §13).
+started and exits 0; the env file is removed then, since it points at nothing any more. Once
+stopping has begun, further stop signals (`timeout` sends two) are ignored until it is done.
+With `--instance-model curve` the instances are curve instances built from a ladder (`--qmax`),
+many in this process, and `--time-scale` may compress the cloud's clocks (SPEC §13).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -91,8 +94,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=handle)
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+def _stop_once(signum: int, frame: FrameType | None) -> None:
+    """The first stop signal interrupts; the ones after it must not cut the cleanup short."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _check_env_file(path: Path) -> None:
+    from tts_bench.local_cloud.errors import LocalCloudError
+    from tts_bench.local_cloud.private_files import check_private_folder
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise LocalCloudError(f"--env-file: no folder {folder}")
+    check_private_folder(folder, "--env-file")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise LocalCloudError(f"--env-file: {path} exists and is not a plain file")
+    if path.exists() and path.stat().st_uid != os.geteuid():
+        raise LocalCloudError(f"--env-file: {path} belongs to another user")
 
 
 _CURVE_ONLY = ("qmax", "plan", "ttotal", "seed")
@@ -128,16 +148,12 @@ def handle(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.atomic_file import write_atomically
     from tts_bench.infra.stack_config import stack_file
     from tts_bench.local_cloud import LocalCloudSettings, local_cloud
-    from tts_bench.local_cloud.cloud import ENV_KEYS
+    from tts_bench.local_cloud.cloud import ENV_KEYS, check_settings
     from tts_bench.local_cloud.errors import LocalCloudError
     from tts_bench.local_cloud.settings import CurveInstances
 
-    if args.instances is not None and args.instances < 1:
-        raise LocalCloudError("--instances must be at least 1")
-    if args.provision_delay_s < 0:
-        raise LocalCloudError("--provision-delay-s must not be negative")
-    if args.env_file and not args.env_file.resolve().parent.is_dir():
-        raise LocalCloudError(f"--env-file: no folder {args.env_file.resolve().parent}")
+    if args.env_file:
+        _check_env_file(args.env_file)
     if args.program and not (args.program / "__main__.py").is_file():
         raise LocalCloudError(f"--program: {args.program} holds no Pulumi program (__main__.py)")
     try:
@@ -159,6 +175,7 @@ def handle(args: argparse.Namespace) -> int:
         ),
         **({"program_dir": args.program.resolve()} if args.program else {}),
     )
+    check_settings(settings)
     if not stack_file(settings.program_dir, settings.stack).is_file():
         raise LocalCloudError(
             f"--stack: no {stack_file(settings.program_dir, settings.stack).name} in "
@@ -169,14 +186,19 @@ def handle(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         print(f"[{time.time() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop_once)
     written: Path | None = None
     try:
         with local_cloud(settings, say=say) as cloud:
             lines = [f"{key}={cloud.env[key]}" for key in ENV_KEYS if key in cloud.env]
             if args.env_file:
-                written = write_atomically(args.env_file, ("\n".join(lines) + "\n").encode())
-                say(f"wrote {written}")
+                written = args.env_file  # before writing: a signal mid-write still removes it
+                try:
+                    write_atomically(written, ("\n".join(lines) + "\n").encode())
+                except OSError as exc:
+                    raise LocalCloudError(f"--env-file: cannot write {written}: {exc}") from None
+                say(f"wrote {written} (mode 0600)")
             print("\n".join(f"export {line}" for line in lines), flush=True)
             say("running; Ctrl-C stops it")
             threading.Event().wait()

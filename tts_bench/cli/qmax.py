@@ -10,6 +10,7 @@ and each rung's CloudWatch ratio.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tts_bench.deployment import DEFAULT_VARIANT
@@ -51,12 +52,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+# The longest wait for CloudWatch's last period that means anything (its default is 180 s).
+MAX_METRIC_WAIT_S = 3600.0
+
+
+def check_run_flags(args: argparse.Namespace) -> None:
+    """The flags beside the ladder's own, checked before anything is sent (or printed)."""
+    from tts_bench.errors import RefusalError
+
+    cores = os.cpu_count() or 1
+    if args.processes is not None and not 1 <= args.processes <= cores:
+        raise RefusalError(
+            f"--processes {args.processes}: give 1 to {cores} (this machine's cores; more Locust "
+            "workers than cores only compete for them), or leave it out"
+        )
+    if args.metric_wait_s is not None and not 0 <= args.metric_wait_s <= MAX_METRIC_WAIT_S:
+        raise RefusalError(
+            f"--metric-wait-s {args.metric_wait_s:g}: give 0 to {MAX_METRIC_WAIT_S:g} s"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.errors import RefusalError
     from tts_bench.measure.corpus import load_corpus
 
     options = ladder_options(args)
+    check_run_flags(args)
     schedule, transport = options.schedule, options.transport
     load_corpus(options.corpus)
     verify = args.endpoint is not None and not transport.is_local
@@ -78,8 +100,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.host:
         raise RefusalError("a local ladder needs --host, e.g. --host http://127.0.0.1:8080")
-    if args.processes is not None and args.processes < 1:
-        raise RefusalError(f"--processes {args.processes}: give at least 1 (or leave it out)")
     usable_folder(options.out)  # before the ladder: a bad --out must not cost the run
 
     from tts_bench.measure.ladder_locust import LadderRequest, run_ladder

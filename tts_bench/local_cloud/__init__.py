@@ -1,7 +1,8 @@
 """The local cloud: a SageMaker real-time endpoint on this machine (SPEC §11).
 
-What it holds: moto in this process for the control plane (`moto_host`), whose state the
-`control_plane` drives where moto stands still; the `fleet` of real `python -m tts_server`
+What it holds: moto in this process for the control plane (`moto_host`, behind `moto_guard`,
+which refuses malformed calls as AWS would), whose state the `control_plane` drives where moto
+stands still; the `fleet` of real `python -m tts_server`
 instance processes and the digest of the image they stand for (`image_digest`); their
 CloudWatch `logs` and `metrics`; the deployed scaling policies applied by `autoscaling` (rules
 in `scaling_rules`); the SageMaker runtime's wire layer (`runtime`, with `event_stream` frames
@@ -10,10 +11,12 @@ and `wire_errors` shapes), the bidirectional stream (`bidi_bridge`, its frames i
 (`quotas`); `deploy`, which creates what the Pulumi program records for a stack; the
 `scaling_history` the autoscaler writes and DescribeAlarmHistory / DescribeScalingActivities
 read; curve instances (`curve_model`, `curve_instance`, `curve_fleet`), which serve at a
-ladder's measured curve instead of synthesising; `settings` and `errors`; and `cloud`, which
-starts, deploys and stops all of it. Backends hold state and the methods that change it; the
-wire layer only translates (STYLE 11). It is test infrastructure of moto's kind: nothing
-measured through it ever gates a real deployment.
+ladder's measured curve instead of synthesising; `settings` and `errors`; `private_files`
+(where the TLS key, the CA bundle and the env file may live) and `signals` (stop signals held
+while a piece starts or stops); and `cloud`, which starts, deploys and stops all of it.
+Backends hold state and the methods that change it; the wire layer only translates (STYLE 11).
+It is test infrastructure of moto's kind: nothing measured through it ever gates a real
+deployment.
 
 May import: `artifacts`, `planning`, `aws`, `infra`, `serving` (the launcher of its instance
 processes) and the leaves (`errors`, `telemetry`, `engine_modes`, `deployment`, `strict`);

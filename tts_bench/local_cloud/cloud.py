@@ -40,8 +40,14 @@ from tts_bench.local_cloud.image_digest import local_image_digest
 from tts_bench.local_cloud.logs import LogShipper
 from tts_bench.local_cloud.metrics import MetricsPublisher, VariantMetrics, WindowFigures
 from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.private_files import new_run_folder
 from tts_bench.local_cloud.runtime import Runtime, Served
-from tts_bench.local_cloud.settings import LocalCloudSettings
+from tts_bench.local_cloud.settings import (
+    MAX_PROVISION_DELAY_S,
+    LocalCloudSettings,
+    instance_cap,
+)
+from tts_bench.local_cloud.signals import signals_held
 from tts_bench.local_cloud.tls import make_local_tls
 
 ACCESS_KEY = "testing"  # moto accepts any; these say what they are
@@ -138,8 +144,9 @@ class LocalCloud:
             ),
         }
         if curve is not None and plans_dir is None:
-            scratch = Path(tempfile.mkdtemp(prefix="tts-bench-curve-plans-"))
-            self._stoppers.append(lambda: shutil.rmtree(scratch, ignore_errors=True))
+            with signals_held():  # the folder and its remover recorded as one step
+                scratch = Path(tempfile.mkdtemp(prefix="tts-bench-curve-plans-"))
+                self._stoppers.append(lambda: shutil.rmtree(scratch, ignore_errors=True))
             plans_dir = curve.plans_dir(scratch)
         if plans_dir is not None:
             overrides["measurementsDir"] = str(Path(plans_dir).resolve())
@@ -151,6 +158,9 @@ class LocalCloud:
         deployment = deployment_from_recording(
             recording, self._image_digest, self.settings.instances, new_suffix()
         )
+        check_counts(deployment, self.instance_limit(), instance_cap(self.settings))
+        self.moto.instance_limit = self.instance_limit()
+        self.moto.machine_limit = instance_cap(self.settings)
         if self.settings.instance_env:
             env = {**deployment.instance_env, **self.settings.instance_env}
             deployment = replace(deployment, instance_env=env)
@@ -166,7 +176,8 @@ class LocalCloud:
                 "start a new local cloud for it"
             )
         if first:
-            self._start_endpoint(deployment)
+            with signals_held():  # threads started and their stoppers recorded, as one step
+                self._start_endpoint(deployment)
         control = self.control
         assert control is not None  # set by _start_endpoint
         scaling = "with scaling policies" if deployment.policies else "without scaling"
@@ -242,13 +253,23 @@ class LocalCloud:
         return self.ceiling_s
 
     def quotas(self) -> dict[str, int]:
-        deployment = self._deployed
-        value = self.settings.instance_quota or self._stack_max_instances
-        return {deployment.instance_type: value}
+        return {self._deployed.instance_type: self.instance_limit()}
+
+    def instance_limit(self) -> int:
+        """The emulated quota: the setting, else the stack's maxInstances, never more than
+        this machine is asked to run."""
+        quota = self.settings.instance_quota or self._stack_max_instances
+        return min(quota, instance_cap(self.settings))
 
     # ------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
+        """moto, the runtime and the bidi bridge; a stop signal waits until each is started
+        and recorded in `_stoppers`, so `stop` finds everything there is to stop."""
+        with signals_held():
+            self._start()
+
+    def _start(self) -> None:
         moto_url = self.moto.start()
         self._stoppers.append(self.moto.stop)
         self._runtime = Runtime(self)
@@ -266,8 +287,9 @@ class LocalCloud:
         }
         self._shipper = LogShipper(self.client, self.clock)
         self._stoppers.append(self._shipper.close)
-        # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge).
-        tls_dir = Path(tempfile.mkdtemp(prefix="tts-bench-local-cloud-tls-"))
+        # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge), its
+        # files in this run's private folder, removed at stop (`private_files` says why).
+        tls_dir = new_run_folder()
         self._stoppers.append(lambda: shutil.rmtree(tls_dir, ignore_errors=True))
         bridge = BidiBridge(make_local_tls(tls_dir), self.open_session)
         bridge.start()
@@ -334,11 +356,20 @@ class LocalCloud:
         self._stoppers.append(self._publisher.stop)
 
     def _on_window(self, figures: WindowFigures) -> None:
-        if self._autoscaler is not None:
+        if self._autoscaler is None:
+            return
+        try:
             self._autoscaler.evaluate(figures.start_s)
+        except Exception as exc:  # e.g. a desired count past the quota: the metrics go on
+            self._say(f"autoscaling: {type(exc).__name__}: {exc}")
 
     def stop(self) -> None:
-        """Stop in reverse order of start: control loops, instances, runtime, logs, moto."""
+        """Stop in reverse order of start: control loops, instances, runtime, logs, moto. A
+        stop signal arriving meanwhile is delivered once everything is stopped."""
+        with signals_held():
+            self._stop()
+
+    def _stop(self) -> None:
         self.moto.listen(None)
         while self._stoppers:
             stopper = self._stoppers.pop()
@@ -348,14 +379,47 @@ class LocalCloud:
                 self._say(f"while stopping: {type(exc).__name__}: {exc}")
 
 
+def check_settings(settings: LocalCloudSettings) -> None:
+    """Refuse counts and delays that cannot run, before anything starts."""
+    cap = instance_cap(settings)
+    if settings.instances is not None and not 1 <= settings.instances <= cap:
+        what = "a curve instance" if settings.curve is not None else "each a server process"
+        raise LocalCloudError(
+            f"--instances {settings.instances}: give 1 to {cap} ({what} on this machine)"
+        )
+    if settings.instance_quota is not None and settings.instance_quota < 1:
+        raise LocalCloudError(f"instance_quota {settings.instance_quota}: give at least 1")
+    if not 0 <= settings.provision_delay_s <= MAX_PROVISION_DELAY_S:
+        raise LocalCloudError(
+            f"--provision-delay-s {settings.provision_delay_s:g}: give 0 to "
+            f"{MAX_PROVISION_DELAY_S:g} s"
+        )
+
+
+def check_counts(deployment: Deployment, limit: int, cap: int) -> None:
+    """Refuse a deploy whose counts the API calls it makes would be refused for, before any
+    instance is spawned: more initial instances than the quota (`limit`), a scaling maximum
+    past what this machine runs (`cap`)."""
+    if deployment.initial_count > limit:
+        raise LocalCloudError(
+            f"the initial instance count {deployment.initial_count} is above the instance limit "
+            f"of {limit} (the stack's maxInstances as the emulated quota, at most {cap} on this "
+            "machine); lower --instances or the stack's config"
+        )
+    if (deployment.max_instances or 0) > cap:
+        raise LocalCloudError(
+            f"the scalable target's MaxCapacity {deployment.max_instances} is more instances "
+            f"than the local cloud runs on this machine ({cap}); lower the stack's maxInstances"
+        )
+
+
 @contextmanager
 def local_cloud(
     settings: LocalCloudSettings, say: Callable[[str], None] = _say_nothing
 ) -> Iterator[LocalCloud]:
     """Start moto in-process + the runtime on loopback, deploy, wait InService; stop everything
     on exit."""
-    if settings.instances is not None and settings.instances < 1:
-        raise LocalCloudError("--instances must be at least 1")
+    check_settings(settings)
     check_clock_settings(settings)
     cloud = LocalCloud(settings, say)
     try:

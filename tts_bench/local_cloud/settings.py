@@ -11,6 +11,13 @@ from tts_bench.local_cloud.curve_model import ServiceLaw
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # SageMaker ends every invocation at 60 s; tests lower it to reach the error quickly.
 INVOCATION_CEILING_S = 60.0
+# The most instances one local cloud runs, whatever the stack, quota or API asks: a process
+# instance is a real server on this machine; a curve instance is a small object in this process
+# (a fleet of the reference plan's 280 fits). The emulated quota (and every count) stays under it.
+MAX_LOCAL_INSTANCES = 64
+MAX_CURVE_INSTANCES = 1000
+# The longest emulated provisioning delay (--provision-delay-s) an instance waits.
+MAX_PROVISION_DELAY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -50,3 +57,8 @@ class LocalCloudSettings:
     # than the wall clock; its timestamps are virtual (`tts_bench.aws.clock`). Curve instances only.
     time_scale: float = 1.0
     cloudwatch_delay_s: float = CLOUDWATCH_DELAY_S  # in the cloud's own (virtual) seconds
+
+
+def instance_cap(settings: LocalCloudSettings) -> int:
+    """The most instances this cloud's instance model runs (see MAX_LOCAL_INSTANCES)."""
+    return MAX_CURVE_INSTANCES if settings.curve is not None else MAX_LOCAL_INSTANCES
