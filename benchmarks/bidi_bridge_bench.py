@@ -8,7 +8,7 @@ the cloud's log). Turns alternate direct / bridged on one long-lived session eac
 a shared machine's load falls on both alike. TTFAB is timed where the bytes arrive on each
 path: here for the direct WebSocket, in the SDK's worker for the bridged one. Also the local
 cloud process's CPU per bridged turn (the bridge runs in it). Ratios are bridged / direct
-(≤ 1.05 at p50 is the local cloud's budget, issue 13).
+(≤ 1.05 at p50 is the local cloud's budget).
 
     PYTHONPATH=.:container python -u benchmarks/bidi_bridge_bench.py [--turns 8] [--text "…"]
 """

@@ -87,7 +87,7 @@ class BidiStreamUser(User):
         options = self.environment.parsed_options
         context_id = uuid.uuid4().hex[:12]
         body = next(self.texts).request(context_id)
-        with self.hooks.timed_request(self.environment) as timing:
+        with self.hooks.timed_request(self.environment, context_id) as reading:
             try:
                 if self.session is None:
                     session = worker_of(self.environment).open(options.endpoint)
@@ -96,11 +96,9 @@ class BidiStreamUser(User):
                 result = self.session.turn(body, TURN_TIMEOUT_S)
             except BidiWorkerError as exc:
                 self.session = None  # reopen on the next turn
-                timing.fail(str(exc))
+                reading.fail(str(exc))
                 return
-            timing.ttfab_ms = result.ttfab_ms
-            timing.server_first_chunk_ms = result.server_first_chunk_ms
-            if result.outcome == Outcome.OK:
-                timing.done()
-            else:
-                timing.fail(result.detail, Outcome(result.outcome))
+            # The worker read the turn's events and timed it where the bytes arrived.
+            reading.ttfab_ms = result.ttfab_ms
+            reading.server_first_chunk_ms = result.server_first_chunk_ms
+            reading.settle(Outcome(result.outcome), result.detail)

@@ -19,19 +19,19 @@ interpreter that `scripts/bootstrap` makes, and talks to it in JSON lines:
 One asyncio loop carries every session of the process over one SDK client (the CRT transport
 multiplexes them as HTTP/2 streams). Turns are timed here, where the bytes arrive: TTFAB from
 just before the request event is sent to the first `chunk` event that carries audio, on this
-process's clocks, so the pipe to the Locust process adds nothing to the figures. The endpoint,
-region and credentials come from the environment (AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, …).
-Only the standard library and the SDK are imported: this file runs outside the project's venv.
+process's clocks, so the pipe to the Locust process adds nothing to the figures. Events are read
+by the project's one reader (`tts_bench.measure.stream_events`, standard library only; the
+parent puts this checkout on PYTHONPATH). The endpoint, region and credentials come from the
+environment (AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, …). Besides that module, only the
+standard library and the SDK are imported: this file runs outside the project's venv.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
@@ -43,6 +43,8 @@ from aws_sdk_sagemaker_runtime_http2.models import (
     ResponseStreamEventPayloadPart,
 )
 from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig
+
+from tts_bench.measure.stream_events import StreamReading, event_of
 
 
 def emit(message: dict[str, Any]) -> None:
@@ -57,29 +59,22 @@ def error_name(exc: BaseException) -> tuple[str, str]:
     return name, str(getattr(exc, "message", None) or exc)
 
 
-@dataclass
-class Turn:
-    """One request on a session, timed on this process's clocks."""
-
-    context_id: str
-    sent: float = field(default_factory=time.perf_counter)
-    ttfab_ms: float | None = None
-    audio_bytes: int = 0
-
-    def report(self, session: str, outcome: str, detail: str = "", **extra: Any) -> None:
-        emit(
-            {
-                "kind": "turn",
-                "session": session,
-                "context_id": self.context_id,
-                "ttfab_ms": self.ttfab_ms,
-                "latency_ms": (time.perf_counter() - self.sent) * 1000,
-                "outcome": outcome,
-                "detail": detail,
-                "audio_bytes": self.audio_bytes,
-                **extra,
-            }
-        )
+def report(session: str, turn: StreamReading) -> None:
+    """One turn as it ended, timed on this process's clocks."""
+    outcome = turn.end()
+    emit(
+        {
+            "kind": "turn",
+            "session": session,
+            "context_id": turn.context_id,
+            "ttfab_ms": turn.ttfab_ms,
+            "latency_ms": (turn.clock() - turn.started) * 1000,
+            "outcome": outcome.value,
+            "detail": turn.detail,
+            "audio_bytes": turn.audio_bytes,
+            "server_first_chunk_ms": turn.server_first_chunk_ms,
+        }
+    )
 
 
 class Session:
@@ -87,7 +82,7 @@ class Session:
 
     def __init__(self, worker: Worker, name: str, endpoint: str, echo_events: bool) -> None:
         self.worker, self.name, self.endpoint, self.echo = worker, name, endpoint, echo_events
-        self.turns: dict[str, Turn] = {}
+        self.turns: dict[str, StreamReading] = {}
         self.stream: Any = None
         self.reader: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
@@ -119,13 +114,15 @@ class Session:
         await self.ready.wait()
         if self.stream is None:
             return
-        turn = Turn(str(body.get("context_id")))
-        self.turns[turn.context_id] = turn
+        context_id = str(body.get("context_id"))
+        turn = StreamReading(context_id)
+        self.turns[context_id] = turn
         try:
             await self.send_json(body)
         except Exception as exc:
-            self.turns.pop(turn.context_id, None)
-            turn.report(self.name, "error", "{}: {}".format(*error_name(exc)))
+            self.turns.pop(context_id, None)
+            turn.fail("{}: {}".format(*error_name(exc)))
+            report(self.name, turn)
 
     async def cancel(self, context_id: str) -> None:
         await self.ready.wait()
@@ -138,12 +135,13 @@ class Session:
         try:
             while (event := await output.receive()) is not None:
                 if isinstance(event, ResponseStreamEventPayloadPart) and event.value.bytes_:
-                    self.on_event(json.loads(event.value.bytes_))
+                    self.on_event(event.value.bytes_)
         except Exception as exc:  # ModelStreamError and friends: the SDK raises them here
             error = error_name(exc)
         for turn in self.turns.values():
-            detail = "{}: {}".format(*error) if error else "stream ended without a done event"
-            turn.report(self.name, "error", detail)
+            if error:
+                turn.fail("{}: {}".format(*error))
+            report(self.name, turn)
         self.turns.clear()
         self.worker.sessions.pop(self.name, None)
         emit(
@@ -155,29 +153,16 @@ class Session:
             }
         )
 
-    def on_event(self, event: dict[str, Any]) -> None:
+    def on_event(self, raw: bytes) -> None:
+        """One container event: to the turn it answers (read by the project's one reader)."""
+        event = json.loads(raw)
         if self.echo:
             emit({"kind": "event", "session": self.name, "event": event, "at": time.time()})
-        turn = self.turns.get(str(event.get("context_id")))
-        if turn is None:
-            return
-        kind = event.get("type")
-        if kind == "chunk" and event.get("data"):
-            if turn.ttfab_ms is None:
-                turn.ttfab_ms = (time.perf_counter() - turn.sent) * 1000
-            turn.audio_bytes += len(base64.b64decode(event["data"]))
-        elif kind == "done":
-            server_ms = event.get("first_chunk_latency_ms")
-            self.turns.pop(turn.context_id)
-            turn.report(self.name, "ok", server_first_chunk_ms=server_ms)
-        elif kind == "cancelled":
-            self.turns.pop(turn.context_id)
-            turn.report(self.name, "cancelled")
-        elif kind == "error":
-            self.turns.pop(turn.context_id)
-            saturated = event.get("error") == "queue_saturated"
-            detail = f"{event.get('status_code')}: {event.get('error')}"
-            turn.report(self.name, "rejected" if saturated else "error", detail)
+        context_id = str(event.get("context_id"))
+        turn = self.turns.get(context_id)
+        if turn is not None and (read := event_of(event)) is not None and turn.apply(read):
+            self.turns.pop(context_id)
+            report(self.name, turn)
 
     async def close(self) -> None:
         await self.ready.wait()

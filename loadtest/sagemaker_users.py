@@ -18,20 +18,21 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from locust import User, events, task
+from locust import User, task
 from locust.env import Environment
 
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.ladder import parse_rungs
 from tts_bench.measure.response_stream import failure_of, invoke, payload_lines, runtime_client
+from tts_bench.measure.stream_events import StreamReading
 
 
 @dataclass(frozen=True)
 class LadderHooks:
-    """The ladder file's per-request machinery, handed to a transport's user class."""
+    """The ladder file's per-request machinery, handed to a transport's user class:
+    `timed_request(environment, context_id)` yields the request's `StreamReading`."""
 
-    timed_request: Callable[[Environment], AbstractContextManager[Any]]
-    read_event: Callable[[bytes | str, Any, str], bool]
+    timed_request: Callable[[Environment, str], AbstractContextManager[StreamReading]]
     utterances: Callable[[Environment], Iterator[Utterance]]
 
 
@@ -73,30 +74,18 @@ class ResponseStreamUser(User):
         context_id = uuid.uuid4().hex[:12]
         body = next(self.texts).request(context_id)
         stream = None
-        with self.hooks.timed_request(self.environment) as timing:
+        with self.hooks.timed_request(self.environment, context_id) as reading:
             try:
                 stream = invoke(runtime.client, runtime.endpoint, body, runtime.variant)
-                finished = False
                 # Read to the stream's end even after `done`: its connection then goes back
                 # to the pool instead of being closed under the runtime's last frame.
                 for line in payload_lines(stream):
-                    finished = finished or self.hooks.read_event(line, timing, context_id)
+                    reading.feed(line)
             except Exception as exc:
                 failure = failure_of(exc)
                 if failure is None:
                     raise
-                timing.fail(*failure)
+                reading.fail(*failure)
             finally:
                 if stream is not None:
                     stream.close()
-
-
-@events.init_command_line_parser.add_listener
-def add_variant_argument(parser: Any, **_kw: Any) -> None:
-    parser.add_argument(
-        "--variant",
-        default=None,
-        help="SageMaker production variant (default: AllTraffic for the fingerprint, the "
-        "endpoint's own routing for requests)",
-        include_in_web_ui=False,
-    )

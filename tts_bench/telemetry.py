@@ -2,9 +2,12 @@
 
 The serving container emits these in CloudWatch Embedded Metric Format lines; the
 observability component builds its dashboard and alarms on them; `ttotal` reads the start-up
-markers from the container's logs. One list, imported everywhere.
+markers from the container's logs. One list, imported everywhere. Also how a malformed HTTP
+request shows in the logs of the aiohttp servers here (the container and the local cloud's
+runtime): a client's mistake, one warning line.
 """
 
+import logging
 from typing import Final
 
 NAMESPACE: Final = "SpeechEndpoint"
@@ -57,7 +60,37 @@ ENV_ENDPOINT_NAME: Final = "ENDPOINT_NAME"
 ENV_VARIANT_NAME: Final = "VARIANT_NAME"
 ENV_INSTANCE_TYPE: Final = "INSTANCE_TYPE"
 ENV_IMAGE_DIGEST: Final = "IMAGE_DIGEST"
+# Set on a local cloud's Model whose instances are not the container ("curve": service times
+# from a measured ladder), so a measurement reading the Model can tell and refuse or mark it.
+ENV_INSTANCE_MODEL: Final = "TTS_BENCH_INSTANCE_MODEL"
 # Container env that is deployment config, never part of a fingerprint's performance env.
 DEPLOYMENT_ENV: Final = frozenset(
-    {ENV_MAX_QUEUE_DEPTH, ENV_ENDPOINT_NAME, ENV_VARIANT_NAME, ENV_INSTANCE_TYPE, ENV_IMAGE_DIGEST}
+    {
+        ENV_MAX_QUEUE_DEPTH,
+        ENV_ENDPOINT_NAME,
+        ENV_VARIANT_NAME,
+        ENV_INSTANCE_TYPE,
+        ENV_IMAGE_DIGEST,
+        ENV_INSTANCE_MODEL,
+    }
 )
+
+
+class MalformedHttpIsAWarning(logging.Filter):
+    """aiohttp logs every malformed HTTP request at error level with a traceback; that is
+    the client's mistake, not the server's, and must not trip error-log alarms. It becomes a
+    warning line with the parser's one-line reason and no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.name.startswith("aiohttp") and isinstance(exc, HttpProcessingError):
+            reason = " ".join(str(exc.message or type(exc).__name__).split())
+            record.msg = (
+                f"{record.getMessage()}: malformed HTTP request ({exc.code}): {reason[:300]}"
+            )
+            record.args = ()
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True

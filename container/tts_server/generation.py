@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -22,7 +23,7 @@ from tts_server.admission import Refusal, retry_after_ms
 from tts_server.app_state import GATE, LOG, SETTINGS, STATE, Generation, Phase
 from tts_server.audio_format import encoded_chunks_b64
 from tts_server.emf import emf_record
-from tts_server.engine.base import EngineError, RequestRejected, Segment
+from tts_server.engine.base import Engine, EngineError, RequestRejected, Segment
 from tts_server.protocol import (
     TtsRequest,
     chunk_event_texts,
@@ -96,6 +97,17 @@ def _timestamp_events(
     return events
 
 
+@dataclass
+class _Progress:
+    """One generation as it goes: where its service time starts, what it has streamed, how it
+    ended (read by the end-of-generation log line whatever happened)."""
+
+    work_start: float
+    first_chunk_ms: float | None = None
+    segments: list[Segment] = field(default_factory=list)
+    outcome: str = "failed"
+
+
 async def run_generation(
     app: web.Application, generation: Generation, sink: EventSink, in_flight_at_arrival: int
 ) -> None:
@@ -104,65 +116,25 @@ async def run_generation(
     engine = state.engine
     if engine is None:
         raise EngineError("the engine is not loaded")
-    request, loop = generation.request, asyncio.get_running_loop()
-    work_start = loop.time()
-    first_chunk_ms: float | None = None
-    segments: list[Segment] = []
-    outcome = "failed"
+    progress = _Progress(work_start=asyncio.get_running_loop().time())
     state.generations.add(generation)
     try:
         async with asyncio.timeout_at(generation.arrival + settings.request_ceiling_s) as scope:
             generation.scope = scope
-            previous = work_start
-            async with contextlib.aclosing(
-                engine.synthesize(request.synthesis_request())
-            ) as stream:
-                async for segment in stream:
-                    now = loop.time()
-                    texts = await asyncio.to_thread(
-                        _segment_events, segment, request, now - previous, engine.sample_rate
-                    )
-                    previous = now
-                    if not segments and segment.work_started is not None:
-                        # Queued until the model began the first segment (the engine's own
-                        # queue included): service time is counted from there (SPEC §3).
-                        work_start = segment.work_started
-                    segments.append(segment)
-                    await sink.send(texts)
-                    if first_chunk_ms is None and texts:
-                        first_chunk_ms = (loop.time() - work_start) * 1000
-                        _emit_work_metrics(
-                            app, generation, work_start, first_chunk_ms, in_flight_at_arrival
-                        )
-            if not segments:
-                # G2P found nothing speakable (only symbols, emoji): no audio is no answer.
-                outcome = "rejected"
-                await sink.fail(
-                    422, "invalid_request", NOTHING_TO_SAY, errors=[NOTHING_TO_SAY_FIELD]
-                )
-                return
-            tail: list[dict[str, Any]] = []
-            if request.use_normalized_timestamps and segments:
-                # Normalized times need the whole utterance's length: sent once, at the end.
-                duration = max(s.start_s + s.duration_s for s in segments)
-                tail = _timestamp_events(request, segments, duration if duration > 0 else None)
-            await sink.send(
-                [event_text(e) for e in (*tail, done_event(request.context_id, first_chunk_ms))]
-            )
-            outcome = "done"
+            await _stream(app, engine, generation, sink, in_flight_at_arrival, progress)
     except TimeoutError:
         if generation.drained:
-            outcome = "drained"
+            progress.outcome = "drained"
             await sink.fail(503, "shutting_down", "the server is shutting down; retry elsewhere")
         else:
-            outcome = "deadline_exceeded"
+            progress.outcome = "deadline_exceeded"
             await sink.fail(
                 408,
                 "deadline_exceeded",
                 f"the request could not finish within {settings.request_ceiling_s:g} s of arrival",
             )
     except RequestRejected as exc:  # check() passed, synthesize disagreed: still the input's fault
-        outcome = "rejected"
+        progress.outcome = "rejected"
         await sink.fail(
             422,
             "invalid_request",
@@ -170,31 +142,87 @@ async def run_generation(
             errors=[{"field": p.field, "message": p.message} for p in exc.problems],
         )
     except EngineError as exc:
-        outcome = "engine_error"
+        progress.outcome = "engine_error"
         log.event("engine_error", level="error", request_id=generation.request_id, error=str(exc))
         await sink.fail(500, "engine_error", str(exc))
     except asyncio.CancelledError:
-        outcome = "cancelled"
+        progress.outcome = "cancelled"
         raise
     except ConnectionResetError:
-        outcome = "client_gone"
+        progress.outcome = "client_gone"
         raise
     finally:
         state.generations.discard(generation)
-        elapsed = loop.time() - generation.arrival
-        if outcome == "done":
-            state.recent.observe(elapsed)
-        if first_chunk_ms is None:
-            _emit_work_metrics(app, generation, work_start, None, in_flight_at_arrival)
-        log.event(
-            "generation_end",
-            request_id=generation.request_id,
-            outcome=outcome,
-            seconds=round(elapsed, 4),
-            first_chunk_ms=None if first_chunk_ms is None else round(first_chunk_ms, 2),
-            audio_s=round(sum(s.duration_s for s in segments), 4),
-            segments=len(segments),
-        )
+        _generation_end(app, generation, progress, in_flight_at_arrival)
+
+
+async def _stream(
+    app: web.Application,
+    engine: Engine,
+    generation: Generation,
+    sink: EventSink,
+    in_flight_at_arrival: int,
+    progress: _Progress,
+) -> None:
+    """The engine's segments as events into `sink`, then the tail and the done event."""
+    request, loop = generation.request, asyncio.get_running_loop()
+    previous = progress.work_start
+    segments = progress.segments
+    async with contextlib.aclosing(engine.synthesize(request.synthesis_request())) as stream:
+        async for segment in stream:
+            now = loop.time()
+            texts = await asyncio.to_thread(
+                _segment_events, segment, request, now - previous, engine.sample_rate
+            )
+            previous = now
+            if not segments and segment.work_started is not None:
+                # Queued until the model began the first segment (the engine's own
+                # queue included): service time is counted from there (SPEC §3).
+                progress.work_start = segment.work_started
+            segments.append(segment)
+            await sink.send(texts)
+            if progress.first_chunk_ms is None and texts:
+                progress.first_chunk_ms = (loop.time() - progress.work_start) * 1000
+                _emit_work_metrics(
+                    app, generation, progress.work_start, progress.first_chunk_ms,
+                    in_flight_at_arrival,
+                )  # fmt: skip
+    if not segments:
+        # G2P found nothing speakable (only symbols, emoji): no audio is no answer.
+        progress.outcome = "rejected"
+        await sink.fail(422, "invalid_request", NOTHING_TO_SAY, errors=[NOTHING_TO_SAY_FIELD])
+        return
+    tail: list[dict[str, Any]] = []
+    if request.use_normalized_timestamps and segments:
+        # Normalized times need the whole utterance's length: sent once, at the end.
+        duration = max(s.start_s + s.duration_s for s in segments)
+        tail = _timestamp_events(request, segments, duration if duration > 0 else None)
+    await sink.send(
+        [event_text(e) for e in (*tail, done_event(request.context_id, progress.first_chunk_ms))]
+    )
+    progress.outcome = "done"
+
+
+def _generation_end(
+    app: web.Application, generation: Generation, progress: _Progress, in_flight_at_arrival: int
+) -> None:
+    """The generation's end: its latency observed when it was served, its metrics when none
+    were emitted at its first chunk, and one log line whatever happened."""
+    elapsed = asyncio.get_running_loop().time() - generation.arrival
+    if progress.outcome == "done":
+        app[STATE].recent.observe(elapsed)
+    first_chunk_ms = progress.first_chunk_ms
+    if first_chunk_ms is None:
+        _emit_work_metrics(app, generation, progress.work_start, None, in_flight_at_arrival)
+    app[LOG].event(
+        "generation_end",
+        request_id=generation.request_id,
+        outcome=progress.outcome,
+        seconds=round(elapsed, 4),
+        first_chunk_ms=None if first_chunk_ms is None else round(first_chunk_ms, 2),
+        audio_s=round(sum(s.duration_s for s in progress.segments), 4),
+        segments=len(progress.segments),
+    )
 
 
 def _emit_work_metrics(

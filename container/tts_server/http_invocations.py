@@ -195,5 +195,8 @@ async def _serve_http(
     if sink.response is None:  # pragma: no cover - run_generation always sends or fails
         raise web.HTTPInternalServerError()
     if sink.response.prepared:
-        await sink.response.write_eof()
+        try:
+            await sink.response.write_eof()
+        except ConnectionResetError:  # it read its done event and left before the last chunk
+            log.event("client_gone", request_id=request_id)
     return sink.response

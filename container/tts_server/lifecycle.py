@@ -19,6 +19,7 @@ from tts_server.engine.base import Engine
 from tts_server.settings import ServerSettings
 
 ENGINE_CLOSE_TIMEOUT_S = 3.0
+LOAD_LOG_PERIOD_S = 10.0  # an `engine_load` line per period in which the model worked
 
 
 def default_engine_factory(settings: ServerSettings) -> Engine:
@@ -54,6 +55,13 @@ async def _bring_up(app: web.Application) -> None:
     settings, state, log = app[SETTINGS], app[STATE], app[LOG]
     try:
         engine = await asyncio.to_thread(app[ENGINE_FACTORY], settings)
+        loop = asyncio.get_running_loop()
+
+        def engine_gone(reason: str) -> None:  # from the engine's reader thread
+            log.event("engine_failed", level="error", error=reason)
+            loop.call_soon_threadsafe(_fail, state.failed, reason)
+
+        engine.on_failure(engine_gone)
         state.performance_env = dict(engine.performance_env)
         if settings.instance_type is None:  # the engine knows which device it planned for
             state.instance_type = local_instance_type(
@@ -77,8 +85,41 @@ async def _bring_up(app: web.Application) -> None:
         raise
     except Exception as exc:  # any failure here means this container can never serve
         log.event("engine_failed", level="error", error=f"{type(exc).__name__}: {exc}")
-        if state.failed is not None and not state.failed.done():
-            state.failed.set_result(f"{type(exc).__name__}: {exc}")
+        _fail(state.failed, f"{type(exc).__name__}: {exc}")
+        return
+    await _log_load(app, engine)  # until shutdown cancels the bring-up task
+
+
+def _fail(failed: asyncio.Future[str] | None, reason: str) -> None:
+    """This container can no longer serve: `serve` sees the future done and exits 1."""
+    if failed is not None and not failed.done():
+        failed.set_result(reason)
+
+
+async def _log_load(app: web.Application, engine: Engine) -> None:
+    """Every period in which the model worked: its segments, passes (so the mean batch) and
+    the share of the period it spent inside passes, the figure that tells a model-bound
+    server (near 1) from one whose front cannot feed it."""
+    counters = ("segments_synthesised", "forward_passes", "busy_s")
+    if not all(hasattr(engine, name) for name in counters):
+        return
+    loop = asyncio.get_running_loop()
+    last = [getattr(engine, name) for name in counters]
+    since = loop.time()
+    while True:
+        await asyncio.sleep(LOAD_LOG_PERIOD_S)
+        now, current = loop.time(), [getattr(engine, name) for name in counters]
+        segments, passes, busy = (c - p for c, p in zip(current, last, strict=True))
+        if segments > 0:
+            app[LOG].event(
+                "engine_load",
+                seconds=round(now - since, 2),
+                segments=segments,
+                passes=passes,
+                mean_batch=round(segments / max(passes, 1), 2),
+                busy_share=round(busy / (now - since), 3),
+            )
+        last, since = current, now
 
 
 async def close_sockets(app: web.Application) -> None:

@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Any, TextIO
 
-from tts_bench.telemetry import STARTUP_MARKERS
+from tts_bench.telemetry import STARTUP_MARKERS, MalformedHttpIsAWarning
 
 
 def new_request_id(context_id: str | None) -> str:
@@ -104,26 +104,6 @@ class _JsonFormatter(logging.Formatter):
         if record.exc_info:
             body["exc"] = self.formatException(record.exc_info)
         return json_line(body)
-
-
-class MalformedHttpIsAWarning(logging.Filter):
-    """aiohttp logs every malformed HTTP request at error level with a traceback; that is
-    the client's mistake, not the server's, and must not trip error-log alarms. It becomes a
-    warning line with the parser's one-line reason and no traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from aiohttp.http_exceptions import HttpProcessingError
-
-        exc = record.exc_info[1] if record.exc_info else None
-        if record.name.startswith("aiohttp") and isinstance(exc, HttpProcessingError):
-            reason = " ".join(str(exc.message or type(exc).__name__).split())
-            record.msg = (
-                f"{record.getMessage()}: malformed HTTP request ({exc.code}): {reason[:300]}"
-            )
-            record.args = ()
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-            record.exc_info = record.exc_text = None
-        return True
 
 
 def install_json_logging(level: int = logging.WARNING) -> None:

@@ -9,14 +9,12 @@ one as a newline-terminated JSON line for the HTTP stream.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -24,6 +22,7 @@ from pydantic import (
     field_validator,
 )
 
+from tts_bench.strict import StrictModel, UnrepresentableNumber, strict_loads
 from tts_server.engine.base import Engine, SynthesisRequest
 
 Encoding = Literal["pcm_s16le", "pcm_f32le", "pcm_mulaw", "pcm_alaw"]
@@ -43,10 +42,11 @@ class FieldProblem:
         return {"field": self.field, "message": self.message}
 
 
-class _Strict(BaseModel):
+class _Strict(StrictModel):
     # strict: "1" is not an int and 1 is not a bool; wrong types are the caller's to fix.
-    # allow_inf_nan=False: decode_json refuses them already; the model must not rely on it.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+    # (The shared base refuses NaN and infinities too: decode_json refuses them already; the
+    # model must not rely on it.)
+    model_config = ConfigDict(strict=True, frozen=True)
 
 
 class VoiceSpec(_Strict):
@@ -109,55 +109,21 @@ def _loc(loc: Sequence[int | str]) -> str:
     return ".".join(str(part) for part in loc) or "body"
 
 
-# Integers longer than this are refused while parsing: no field takes one, and every
-# shorter one converts to a finite float (10**300 < 1.8e308), so no check downstream overflows.
-MAX_INTEGER_DIGITS = 300
-
-
-class _Unrepresentable(ValueError):
-    """A JSON number this server refuses: non-finite, or an integer of too many digits."""
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Unrepresentable(f"the number {text[:40]} is beyond the float range")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    digits = len(text.lstrip("-"))
-    if digits > MAX_INTEGER_DIGITS:
-        raise _Unrepresentable(
-            f"an integer has {digits} digits; at most {MAX_INTEGER_DIGITS} are accepted"
-        )
-    return int(text)
-
-
-def _no_constant(name: str) -> float:
-    raise _Unrepresentable(f"{name} is not a JSON number; send a finite number")
-
-
 def decode_json(body: bytes) -> tuple[Any, list[FieldProblem]]:
     """The body as JSON, or a `body` problem; then a problem per string that is not Unicode.
 
     Never raises: NaN, Infinity, numbers beyond the float range and integers of more than
-    MAX_INTEGER_DIGITS digits are `body` problems. A string holding a lone UTF-16 surrogate
-    (valid JSON, `\\ud800`, but not Unicode) is a problem named by its field; the value still
-    comes back so the caller can echo a good `context_id`.
+    `tts_bench.strict.MAX_INTEGER_DIGITS` digits are `body` problems. A string holding a lone
+    UTF-16 surrogate (valid JSON, `\\ud800`, but not Unicode) is a problem named by its field;
+    the value still comes back so the caller can echo a good `context_id`.
     """
     try:
-        data = json.loads(
-            body.decode("utf-8"),
-            parse_float=_finite_float,
-            parse_int=_bounded_int,
-            parse_constant=_no_constant,
-        )
+        data = strict_loads(body.decode("utf-8"))
     except UnicodeDecodeError:
         return None, [FieldProblem("body", "is not UTF-8 text; send a JSON object")]
     except json.JSONDecodeError as exc:
         return None, [FieldProblem("body", f"is not valid JSON ({exc.msg} at {exc.pos})")]
-    except _Unrepresentable as exc:
+    except UnrepresentableNumber as exc:
         return None, [FieldProblem("body", str(exc))]
     except RecursionError:
         return None, [FieldProblem("body", "nests too deeply; send a flat request object")]

@@ -1,4 +1,4 @@
-"""Hostile input to the command line (issue 12, defects 10-15, and the CLI fuzz).
+"""Hostile input to the command line (and the CLI fuzz).
 
 Invariant everywhere: a refusal is exit 2 with one line on stderr, never a traceback, and
 writes nothing. Every numeric flag gets 0, negative, huge, inf and nan; every path flag a
@@ -87,7 +87,7 @@ def read_only_place(tmp_path) -> Path:
     return folder / "inside"
 
 
-# -- defect 12: non-finite numbers -----------------------------------------------------------
+# -- non-finite numbers -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_a_plan_at_an_infinite_slo_is_never_written_so_later_plans_still_work(
     assert len(written) == 1 and "Infinity" not in written[0].read_text()
 
 
-# -- defect 13: the ladder's SLO ----------------------------------------------------------
+# -- the ladder's SLO ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("slo", ["0", "-5", "nan", "inf"])
@@ -157,7 +157,7 @@ def test_qmax_refuses_a_meaningless_slo_before_any_request(capsys, tmp_path, slo
     assert not (tmp_path / "m").exists()
 
 
-# -- defect 14: a fleet beyond Application Auto Scaling's MaxCapacity -----------------------
+# -- a fleet beyond Application Auto Scaling's MaxCapacity -----------------------
 
 
 @pytest.mark.parametrize("peak", ["1e20", "1e308"])
@@ -170,7 +170,7 @@ def test_plan_refuses_a_fleet_beyond_the_32_bit_max_capacity(capsys, tmp_path, p
     assert not out.exists()
 
 
-# -- defect 15: the ttotal must have been measured against the qmax given --------------------
+# -- the ttotal must have been measured against the qmax given --------------------
 
 
 def _ttotal_judged_by(qmax_sha256: str) -> str:
@@ -209,7 +209,7 @@ def test_a_ttotal_measured_against_this_qmax_plans(capsys, tmp_path, pair):
     assert code in (0, 1), err
 
 
-# -- defect 11: an unusable --out ------------------------------------------------------------
+# -- an unusable --out ------------------------------------------------------------
 
 
 def test_plan_out_that_is_a_file_is_one_line(capsys, tmp_path, pair):
@@ -241,7 +241,7 @@ def test_synth_out_that_cannot_be_a_wav_file_is_one_line(capsys, tmp_path, where
     assert_one_line_refusal(code, err)
 
 
-# -- defect 10: hostile artifact JSON --------------------------------------------------------
+# -- hostile artifact JSON --------------------------------------------------------
 
 HOSTILE_JSON = [
     "[" * 100_000 + "]" * 100_000,

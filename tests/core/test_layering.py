@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "tts_bench"
 
 # Modules directly under tts_bench/ that anything may import (the container too).
-LEAVES = frozenset({"errors", "telemetry", "engine_modes", "deployment"})
+LEAVES = frozenset({"errors", "telemetry", "engine_modes", "deployment", "strict"})
 TOP_LEVEL_MODULES = LEAVES | {"__init__", "__main__"}
 
 _EVERYTHING = frozenset(
@@ -23,6 +23,7 @@ _EVERYTHING = frozenset(
         "leaves",
         "artifacts",
         "planning",
+        "serving",
         "measure",
         "aws",
         "infra",
@@ -36,11 +37,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "leaves": frozenset({"leaves"}),
     "artifacts": frozenset({"leaves"}),
     "planning": frozenset({"artifacts", "leaves"}),
+    "serving": frozenset({"artifacts", "leaves"}),
     "aws": frozenset({"artifacts", "planning", "leaves"}),
     "infra": frozenset({"artifacts", "planning", "aws", "leaves"}),
-    "measure": frozenset({"artifacts", "planning", "aws", "leaves"}),
+    "measure": frozenset({"artifacts", "planning", "aws", "serving", "leaves"}),
     "simulate": frozenset({"artifacts", "planning", "leaves"}),
-    "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "measure", "leaves"}),
+    # Never `measure`: the emulator does not depend on what measures it (the launcher both use
+    # lives in `serving`).
+    "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "serving", "leaves"}),
     "jobs": _EVERYTHING,
     "cli": _EVERYTHING | {"cli"},
     "__main__": frozenset({"cli"}),
@@ -48,9 +52,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # the pack read plans and config; the Locust file and benchmarks drive measurements.
     "container": frozenset({"leaves"}),
     "program": frozenset({"artifacts", "planning", "infra", "leaves"}),
-    "loadtest": frozenset({"artifacts", "measure", "leaves"}),
+    "loadtest": frozenset({"artifacts", "measure", "serving", "leaves"}),
     "benchmarks": frozenset(
-        {"artifacts", "planning", "measure", "simulate", "local_cloud", "leaves"}
+        {"artifacts", "planning", "serving", "measure", "simulate", "local_cloud", "leaves"}
     ),
 }
 OUTSIDE = {
@@ -131,6 +135,54 @@ def test_no_part_imports_what_it_must_not() -> None:
     assert violations(python_files()) == []
 
 
+CLI = PACKAGE / "cli"
+
+
+def is_subcommand(path: Path) -> bool:
+    """A `cli` module that registers a subcommand (option helpers such as `aws_options` do not)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body)
+
+
+def subcommand_imports(paths: list[Path]) -> list[str]:
+    """Every import of one subcommand module by another module of `cli` (the dispatcher in
+    `cli/__init__` aside): what two subcommands share belongs in a helper or the library."""
+    subcommands = {f"tts_bench.cli.{p.stem}" for p in CLI.glob("*.py") if is_subcommand(p)}
+    problems = []
+    for path in paths:
+        if path.parent != CLI or path.stem == "__init__":
+            continue
+        for line, name in imported_modules(path):
+            if name in subcommands and name != f"tts_bench.cli.{path.stem}":
+                problems.append(
+                    f"{path.relative_to(REPO)}:{line}: the subcommand module imports "
+                    f"{name}, another subcommand; move what both need into a helper module"
+                )
+    return problems
+
+
+def test_no_subcommand_module_imports_another() -> None:
+    assert subcommand_imports(python_files()) == []
+
+
+def test_a_subcommand_importing_another_is_caught(tmp_path: Path) -> None:
+    copy = CLI / "weights.py"
+    shadow = tmp_path / "shadow.py"
+    shadow.write_text(
+        copy.read_text(encoding="utf-8") + "\n\nfrom tts_bench.cli.synth import run\n",
+        encoding="utf-8",
+    )
+    real_reader = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        return real_reader(shadow if self == copy else self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_text", read_text)
+        found = subcommand_imports([copy])
+    assert len(found) == 1 and "tts_bench.cli.synth, another subcommand" in found[0], found
+
+
 def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> None:
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     assert modules <= TOP_LEVEL_MODULES, (
@@ -151,6 +203,8 @@ def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> 
         ("artifacts/schema.py", "import tts_bench.measure.ladder", "artifacts imports"),
         ("aws/drift.py", "from tts_bench.cli import main", "aws imports"),
         ("measure/ladder.py", "from ..infra import preview", "measure imports"),
+        ("local_cloud/fleet.py", "from tts_bench.measure import ladder", "local_cloud imports"),
+        ("serving/local_server.py", "import tts_bench.measure.samples", "serving imports"),
     ],
 )
 def test_a_planted_illegal_import_is_caught(
@@ -170,3 +224,11 @@ def test_a_planted_illegal_import_is_caught(
         mp.setattr(Path, "read_text", read_text)
         found = violations([copy])
     assert len(found) == 1 and expected in found[0], found
+
+
+@pytest.mark.parametrize("package", ["measure", "local_cloud", "serving", "jobs"])
+def test_a_package_docstring_names_every_module_it_holds(package: str) -> None:
+    folder = PACKAGE / package
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    assert sorted(m for m in modules if f"`{m}`" not in doc) == []

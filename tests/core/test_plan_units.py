@@ -1,4 +1,4 @@
-"""Thresholds in CloudWatch units (SPEC §6, issue 18): where the ratio comes from, which
+"""Thresholds in CloudWatch units (SPEC §6): where the ratio comes from, which
 statistic each threshold is in, and the findings that stop a plan in the wrong units."""
 
 from __future__ import annotations

@@ -94,6 +94,9 @@ def test_settings_default_to_compiled_float32_on_a_gpu_and_eager_on_a_cpu(monkey
     gpu, cpu = planned_settings("cuda", 64), planned_settings("cpu", 1)
     assert (gpu["TORCH_DTYPE"], gpu["TORCH_COMPILE"]) == ("float32", "1")
     assert (cpu["TORCH_DTYPE"], cpu["TORCH_COMPILE"]) == ("float32", "0")
-    monkeypatch.setenv("ENGINE_DTYPE", "float16")
-    with pytest.raises(EngineError, match="ENGINE_DTYPE='float16'; use one of float32, bfloat16"):
+    monkeypatch.setenv("ENGINE_DTYPE", "float16")  # opt-in: measured, not shipped
+    assert planned_settings("cuda", 64)["TORCH_DTYPE"] == "float16"
+    monkeypatch.setenv("ENGINE_DTYPE", "float8")
+    match = "ENGINE_DTYPE='float8'; use one of float32, bfloat16, float16"
+    with pytest.raises(EngineError, match=match):
         planned_settings("cuda", 64)

@@ -14,7 +14,13 @@ from tts_bench.measure.gpu_summary import GpuSummaryError, q_max_resolution, rec
 from tts_bench.planning.findings import alarm_threshold
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
-RUNS = [MEASUREMENTS, MEASUREMENTS / "h200-run1", MEASUREMENTS / "h200-run2"]
+RUNS = [
+    MEASUREMENTS,
+    MEASUREMENTS / "h200-run1",
+    MEASUREMENTS / "h200-run2",
+    MEASUREMENTS / "h200-run3",
+    MEASUREMENTS / "h200-run6" / "in-process",
+]
 
 
 def artifacts_of(folder: Path) -> dict[str, QmaxArtifact]:

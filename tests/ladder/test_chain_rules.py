@@ -12,12 +12,9 @@ from tts_bench.measure.cloudwatch_join import MetricPoint, ratios_for, window_me
 from tts_bench.measure.quota import QuotaCheck
 from tts_bench.measure.response_stream import StreamEventError, failure_of, payload_lines
 from tts_bench.measure.samples import Outcome
-from tts_bench.measure.ttotal_sagemaker import (
-    EMULATED_PROVISIONING,
-    ProbeSample,
-    recovery_time,
-    scale_out_stages,
-)
+from tts_bench.measure.ttotal_probe import ProbeSample
+from tts_bench.measure.ttotal_recovery import recovery_time
+from tts_bench.measure.ttotal_sagemaker import EMULATED_PROVISIONING, scale_out_stages
 
 
 def steady(start: float, end: float, ttfab_ms: float, every_s: float = 0.5) -> list[ProbeSample]:

@@ -11,7 +11,7 @@ import pytest
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.cli import main
 from tts_bench.errors import RefusalError
-from tts_bench.measure.server_ping import PingError, parse_ping
+from tts_bench.serving.server_ping import PingError, parse_ping
 
 
 @pytest.fixture

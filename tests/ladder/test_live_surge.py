@@ -61,7 +61,7 @@ def ladder(refined_ladder) -> QmaxArtifact:
 
 @pytest.fixture(scope="module")
 def bounded_server(child_env, ladder, tmp_path_factory: pytest.TempPathFactory):
-    from tts_bench.measure.local_server import LocalServer
+    from tts_bench.serving.local_server import LocalServer
 
     env = {**child_env, "MAX_QUEUE_DEPTH": str(ladder.refined_q_max)}
     log = tmp_path_factory.mktemp("bounded") / "server.log"

@@ -10,7 +10,7 @@ import pytest
 
 from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
 from tts_bench.artifacts.surge import SurgeArtifact
-from tts_bench.measure.server_ping import PingError, fetch_ping
+from tts_bench.serving.server_ping import PingError, fetch_ping
 
 from .conftest import CORPORA, REPO
 

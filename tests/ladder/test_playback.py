@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from tts_bench.measure.playback import (
     Chunk,
     PlaybackError,
-    base64_audio_seconds,
     check_underrun_slo,
     playback,
     playback_figures,
 )
 from tts_bench.measure.samples import Outcome, Sample
+from tts_bench.measure.stream_events import base64_audio_seconds
 
 CHUNK_S = 0.02  # the server's chunks carry at most 20 ms of audio
 

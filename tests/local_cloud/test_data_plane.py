@@ -1,25 +1,38 @@
 """The runtime through plain boto3: the response stream, and every error path (SPEC §11).
 
 One local cloud for the module: one onnx instance with an admission bound of 2 (so a third
-request is refused); the ceiling test lowers the invocation ceiling to 5 s for its request.
+request is refused); the ceiling test lowers the invocation ceiling to 5 s for its request. The
+contract checks (`contract`) are the ones curve instances pass too (`test_curve_contract`).
+The fuzz sends the container's hostile request space (`tests/server/request_space`) through
+both calls, FUZZ_EXAMPLES examples (default 10: a valid one costs a synthesis):
+
+    FUZZ_EXAMPLES=500 python -m pytest tests/local_cloud/test_data_plane.py -q -k fuzz
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import logging
-import threading
+import os
+import statistics
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 from botocore.exceptions import ClientError, EventStreamError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tts_server.engine import create_engine
 
+from tests.local_cloud import contract
 from tests.local_cloud.conftest import ONNX, READY_TIMEOUT_S, cloud_fixture, runtime_client
 from tests.local_cloud.streams import LONG_TEXT, comparable, events, rejoin, speech_request, stream
+from tests.server.request_space import Body, hostile_bodies
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings
-from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH, QUEUE_SATURATED_ERROR
+from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +62,7 @@ def _wait_idle(cloud: LocalCloud, timeout_s: float = 60.0) -> None:
 
 def test_streamed_request_rejoined_equals_the_container_direct(cloud: LocalCloud) -> None:
     body = speech_request("same", "Hello there. How are you today?")
-    through, parts = rejoin(stream(runtime_client(), cloud.endpoint_name, body))
+    through, parts = contract.streams_chunks_then_done(cloud.endpoint_name, body)
     direct = _direct(cloud.fleet.in_service()[0].url, body)
     assert comparable(events(through)) == comparable(events(direct))
     assert events(through)[-1]["type"] == "done"
@@ -58,74 +71,25 @@ def test_streamed_request_rejoined_equals_the_container_direct(cloud: LocalCloud
 
 
 def test_invoke_endpoint_returns_the_whole_body(cloud: LocalCloud) -> None:
-    answer = runtime_client().invoke_endpoint(
-        EndpointName=cloud.endpoint_name,
-        Body=json.dumps(speech_request("whole")),
-        ContentType="application/json",
-    )
-    assert answer["InvokedProductionVariant"] == cloud.variant_name
-    assert events(answer["Body"].read())[-1]["type"] == "done"
+    contract.invoke_endpoint_returns_the_whole_body(cloud.endpoint_name, cloud.variant_name)
 
 
 @pytest.mark.parametrize("call", ["invoke_endpoint", "invoke_endpoint_with_response_stream"])
 def test_malformed_request_is_a_model_error_with_the_original_422(
     cloud: LocalCloud, call: str
 ) -> None:
-    with pytest.raises(ClientError) as caught:
-        getattr(runtime_client(), call)(
-            EndpointName=cloud.endpoint_name,
-            Body=json.dumps({"context_id": "bad", "transcript": ""}),
-            ContentType="application/json",
-        )
-    response = caught.value.response
-    assert response["Error"]["Code"] == "ModelError"
-    assert response["ResponseMetadata"]["HTTPStatusCode"] == 424
-    assert response["OriginalStatusCode"] == 422
-    assert "transcript" in response["OriginalMessage"]
-    assert response["LogStreamArn"].endswith(
-        f":log-group:/aws/sagemaker/Endpoints/{cloud.endpoint_name}:log-stream:"
-        f"{cloud.fleet.in_service()[0].log_stream}"
+    contract.malformed_request_is_a_model_error_with_the_original_422(
+        cloud.endpoint_name, call, cloud.fleet.in_service()[0].log_stream
     )
-
-
-def _container_in_flight(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/ping", timeout=10) as answer:
-        return int(json.loads(answer.read())["in_flight"])
 
 
 def test_saturated_instance_gives_its_503_with_retry_after(cloud: LocalCloud) -> None:
     """Two long requests fill the bound of 2 (admitted on arrival); the third is refused."""
-    client = runtime_client()
     url = cloud.fleet.in_service()[0].url
-    held: list = []
-    threads = [
-        threading.Thread(
-            target=lambda i=i: held.append(
-                stream(client, cloud.endpoint_name, speech_request(f"hold{i}", LONG_TEXT))
-            )
-        )
-        for i in range(2)
-    ]
-    for thread in threads:
-        thread.start()
-    try:
-        deadline = time.time() + 30
-        while _container_in_flight(url) < 2:
-            assert time.time() < deadline, "the two requests were not admitted"
-            time.sleep(0.05)
-        with pytest.raises(ClientError) as caught:
-            stream(client, cloud.endpoint_name, speech_request("third"))
-        response = caught.value.response
-        assert response["Error"]["Code"] == "ModelError"
-        assert response["OriginalStatusCode"] == 503
-        original = json.loads(response["OriginalMessage"])
-        assert original["error"] == QUEUE_SATURATED_ERROR
-        assert original["retry_after_ms"] > 0
-    finally:
-        for thread in threads:
-            thread.join(timeout=120)
-        for answer in held:
-            answer["Body"].close()
+    contract.ping_reports_the_bound_and_the_fingerprint(url, 2)
+    contract.saturated_instance_gives_its_503_with_retry_after(
+        cloud.endpoint_name, url, speech_request("hold", LONG_TEXT)
+    )
     _wait_idle(cloud)
 
 
@@ -141,6 +105,86 @@ def test_a_client_that_leaves_mid_stream_ends_quietly(
         _wait_idle(cloud)
         time.sleep(0.5)  # the runtime's next write finds the socket closed
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def _direct_leave(url: str, context_id: str) -> float:
+    """Straight to the container: a long stream, its first line read, the connection closed;
+    the time of the close."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    body = json.dumps(speech_request(context_id, LONG_TEXT))
+    connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+    assert connection.getresponse().readline()
+    connection.close()
+    return time.perf_counter()
+
+
+def _direct_ttfab_s(url: str, context_id: str) -> float:
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    body = json.dumps(speech_request(context_id, "Sure."))
+    started = time.perf_counter()
+    connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    assert answer.status == 200 and answer.readline()
+    ttfab = time.perf_counter() - started
+    answer.read()
+    connection.close()
+    return ttfab
+
+
+def _cloud_leave(cloud: LocalCloud, context_id: str) -> float:
+    answer = stream(runtime_client(), cloud.endpoint_name, speech_request(context_id, LONG_TEXT))
+    assert "PayloadPart" in next(iter(answer["Body"]))
+    answer["Body"].close()
+    return time.perf_counter()
+
+
+def _cloud_ttfab_s(cloud: LocalCloud, context_id: str) -> float:
+    client = runtime_client()
+    started = time.perf_counter()
+    answer = stream(client, cloud.endpoint_name, speech_request(context_id, "Sure."))
+    assert "PayloadPart" in next(iter(answer["Body"]))
+    ttfab = time.perf_counter() - started
+    rejoin(answer)
+    return ttfab
+
+
+def _freed_s(url: str, left_at: float) -> float:
+    """Seconds from the client's leaving until the container holds no request."""
+    deadline = left_at + 60
+    while contract.ping(url)["in_flight"]:
+        assert time.perf_counter() < deadline, "the container kept the request"
+        time.sleep(0.01)
+    return time.perf_counter() - left_at
+
+
+def test_after_a_client_leaves_mid_stream_the_next_starts_as_quickly_as_direct(
+    cloud: LocalCloud,
+) -> None:
+    """A client leaves a long stream after its first line. Through the local cloud the
+    container lets that request go as soon as when the client goes straight to it (the runtime
+    closes the container's request the moment its client leaves, not at its next write), and
+    a request sent right after the leaving one gets its first byte as soon. Rounds alternate
+    and means are compared: this machine's noise is shared by both ways."""
+    url = cloud.fleet.in_service()[0].url
+    _cloud_ttfab_s(cloud, "warm")
+    ways: dict[str, tuple[Callable[[str], float], Callable[[str], float]]] = {
+        "direct": (lambda c: _direct_leave(url, c), lambda c: _direct_ttfab_s(url, c)),
+        "cloud": (lambda c: _cloud_leave(cloud, c), lambda c: _cloud_ttfab_s(cloud, c)),
+    }
+    freed_s: dict[str, float] = {}
+    ttfab_s: dict[str, list[float]] = {"direct": [], "cloud": []}
+    for way, (leave, _) in ways.items():
+        freed_s[way] = _freed_s(url, leave(f"{way}-freed"))
+    for round_ in range(2):
+        for way, (leave, next_ttfab_s) in ways.items():
+            leave(f"{way}-leave-{round_}")
+            ttfab_s[way].append(next_ttfab_s(f"{way}-next-{round_}"))
+            _wait_idle(cloud)
+    assert freed_s["cloud"] <= freed_s["direct"] + 0.25, freed_s
+    direct, through = statistics.mean(ttfab_s["direct"]), statistics.mean(ttfab_s["cloud"])
+    assert through <= 1.25 * direct + 0.15, ttfab_s
 
 
 def test_past_the_ceiling_is_model_invocation_time_exceeded(cloud: LocalCloud) -> None:
@@ -214,3 +258,53 @@ def test_concurrent_streams_all_complete(cloud: LocalCloud) -> None:
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         assert list(pool.map(one, range(4))) == ["done"] * 4
+
+
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
+VOICES = sorted(create_engine().voices)  # names only: no weights load
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                           HealthCheck.data_too_large],
+    database=None,
+)  # fmt: skip
+@given(body=hostile_bodies(VOICES), streaming=st.booleans())
+def test_fuzz_the_data_plane_answers_a_client_mistake_with_a_4xx_and_holds_nothing(
+    cloud: LocalCloud, caplog: pytest.LogCaptureFixture, body: Body, streaming: bool
+) -> None:
+    """Through boto3, both calls: a valid request is served to its `done`; any other is a 424
+    ModelError carrying the container's 4xx (or a 413 past 6 MB), never a 5xx, never a broken
+    stream; afterwards nothing is in flight and nothing was logged at error level."""
+    client = runtime_client()
+    with caplog.at_level(logging.WARNING):
+        try:
+            if streaming:
+                data, _ = rejoin(
+                    client.invoke_endpoint_with_response_stream(
+                        EndpointName=cloud.endpoint_name, Body=body.encode(),
+                        ContentType="application/json",
+                    )
+                )  # fmt: skip
+            else:
+                data = client.invoke_endpoint(
+                    EndpointName=cloud.endpoint_name, Body=body.encode(),
+                    ContentType="application/json",
+                )["Body"].read()  # fmt: skip
+        except ClientError as exc:
+            response = exc.response
+            assert not isinstance(exc, EventStreamError), response
+            assert response["ResponseMetadata"]["HTTPStatusCode"] in (413, 424), response
+            assert not body.must_serve, response
+            if response["ResponseMetadata"]["HTTPStatusCode"] == 424:
+                assert 400 <= response["OriginalStatusCode"] < 500, response
+        else:
+            last = events(data)[-1]
+            assert last["done"] is True and last["status_code"] < 500, last
+            if body.must_serve:
+                assert last["type"] == "done", last
+        _wait_idle(cloud)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert errors == [], [r.getMessage() for r in errors]

@@ -1,5 +1,5 @@
 """Hostile input to the server's pure parts: the JSON decoder, the text checks, the log
-writer, the settings, and `tts-bench serve`'s own one-line errors (issue 12)."""
+writer, the settings, and `tts-bench serve`'s own one-line errors."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def strict_utf8_stream() -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
 
 
-# -- defect 1: the log writer never raises ------------------------------------------------
+# -- the log writer never raises ------------------------------------------------
 
 
 # Any code point, lone surrogates well represented (st.text and st.characters' defaults
@@ -93,7 +93,7 @@ def test_a_transcript_with_a_lone_surrogate_is_refused_before_g2p(engine):
     assert "surrogate" in problems[0].message
 
 
-# -- defect 8: aiohttp's malformed-request log line ---------------------------------------
+# -- aiohttp's malformed-request log line ---------------------------------------
 
 
 def test_a_malformed_http_request_record_becomes_a_warning_without_traceback():
@@ -130,7 +130,7 @@ def test_a_real_server_error_keeps_its_level_and_traceback():
     assert body["level"] == "error" and "KeyError" in body["exc"]
 
 
-# -- defect 4: numbers JSON parsing must not raise on ---------------------------------------
+# -- numbers JSON parsing must not raise on ---------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ def test_decode_json_never_raises_on_any_bytes(raw):
     decode_json(raw)
 
 
-# -- defect 6: nothing to say ---------------------------------------------------------------
+# -- nothing to say ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -173,7 +173,7 @@ def test_only_zero_width_control_or_direction_characters_is_nothing_to_say(trans
     assert "nothing to say" in problems[0].message
 
 
-# -- defect 3: the effective speed ----------------------------------------------------------
+# -- the effective speed ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ def test_the_product_of_a_speed_tag_and_the_request_speed_is_checked(engine, tex
         assert "effective speed" in problems[0].message
 
 
-# -- defect 7: MAX_TRANSCRIPT_CHARS means what it says ---------------------------------------
+# -- MAX_TRANSCRIPT_CHARS means what it says ---------------------------------------
 
 
 def test_a_transcript_limit_above_the_engines_own_is_refused():
@@ -215,7 +215,7 @@ def test_non_finite_durations_are_refused(variable, value):
         ServerSettings.build({variable: value})
 
 
-# -- defect 9: `tts-bench serve` where it cannot listen -------------------------------------
+# -- `tts-bench serve` where it cannot listen -------------------------------------
 
 
 def _serve(*flags: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""Regression tests for the hostile-input defects of issue 12, against a real server.
+"""Hostile input against a real server: each kind is refused in one line and the server serves on.
 
 One server for the module, with MAX_QUEUE_DEPTH=1 (so a slot held by a slow client shows at
 once) and one-second body and header deadlines (so the tests wait seconds, not minutes).
@@ -75,7 +75,7 @@ def raw_exchange(server: ServerProcess, data: bytes, wait_s: float) -> tuple[byt
     return received, time.monotonic() - started
 
 
-# -- defect 1: lone surrogates -----------------------------------------------------------
+# -- lone surrogates -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_a_lone_surrogate_in_any_string_field_is_a_422_naming_it(tight_server, o
     assert not_json_lines(tight_server) == [] and error_lines(tight_server) == []
 
 
-# -- defect 2: the slot is not held by a client that never finishes its body -------------
+# -- the slot is not held by a client that never finishes its body -------------
 
 
 def test_a_half_sent_body_holds_no_slot_and_gets_a_408_at_its_deadline(tight_server):
@@ -131,7 +131,7 @@ def test_a_half_sent_request_head_is_answered_408_and_closed_at_its_deadline(tig
     assert post(tight_server, speech_request("after-slow-head", "Hi.")).status == 200
 
 
-# -- defect 3: the effective speed (tag x request) is checked ------------------------------
+# -- the effective speed (tag x request) is checked ------------------------------
 
 
 def test_a_speed_tag_times_the_request_speed_outside_the_range_is_a_422(tight_server):
@@ -145,7 +145,7 @@ def test_a_speed_tag_times_the_request_speed_outside_the_range_is_a_422(tight_se
     assert "0.0625" in result.body["message"]
 
 
-# -- defect 4: a huge integer -------------------------------------------------------------
+# -- a huge integer -------------------------------------------------------------
 
 
 def test_an_integer_of_5000_digits_is_a_422_on_http(tight_server):
@@ -191,7 +191,7 @@ def test_a_huge_integer_on_the_websocket_is_an_error_event_and_the_session_goes_
     assert events[-1]["type"] == "done" and events[-1]["context_id"] == "streaming"
 
 
-# -- defect 5: a WebSocket message over the body limit -----------------------------------
+# -- a WebSocket message over the body limit -----------------------------------
 
 
 def test_a_message_over_the_body_limit_is_refused_alone(tight_server):
@@ -246,7 +246,7 @@ def test_a_session_closed_for_a_giant_message_ends_its_running_contexts_with_an_
         assert doomed[-1]["status_code"] == 413 and doomed[-1]["error"] == "session_closing"
 
 
-# -- defect 6: nothing to say ---------------------------------------------------------------
+# -- nothing to say ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("transcript", ["\u200b\u200b\u200b", "\u200b\u2060\ufeff\u200e\u200f"])
@@ -258,7 +258,7 @@ def test_a_transcript_of_only_zero_width_characters_is_a_422(tight_server, trans
     assert "nothing to say" in result.body["message"]
 
 
-# -- defect 8: a malformed HTTP request is a warning without a traceback -------------------
+# -- a malformed HTTP request is a warning without a traceback -------------------
 
 
 def test_a_malformed_http_request_logs_one_warning_line_without_a_traceback(tight_server):

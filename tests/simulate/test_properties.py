@@ -59,7 +59,7 @@ def test_a_timestamp_trace_keeps_every_arrival(tmp_path_factory, times) -> None:
 @given(
     st.floats(0, 1e4, allow_nan=False),
     st.floats(0, 1e4, allow_nan=False),
-    st.floats(1, 1e6, allow_nan=False),
+    st.floats(2, 1e6, allow_nan=False),
 )
 def test_diurnal_specs_parse_to_their_trough_and_peak(low, high, period) -> None:
     low, high = min(low, high), max(low, high)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -35,6 +34,8 @@ from tts_bench.artifacts.atomic_file import write_atomically
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.out_paths import usable_folder
 from tts_bench.errors import ArtifactError
+from tts_bench.strict import StrictModel as _Strict
+from tts_bench.strict import UnrepresentableNumber, strict_loads
 
 SCHEMA_VERSION = 1
 
@@ -72,12 +73,6 @@ __all__ = [
 ]
 
 
-class _Strict(BaseModel):
-    # allow_inf_nan=False: an infinite SLO or rate is never a measurement, and JSON has no
-    # way to write one back (pydantic would write null, which the schema then refuses).
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
 ProvenanceKind = Literal["measured", "reference", "simulated", "emulated"]
 
 
@@ -91,6 +86,11 @@ class Provenance(_Strict):
     tool: str = f"tts-bench {__version__}"
     command: str | None = None
     notes: str | None = None
+    curve_modelled: bool = Field(
+        default=False,
+        description="measured on the local cloud's curve instances: service times from a "
+        "ladder's curve, no synthesis (always with kind emulated)",
+    )
 
     @classmethod
     def now(cls, kind: ProvenanceKind, source: str, **kw: Any):
@@ -732,44 +732,18 @@ def _describe(error: ValidationError) -> str:
     return f"{loc}: {msg}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
-# No artifact field needs more digits; every shorter integer converts to a finite float.
-MAX_INTEGER_DIGITS = 300
-
-
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number an artifact may hold; write a finite number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is beyond the float range")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
-        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is not a measurement")
-    return int(text)
-
-
 def parse_artifact_json(raw: str, path: Path) -> Any:
     """JSON text as Python values, or `ArtifactError` of one line: never NaN or Infinity,
     never an integer too long to convert, never a RecursionError from deep nesting."""
     try:
-        return json.loads(
-            raw,
-            parse_constant=_refuse_constant,
-            parse_float=_finite_float,
-            parse_int=_bounded_int,
-        )
+        return strict_loads(raw)
     except json.JSONDecodeError as exc:
         raise ArtifactError(
             f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
     except RecursionError:
         raise ArtifactError(f"{path}: nested too deeply to be an artifact") from None
-    except ValueError as exc:
+    except (UnrepresentableNumber, ValueError) as exc:
         raise ArtifactError(f"{path}: {exc}") from None
 
 

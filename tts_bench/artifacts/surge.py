@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     NonNegativeFloat,
     NonNegativeInt,
@@ -22,19 +20,16 @@ from pydantic import (
 
 from tts_bench.artifacts.fingerprint import Fingerprint, file_slug
 from tts_bench.artifacts.schema import SCHEMA_VERSION, Provenance
+from tts_bench.strict import StrictModel
 
 Share = Annotated[float, Field(ge=0, le=1)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def surge_filename(fp: Fingerprint, provenance_kind: str = "measured") -> str:
     return f"surge-{fp.model}-{fp.transport.value}-{file_slug(fp, provenance_kind)}.json"
 
 
-class SurgePrediction(_Strict):
+class SurgePrediction(StrictModel):
     """The birth–death model over the ladder's X(n), for the run's rate, duration and bound."""
 
     shed_share: Share = Field(description="refused arrivals ÷ arrivals, pooled over trials")
@@ -44,7 +39,7 @@ class SurgePrediction(_Strict):
     seed: int
 
 
-class OccupancySeries(_Strict):
+class OccupancySeries(StrictModel):
     """Admitted requests in flight at `step_s` intervals from the run's start: measured (client
     side, send to end of stream) and the model's mean over trials."""
 
@@ -59,7 +54,7 @@ class OccupancySeries(_Strict):
         return self
 
 
-class SurgeRun(_Strict):
+class SurgeRun(StrictModel):
     """One open-loop run at one rate."""
 
     rate_rps: PositiveFloat
@@ -103,7 +98,7 @@ class SurgeRun(_Strict):
         return self
 
 
-class SurgeArtifact(_Strict):
+class SurgeArtifact(StrictModel):
     artifact: Literal["surge"] = "surge"
     schema_version: Literal[1] = SCHEMA_VERSION
     fingerprint: Fingerprint | None

@@ -210,8 +210,24 @@ def _variants(described: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
     """Read the endpoint, its model's env, and all SageMaker scaling resources of the region."""
     endpoint_info = describe_endpoint(session, endpoint)
-    status = str(endpoint_info.get("EndpointStatus", "Unknown"))
-    described = _variants(endpoint_info)
+    variants = _read_variants(session, endpoint_info)
+    targets = _read_targets(session)
+    policies = _read_policies(session)
+    return DeployedSnapshot(
+        region=session.region,
+        endpoint=endpoint,
+        endpoint_status=str(endpoint_info.get("EndpointStatus", "Unknown")),
+        variants=variants,
+        targets=targets,
+        policies=policies,
+        alarms=_read_alarms(session, policies),
+        other_endpoints=_other_endpoints(session, endpoint, targets, policies),
+        read_at=datetime.now(UTC),
+    )
+
+
+def _read_variants(session: AwsSession, endpoint_info: dict[str, Any]) -> tuple[Variant, ...]:
+    """Each live variant with what its endpoint config and model say about it."""
     config_name = endpoint_info.get("EndpointConfigName")
     config_variants: dict[str, dict[str, Any]] = {}
     if config_name:
@@ -222,9 +238,8 @@ def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
             EndpointConfigName=config_name,
         )
         config_variants = {v["VariantName"]: v for v in config.get("ProductionVariants", [])}
-
     variants = []
-    for name, live in described.items():
+    for name, live in _variants(endpoint_info).items():
         configured = config_variants.get(name, {})
         model_name = configured.get("ModelName")
         env: dict[str, str] = {}
@@ -247,9 +262,12 @@ def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
                 environment=env,
             )
         )
+    return tuple(variants)
 
-    region_scope = f"SageMaker scaling in {session.region}"
-    targets = tuple(
+
+def _read_targets(session: AwsSession) -> tuple[ScalableTarget, ...]:
+    """Every SageMaker variant scalable target of the region."""
+    return tuple(
         ScalableTarget(
             resource_id=t["ResourceId"],
             min_capacity=t["MinCapacity"],
@@ -260,25 +278,33 @@ def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
             "application-autoscaling",
             "describe_scalable_targets",
             "ScalableTargets",
-            resource=region_scope,
+            resource=f"SageMaker scaling in {session.region}",
             ServiceNamespace=SERVICE_NAMESPACE,
         )
         if t.get("ScalableDimension") == SCALABLE_DIMENSION
     )
-    policies = tuple(
+
+
+def _read_policies(session: AwsSession) -> tuple[ScalingPolicy, ...]:
+    """Every SageMaker variant scaling policy of the region."""
+    return tuple(
         _policy(p)
         for p in session.paginate(
             "application-autoscaling",
             "describe_scaling_policies",
             "ScalingPolicies",
-            resource=region_scope,
+            resource=f"SageMaker scaling in {session.region}",
             ServiceNamespace=SERVICE_NAMESPACE,
         )
         if p.get("ScalableDimension") == SCALABLE_DIMENSION
     )
+
+
+def _read_alarms(session: AwsSession, policies: tuple[ScalingPolicy, ...]) -> tuple[Alarm, ...]:
+    """The alarms the policies name, or whose actions are a policy's."""
     arns = {p.arn for p in policies}
     listed = {name for p in policies for name in p.alarm_names}
-    alarms = tuple(
+    return tuple(
         alarm
         for alarm in map(
             _alarm,
@@ -292,6 +318,14 @@ def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
         if alarm.name in listed or arns.intersection(alarm.actions)
     )
 
+
+def _other_endpoints(
+    session: AwsSession,
+    endpoint: str,
+    targets: tuple[ScalableTarget, ...],
+    policies: tuple[ScalingPolicy, ...],
+) -> dict[str, tuple[str, ...] | None]:
+    """The variants of every other endpoint a target or policy names (None: no such endpoint)."""
     others: dict[str, tuple[str, ...] | None] = {}
     for rid in {t.resource_id for t in targets} | {p.resource_id for p in policies}:
         parsed = parse_resource_id(rid)
@@ -301,15 +335,4 @@ def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
             others[parsed[0]] = tuple(_variants(describe_endpoint(session, parsed[0])))
         except EndpointNotFoundError:
             others[parsed[0]] = None
-
-    return DeployedSnapshot(
-        region=session.region,
-        endpoint=endpoint,
-        endpoint_status=status,
-        variants=tuple(variants),
-        targets=targets,
-        policies=policies,
-        alarms=alarms,
-        other_endpoints=others,
-        read_at=datetime.now(UTC),
-    )
+    return others

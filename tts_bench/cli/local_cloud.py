@@ -2,14 +2,19 @@
 
 Starts moto and the SageMaker runtime on loopback, deploys what the Pulumi program records for
 the stack, and once the endpoint is InService prints the variables to export (stdout) and
-writes them to `--env-file` (atomically, only then). Instance start-ups, fleet changes and
+writes them to `--env-file` (atomically, only then, mode 0600, in a folder no other user can
+write: the file holds keys, and a shell will source it). Instance start-ups, fleet changes and
 scaling decisions are shown as they happen (stderr). Ctrl-C or SIGTERM stops every process it
-started and exits 0; the env file is removed then, since it points at nothing any more.
+started and exits 0; the env file is removed then, since it points at nothing any more. Once
+stopping has begun, further stop signals (`timeout` sends two) are ignored until it is done.
+With `--instance-model curve` the instances are curve instances built from a ladder (`--qmax`),
+many in this process, and `--time-scale` may compress the cloud's clocks (SPEC §13).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -17,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+
+from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,39 +51,130 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="",
         help="extra `python -m tts_server` flags for every instance, e.g. '--backend onnx'",
     )
+    curve = parser.add_argument_group("curve instances (service times from a measured ladder)")
+    curve.add_argument(
+        "--instance-model",
+        choices=("process", "curve"),
+        default="process",
+        help="process: real `python -m tts_server` processes (default); curve: the ladder's "
+        "service curve, no synthesis, 50 and more on 2 cores",
+    )
+    curve.add_argument("--qmax", type=Path, help="the ladder curve instances serve by (curve)")
+    curve.add_argument(
+        "--plan", type=Path, help="the plan whose scaling to deploy (curve; default: none)"
+    )
+    curve.add_argument(
+        "--ttotal", type=Path, help="the start-up stages (curve; default: the plan's ttotal)"
+    )
+    curve.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        help="divide every X(n) by S and multiply service times by S (curve; default 1)",
+    )
+    curve.add_argument("--seed", type=int, help="the curve instances' random streams (curve)")
+    curve.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="run metric periods, alarms, cooldowns and start-ups K times faster; timestamps "
+        "become virtual (curve; default 1)",
+    )
+    parser.add_argument(
+        "--cloudwatch-delay-s",
+        type=float,
+        default=CLOUDWATCH_DELAY_S,
+        help="seconds from a 10 s window's end until its datapoint is readable and alarms see "
+        f"it (default {CLOUDWATCH_DELAY_S:g}: an assumption, see docs/rehearsal.md)",
+    )
+    parser.add_argument(
+        "--max-instances", type=int, help="the operator's maxInstances (default: the stack's)"
+    )
     parser.set_defaults(handler=handle)
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+def _stop_once(signum: int, frame: FrameType | None) -> None:
+    """The first stop signal interrupts; the ones after it must not cut the cleanup short."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _check_env_file(path: Path) -> None:
+    from tts_bench.local_cloud.errors import LocalCloudError
+    from tts_bench.local_cloud.private_files import check_private_folder
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise LocalCloudError(f"--env-file: no folder {folder}")
+    check_private_folder(folder, "--env-file")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise LocalCloudError(f"--env-file: {path} exists and is not a plain file")
+    if path.exists() and path.stat().st_uid != os.geteuid():
+        raise LocalCloudError(f"--env-file: {path} belongs to another user")
+
+
+_CURVE_ONLY = ("qmax", "plan", "ttotal", "seed")
+
+
+def _curve(args: argparse.Namespace, curve_type: type, error: type[Exception]) -> object:
+    """The curve settings from the flags, or None for process instances; one line when a flag
+    does not fit the instance model."""
+    if args.instance_model == "process":
+        given = [f"--{n}" for n in _CURVE_ONLY if getattr(args, n) is not None]
+        given += ["--rate-scale"] if args.rate_scale != 1.0 else []
+        if given:
+            raise error(f"{', '.join(given)}: for curve instances; add --instance-model curve")
+        return None
+    if args.qmax is None:
+        raise error("--instance-model curve needs --qmax: the ladder its instances serve by")
+    if args.server_args:
+        raise error("--server-args: curve instances run no server process")
+    for flag in ("qmax", "plan", "ttotal"):
+        path = getattr(args, flag)
+        if path is not None and not path.is_file():
+            raise error(f"--{flag}: no file {path}")
+    return curve_type(
+        qmax=args.qmax,
+        ttotal=args.ttotal,
+        plan=args.plan,
+        rate_scale=args.rate_scale,
+        seed=args.seed,
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.atomic_file import write_atomically
     from tts_bench.infra.stack_config import stack_file
     from tts_bench.local_cloud import LocalCloudSettings, local_cloud
-    from tts_bench.local_cloud.cloud import ENV_KEYS
+    from tts_bench.local_cloud.cloud import ENV_KEYS, check_settings
     from tts_bench.local_cloud.errors import LocalCloudError
+    from tts_bench.local_cloud.settings import CurveInstances
 
-    if args.instances is not None and args.instances < 1:
-        raise LocalCloudError("--instances must be at least 1")
-    if args.provision_delay_s < 0:
-        raise LocalCloudError("--provision-delay-s must not be negative")
-    if args.env_file and not args.env_file.resolve().parent.is_dir():
-        raise LocalCloudError(f"--env-file: no folder {args.env_file.resolve().parent}")
+    if args.env_file:
+        _check_env_file(args.env_file)
     if args.program and not (args.program / "__main__.py").is_file():
         raise LocalCloudError(f"--program: {args.program} holds no Pulumi program (__main__.py)")
     try:
         server_args = tuple(shlex.split(args.server_args))
     except ValueError as exc:
         raise LocalCloudError(f"--server-args: {exc}") from None
+    if args.max_instances is not None and args.max_instances < 1:
+        raise LocalCloudError("--max-instances must be at least 1")
     settings = LocalCloudSettings(
         stack=args.stack,
         instances=args.instances,
         provision_delay_s=args.provision_delay_s,
         server_args=server_args,
+        curve=_curve(args, CurveInstances, LocalCloudError),
+        time_scale=args.time_scale,
+        cloudwatch_delay_s=args.cloudwatch_delay_s,
+        stack_overrides=(
+            {"maxInstances": args.max_instances} if args.max_instances is not None else {}
+        ),
         **({"program_dir": args.program.resolve()} if args.program else {}),
     )
+    check_settings(settings)
     if not stack_file(settings.program_dir, settings.stack).is_file():
         raise LocalCloudError(
             f"--stack: no {stack_file(settings.program_dir, settings.stack).name} in "
@@ -87,14 +185,19 @@ def handle(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         print(f"[{time.time() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop_once)
     written: Path | None = None
     try:
         with local_cloud(settings, say=say) as cloud:
             lines = [f"{key}={cloud.env[key]}" for key in ENV_KEYS if key in cloud.env]
             if args.env_file:
-                written = write_atomically(args.env_file, ("\n".join(lines) + "\n").encode())
-                say(f"wrote {written}")
+                written = args.env_file  # before writing: a signal mid-write still removes it
+                try:
+                    write_atomically(written, ("\n".join(lines) + "\n").encode())
+                except OSError as exc:
+                    raise LocalCloudError(f"--env-file: cannot write {written}: {exc}") from None
+                say(f"wrote {written} (mode 0600)")
             print("\n".join(f"export {line}" for line in lines), flush=True)
             say("running; Ctrl-C stops it")
             threading.Event().wait()

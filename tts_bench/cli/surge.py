@@ -79,9 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
-    from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ladder_locust import REPO_ROOT
-    from tts_bench.measure.surge_figures import check_rate
+    from tts_bench.measure.corpus import corpus_path, load_corpus
+    from tts_bench.measure.surge_figures import check_rate, check_seed
     from tts_bench.measure.surge_run import (
         SurgeEndpoint,
         SurgeRequest,
@@ -90,11 +89,12 @@ def run(args: argparse.Namespace) -> int:
         measure_surge,
     )
 
-    for rate in args.rate:
+    for rate in args.rate:  # every bound before anything is sent
         check_rate(rate, args.duration_s)
+    check_seed(args.seed)
     check_where(Transport(args.transport), args.host, args.endpoint is not None)
     qmax = load_artifact(args.qmax, QmaxArtifact)
-    corpus = args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt"
+    corpus = corpus_path(args.corpus)
     request = SurgeRequest(
         qmax_path=args.qmax, qmax=qmax, rates_rps=args.rate, duration_s=args.duration_s,
         transport=Transport(args.transport), utterances=load_corpus(corpus), seed=args.seed,

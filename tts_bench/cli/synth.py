@@ -12,11 +12,7 @@ import time
 import wave
 from pathlib import Path
 
-from tts_bench.errors import TtsBenchError
-
-
-class EngineCommandError(TtsBenchError):
-    """The engine refused the input or could not load its weights."""
+from tts_bench.cli.server_options import EngineCommandError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

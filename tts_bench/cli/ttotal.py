@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tts_bench.cli.server_options import serve_flags
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S, DEFAULT_VARIANT
 from tts_bench.measure import ttotal_sagemaker as live
 from tts_bench.measure.ttotal_local import DEFAULT_PROBE_CONCURRENCY
@@ -96,17 +97,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def serve_flags(args: argparse.Namespace) -> list[str]:
-    flags = []
-    if args.backend:
-        flags += ["--backend", args.backend]
-    if args.model_dir:
-        flags += ["--model-dir", str(args.model_dir)]
-    if args.serial:
-        flags.append("--serial")
-    return flags
-
-
 def print_result(artifact: TtotalArtifact, path: Path) -> None:
     for stage in artifact.stages:
         counted = "" if stage.counted else "  (not counted)"
@@ -144,11 +134,10 @@ def run_on_endpoint(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.fingerprint import ttotal_filename
     from tts_bench.artifacts.schema import Trigger, write_artifact
     from tts_bench.aws.session import AwsSession
-    from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ladder_locust import REPO_ROOT
+    from tts_bench.measure.corpus import corpus_path, load_corpus
 
     _, fingerprint = live.sagemaker_qmax(args.qmax)  # a wrong ladder: refused before AWS
-    corpus = load_corpus(args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt")
+    corpus = load_corpus(corpus_path(args.corpus))
     request = live.SageMakerTtotalRequest(
         qmax_path=args.qmax, endpoint=args.endpoint, variant=args.variant, model=args.model,
         utterances=corpus,
@@ -172,14 +161,13 @@ def run_local(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.fingerprint import ttotal_filename
     from tts_bench.artifacts.schema import Trigger, write_artifact
     from tts_bench.errors import RefusalError
-    from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ladder_locust import REPO_ROOT
+    from tts_bench.measure.corpus import corpus_path, load_corpus
     from tts_bench.measure.ttotal_local import LocalTtotalRequest, local_qmax, measure_local_ttotal
 
     local_qmax(args.qmax)
     if not args.host:
         raise RefusalError("--local needs --host: the running server the ladder measured")
-    corpus = load_corpus(args.corpus or REPO_ROOT / "loadtest" / "corpus" / "en.txt")
+    corpus = load_corpus(corpus_path(args.corpus))
     request = LocalTtotalRequest(
         qmax_path=args.qmax, host=args.host, utterances=corpus, server_args=serve_flags(args),
         probe_concurrency=args.probe_concurrency or DEFAULT_PROBE_CONCURRENCY,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tts_bench.cli.synth import EngineCommandError
+from tts_bench.cli.server_options import EngineCommandError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -125,12 +125,6 @@ def _analyze(
     def struct(props: dict[str, Any]) -> struct_pb2.Struct:
         return json_format.ParseDict(props, struct_pb2.Struct())
 
-    def options(resource: RecordedResource) -> Any:
-        return analyzer_pb2.AnalyzerResourceOptions(
-            protect=resource.protect, parent=resource.parent or ""
-        )
-
-    custom = [r for r in recording.resources if r.custom]
     with _served_pack(pack_dir) as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = analyzer_pb2_grpc.AnalyzerStub(channel)
         info = stub.GetAnalyzerInfo(empty_pb2.Empty(), timeout=RPC_TIMEOUT_S)
@@ -150,40 +144,61 @@ def _analyze(
             ),
             timeout=RPC_TIMEOUT_S,
         )
-        responses = [
-            stub.Analyze(
-                analyzer_pb2.AnalyzeRequest(
-                    type=r.type,
-                    properties=struct(r.properties),
-                    urn=r.urn,
-                    name=r.name,
-                    options=options(r),
-                ),
-                timeout=RPC_TIMEOUT_S,
-            )
-            for r in custom
-        ]
-        stack_resources = [
-            analyzer_pb2.AnalyzerResource(
+        responses = _analyze_resources(stub, analyzer_pb2, recording, struct)
+    _collect_diagnostics(responses, outcomes)
+    return info.name, list(outcomes.values())
+
+
+def _analyze_resources(
+    stub: Any, analyzer_pb2: Any, recording: Recording, struct: Any
+) -> list[Any]:
+    """Each custom resource through Analyze, then the whole stack through AnalyzeStack."""
+
+    def options(resource: RecordedResource) -> Any:
+        return analyzer_pb2.AnalyzerResourceOptions(
+            protect=resource.protect, parent=resource.parent or ""
+        )
+
+    responses = [
+        stub.Analyze(
+            analyzer_pb2.AnalyzeRequest(
                 type=r.type,
                 properties=struct(r.properties),
                 urn=r.urn,
                 name=r.name,
                 options=options(r),
-                parent=r.parent or "",
-                dependencies=r.dependencies,
-                propertyDependencies={
-                    k: analyzer_pb2.AnalyzerPropertyDependencies(urns=v)
-                    for k, v in r.property_dependencies.items()
-                },
-            )
-            for r in recording.resources
-        ]
-        responses.append(
-            stub.AnalyzeStack(
-                analyzer_pb2.AnalyzeStackRequest(resources=stack_resources), timeout=RPC_TIMEOUT_S
-            )
+            ),
+            timeout=RPC_TIMEOUT_S,
         )
+        for r in recording.resources
+        if r.custom
+    ]
+    stack_resources = [
+        analyzer_pb2.AnalyzerResource(
+            type=r.type,
+            properties=struct(r.properties),
+            urn=r.urn,
+            name=r.name,
+            options=options(r),
+            parent=r.parent or "",
+            dependencies=r.dependencies,
+            propertyDependencies={
+                k: analyzer_pb2.AnalyzerPropertyDependencies(urns=v)
+                for k, v in r.property_dependencies.items()
+            },
+        )
+        for r in recording.resources
+    ]
+    responses.append(
+        stub.AnalyzeStack(
+            analyzer_pb2.AnalyzeStackRequest(resources=stack_resources), timeout=RPC_TIMEOUT_S
+        )
+    )
+    return responses
+
+
+def _collect_diagnostics(responses: list[Any], outcomes: dict[str, PolicyOutcome]) -> None:
+    """Every diagnostic under its policy's outcome (a policy the pack did not list gets one)."""
     for response in responses:
         for d in response.diagnostics:
             outcome = outcomes.setdefault(
@@ -198,7 +213,6 @@ def _analyze(
                     urn=d.urn,
                 )
             )
-    return info.name, list(outcomes.values())
 
 
 def run_preview(

@@ -66,10 +66,7 @@ class Recording(BaseModel):
 def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording:
     """Run `program_dir`'s `__main__.py` under mocks with its stack config (in this process)."""
     import pulumi
-    from google.protobuf import json_format
     from pulumi.runtime import mocks
-    from pulumi.runtime.stack import run_pulumi_func
-    from pulumi.runtime.sync_await import _sync_await
 
     from tts_bench.infra.stack_config import project_name, runtime_config, stack_values
 
@@ -77,6 +74,24 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
     config = runtime_config(stack_values(program_dir, stack))
     resources: list[RecordedResource] = []
     logs: list[LogRecord] = []
+    echo = _echo_mocks(preview)
+    pulumi.runtime.set_all_config(config)
+    mocks.set_mocks(
+        echo,
+        project=project,
+        stack=stack,
+        preview=preview,
+        logger=_collecting_logger(project, logs),
+        monitor=_recording_monitor(echo, resources),
+    )
+    error = _run_program(program_dir)
+    return Recording(
+        project=project, stack=stack, preview=preview, resources=resources, logs=logs, error=error
+    )
+
+
+def _collecting_logger(project: str, logs: list[LogRecord]) -> logging.Logger:
+    """The program's logger, its records kept in `logs` (and not printed)."""
 
     class Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
@@ -86,6 +101,13 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
     logger.propagate = False
     logger.setLevel(logging.INFO)  # the SDK's own debug chatter is not the program's
     logger.addHandler(Collect())
+    return logger
+
+
+def _recording_monitor(echo: Any, resources: list[RecordedResource]) -> Any:
+    """A mock monitor that records every resource the program registers into `resources`."""
+    from google.protobuf import json_format
+    from pulumi.runtime import mocks
 
     class Monitor(mocks.MockMonitor):
         def RegisterResource(self, request: Any) -> Any:
@@ -110,9 +132,14 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
                 )
             return response
 
-    class Echo(mocks.Mocks):
-        """Outputs = inputs; only a full run (not a preview) also learns ids and ARNs."""
+    return Monitor(echo)
 
+
+def _echo_mocks(preview: bool) -> Any:
+    """Mocks whose outputs are the inputs; only a full run (not a preview) learns ids and ARNs."""
+    from pulumi.runtime import mocks
+
+    class Echo(mocks.Mocks):
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
             if preview:
                 return None, dict(args.inputs)
@@ -123,31 +150,28 @@ def record_program(program_dir: Path, stack: str, *, preview: bool) -> Recording
         def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], None]:
             return {}, None
 
-    pulumi.runtime.set_all_config(config)
-    mocks.set_mocks(
-        Echo(),
-        project=project,
-        stack=stack,
-        preview=preview,
-        logger=logger,
-        monitor=Monitor(Echo()),
-    )
+    return Echo()
+
+
+def _run_program(program_dir: Path) -> str | None:
+    """Run the program's `__main__.py` from its own folder; the error it ended with, if any."""
+    import pulumi
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
     main = program_dir / "__main__.py"
     sys.path.insert(0, str(program_dir))
     cwd = Path.cwd()
     os.chdir(program_dir)  # Pulumi runs a program from its own folder
-    error: str | None = None
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(main), run_name="__main__")))
     except pulumi.RunError as exc:
-        error = str(exc)
+        return str(exc)
     except Exception:  # the program's own bug: keep its traceback for the user
-        error = traceback.format_exc()
+        return traceback.format_exc()
     finally:
         os.chdir(cwd)
-    return Recording(
-        project=project, stack=stack, preview=preview, resources=resources, logs=logs, error=error
-    )
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

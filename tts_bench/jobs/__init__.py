@@ -1,7 +1,8 @@
-"""Jobs: multi-step runs that string the chain together, such as the local main job.
+"""Jobs: multi-step runs that string the chain together.
 
-Holds `local_run` (`tts-bench local-run`: serve, ladder, T_total, plan and plots on this
-machine).
+Holds the main job (`main_job`: `tts-bench local-run`, the whole chain on this machine) and its
+two targets: the local cloud (`local_cloud_run`, the default) and a local server process
+(`local_run`, `--in-process`).
 
 May import: every package of `tts_bench` except `cli`.
 """

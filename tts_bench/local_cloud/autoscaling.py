@@ -5,7 +5,9 @@ metric window the `Autoscaler` reads the scalable target (min, max, suspended st
 endpoint's desired count from moto, evaluates the policies' alarms on the local cloud's own
 metric history (`scaling_rules`), sets the alarms' states in moto, and asks for a new desired
 count through `UpdateEndpointWeightsAndCapacities`, as Application Auto Scaling does. The
-target-tracking policy's alarms are created in moto as AWS creates them.
+target-tracking policy's alarms are created in moto as AWS creates them. Cooldowns run on the
+cloud's clock; each alarm state change and each capacity asked for is recorded in the
+`ScalingHistory` that answers DescribeAlarmHistory and DescribeScalingActivities.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
 from tts_bench.local_cloud import scaling_rules as rules
 from tts_bench.local_cloud.metrics import VariantMetrics
+from tts_bench.local_cloud.scaling_history import ScalingHistory
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE
 
 
@@ -32,8 +35,12 @@ class Autoscaler:
         variant: str,
         time_scale: float,
         say: Callable[[str], None],
+        clock: ServiceClock | None = None,
+        history: ScalingHistory | None = None,
     ) -> None:
         self._client = client
+        self._clock = clock or ServiceClock()
+        self.history = history or ScalingHistory()
         self._metrics = metrics
         self._endpoint = endpoint
         self._variant = variant
@@ -159,7 +166,7 @@ class Autoscaler:
     def evaluate(self, window_start_s: float) -> None:
         """One evaluation, after the window starting at `window_start_s` closed."""
         end_s = window_start_s + rules.METRIC_PERIOD_S
-        now = time.time()
+        now = self._clock.now()
         with self._lock:
             tracking, steps = list(self._tracking), list(self._steps)
         if not tracking and not steps:
@@ -168,9 +175,10 @@ class Autoscaler:
         if target is None:
             return
         low, high, suspended = target
-        desired = self._desired()
+        desired, status, in_service = self._endpoint_state()
+        self.history.observe_endpoint(status, in_service, now)
         history = [rules.Datapoint(w.start_s, w.concurrency_max) for w in self._metrics.windows()]
-        wanted: tuple[str, str, int] | None = None  # (policy, reason, capacity)
+        wanted: tuple[str, str, int, str] | None = None  # (policy, reason, capacity, alarm)
         for rule, high_alarm, low_alarm in tracking:
             points = rules.period_datapoints(
                 history, high_alarm.period_s, high_alarm.statistic,
@@ -185,7 +193,7 @@ class Autoscaler:
                     f"{high_alarm.period_s} s"
                 )
                 if capacity > desired and (wanted is None or capacity > wanted[2]):
-                    wanted = (rule.policy_name, reason, capacity)
+                    wanted = (rule.policy_name, reason, capacity, high_alarm.name)
             if low_alarm is not None:
                 points = rules.period_datapoints(
                     history, low_alarm.period_s, low_alarm.statistic,
@@ -195,7 +203,8 @@ class Autoscaler:
                     value = rules.last_value(points, 0.0)
                     capacity = rules.tracking_capacity(desired, value, rule.target_value)
                     if capacity < desired:
-                        wanted = (rule.policy_name, f"{low_alarm.name}: {value:g}", capacity)
+                        reason = f"{low_alarm.name}: {value:g}"
+                        wanted = (rule.policy_name, reason, capacity, low_alarm.name)
         for step_rule, alarm in steps:
             points = rules.period_datapoints(
                 history, alarm.period_s, alarm.statistic, alarm.evaluation_periods, end_s
@@ -210,10 +219,10 @@ class Autoscaler:
                     f"{value:g} {alarm.comparison} {alarm.threshold:g} for "
                     f"{alarm.evaluation_periods} × {alarm.period_s} s"
                 )
-                wanted = (step_rule.policy_name, reason, capacity)
+                wanted = (step_rule.policy_name, reason, capacity, alarm.name)
         if wanted is None:
             return
-        policy, reason, capacity = wanted
+        policy, reason, capacity, alarm_name = wanted
         capacity = rules.clamp(capacity, low, high)
         if capacity == desired:
             return
@@ -236,6 +245,7 @@ class Autoscaler:
         if out:
             self._last_scale_out, self._last_scale_out_cooldown = now, cooldown
         self.decisions.append((now, policy, desired, capacity))
+        self.history.capacity_set(self._resource, policy, alarm_name, desired, capacity, now)
 
     def _cooldown(
         self,
@@ -254,8 +264,13 @@ class Autoscaler:
 
     def _state(self, alarm: rules.AlarmRule, points: list[float | None]) -> rules.AlarmState:
         state = rules.alarm_state(alarm, points)
+        before = self._states.get(alarm.name, rules.AlarmState.INSUFFICIENT_DATA)
         if self._states.get(alarm.name) != state:
             self._states[alarm.name] = state
+            if before != state:
+                self.history.alarm_changed(
+                    alarm.name, self._clock.now(), before.value, state.value, f"datapoints {points}"
+                )
             with contextlib.suppress(Exception):  # a redeploy may have deleted the alarm
                 self._client("cloudwatch").set_alarm_state(
                     AlarmName=alarm.name,
@@ -274,11 +289,12 @@ class Autoscaler:
         t = targets[0]
         return int(t["MinCapacity"]), int(t["MaxCapacity"]), dict(t.get("SuspendedState") or {})
 
-    def _desired(self) -> int:
-        variants = self._client("sagemaker").describe_endpoint(EndpointName=self._endpoint)[
-            "ProductionVariants"
-        ]
-        for variant in variants:
+    def _endpoint_state(self) -> tuple[int, str, int]:
+        """The variant's desired count, the endpoint's status, the variant's InService count."""
+        described = self._client("sagemaker").describe_endpoint(EndpointName=self._endpoint)
+        status = str(described.get("EndpointStatus", ""))
+        for variant in described["ProductionVariants"]:
             if variant["VariantName"] == self._variant:
-                return int(variant.get("DesiredInstanceCount", 1))
-        return 1
+                desired = int(variant.get("DesiredInstanceCount", 1))
+                return desired, status, int(variant.get("CurrentInstanceCount") or 0)
+        return 1, status, 0

@@ -22,7 +22,10 @@ it, sends the 200 headers, and then pumps both ways until either side ends:
   `ServiceUnavailableError`.
 
 Signatures are required to be present on every envelope but are not verified (the local cloud
-accepts any credentials, as moto does). The server is `h2` (sans-I/O) on asyncio: the ASGI
+accepts any credentials, as moto does). The request body is acknowledged to HTTP/2 flow control
+only once the session has taken it, so a client that sends faster than its instance reads is
+held by its window instead of filling the bridge's memory. A connection that breaks the
+protocol (bad frames, headers that are not UTF-8) is closed with a GOAWAY saying why. The server is `h2` (sans-I/O) on asyncio: the ASGI
 servers here either lack HTTP/2 or buffer a request body before the response may start, and
 this stream must flow both ways at once. It runs on its own thread and loop, so the cloud's
 runtime (or a test) can start and stop it from synchronous code.
@@ -44,6 +47,7 @@ from typing import Any
 import aiohttp
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
@@ -62,10 +66,16 @@ from tts_bench.local_cloud.tls import LocalTls
 PATH_PATTERN = re.compile(r"^/endpoints/([^/?]+)/invocations-bidirectional-stream(?:\?.*)?$")
 EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
 WS_CONNECT_TIMEOUT_S = 10.0
+# A WebSocket close the instance does not answer (it stopped reading) is cut after this.
+WS_CLOSE_TIMEOUT_S = 1.0
 READ_BYTES = 65536
 # One SDK client multiplexes every session of a Locust process over one connection: allow more
 # streams than the largest rung (h2's default is 100).
 MAX_CONCURRENT_STREAMS = 4096
+# Request bytes one connection may have sent and the bridge not yet forwarded (over all its
+# streams; each stream also stays within h2's default 64 KiB window). A stalled session holds at
+# most its window, so the others keep flowing.
+CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024
 START_TIMEOUT_S = 10.0
 
 OpenSession = Callable[[str], AbstractContextManager[str]]
@@ -80,10 +90,22 @@ class _Stream:
     """One HTTP/2 request stream: its inbound body and its send window."""
 
     stream_id: int
-    inbound: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    # (data, its flow-controlled length): acknowledged to the client once taken off the queue.
+    inbound: asyncio.Queue[tuple[bytes, int] | None] = field(default_factory=asyncio.Queue)
     window_open: asyncio.Event = field(default_factory=asyncio.Event)
     reset: bool = False
     task: asyncio.Task[None] | None = None
+    # The session holds its instance: a client that leaves now has its task cancelled, which
+    # releases the instance at once even when the instance is not reading or writing.
+    session_live: bool = False
+
+    def end(self) -> None:
+        """The client reset the stream or its connection went: wake and stop the session."""
+        self.reset = True
+        self.inbound.put_nowait(None)
+        self.window_open.set()
+        if self.session_live and self.task is not None:
+            self.task.cancel()
 
 
 class _Connection:
@@ -114,6 +136,7 @@ class _Connection:
 
     async def run(self) -> None:
         self.h2.initiate_connection()
+        self.h2.increment_flow_control_window(CONNECTION_WINDOW_BYTES - 65535)
         await self.flush()
         try:
             while data := await self.reader.read(READ_BYTES):
@@ -122,6 +145,12 @@ class _Connection:
                 except h2.exceptions.ProtocolError:
                     await self.flush()  # h2 queued a GOAWAY saying why
                     break
+                except UnicodeDecodeError:  # a header h2 could not decode as UTF-8
+                    self.h2.close_connection(
+                        h2.errors.ErrorCodes.PROTOCOL_ERROR, b"headers must be UTF-8"
+                    )
+                    await self.flush()
+                    break
                 for event in events:
                     self._on_event(event)
                 await self.flush()
@@ -129,9 +158,7 @@ class _Connection:
             pass
         finally:
             for stream in self.streams.values():
-                stream.reset = True
-                stream.inbound.put_nowait(None)
-                stream.window_open.set()
+                stream.end()
             tasks = [s.task for s in self.streams.values() if s.task is not None]
             await asyncio.gather(*tasks, return_exceptions=True)
             self.writer.close()
@@ -143,18 +170,17 @@ class _Connection:
             headers = dict(event.headers or [])
             stream.task = asyncio.create_task(self._serve(stream, headers))
         elif isinstance(event, h2.events.DataReceived):
-            # The body is consumed as it arrives; backpressure is the WebSocket's own.
-            self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-            if (stream := self.streams.get(event.stream_id)) is not None and event.data:
-                stream.inbound.put_nowait(event.data)
+            stream = self.streams.get(event.stream_id)
+            if stream is not None and event.data:
+                stream.inbound.put_nowait((event.data, event.flow_controlled_length))
+            else:  # padding only, or a stream already gone: nothing will take it
+                self.acknowledge(event.stream_id, event.flow_controlled_length)
         elif isinstance(event, h2.events.StreamEnded):
             if (stream := self.streams.get(event.stream_id)) is not None:
                 stream.inbound.put_nowait(None)
         elif isinstance(event, h2.events.StreamReset):
             if (stream := self.streams.get(event.stream_id)) is not None:
-                stream.reset = True
-                stream.inbound.put_nowait(None)
-                stream.window_open.set()
+                stream.end()
         elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
             stream_id = getattr(event, "stream_id", 0)
             for stream in self.streams.values():
@@ -174,6 +200,30 @@ class _Connection:
                 await self.fail_before_stream(stream, 500, "InternalServerError", message)
         finally:
             self.streams.pop(stream.stream_id, None)
+            self._give_back_window(stream)
+
+    def _give_back_window(self, stream: _Stream) -> None:
+        """What an ended session left untaken still counts against the connection's window."""
+        while not stream.inbound.empty():
+            item = stream.inbound.get_nowait()
+            if item is not None:
+                self.acknowledge(stream.stream_id, item[1])
+
+    def acknowledge(self, stream_id: int, length: int) -> None:
+        """Give `length` bytes of window back to the client (sent with the next flush)."""
+        if length:
+            with contextlib.suppress(h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+                self.h2.acknowledge_received_data(length, stream_id)
+
+    async def take(self, stream: _Stream) -> bytes | None:
+        """The stream's next request bytes (None: its input is over), acknowledged as taken."""
+        item = await stream.inbound.get()
+        if item is None:
+            return None
+        data, length = item
+        self.acknowledge(stream.stream_id, length)
+        await self.flush()
+        return data
 
     # ------------------------------------------------------------------ sending
 
@@ -249,9 +299,12 @@ class _Session:
             await conn.fail_before_stream(stream, 400, "InputValidationError", str(exc))
             return
         ending: Message | None = None
+        stream.session_live = True
         try:
-            ending = await self._bridge(ws_url)
+            if not stream.reset:  # the client may have left while its instance was chosen
+                ending = await self._bridge(ws_url)
         finally:
+            stream.session_live = False
             # Released before the last byte leaves, so a client that saw the end sees the
             # session no longer counted.
             await asyncio.to_thread(session.__exit__, None, None, None)
@@ -264,9 +317,10 @@ class _Session:
         """Connect and pump both ways; returns the error event that ends the stream, if any."""
         conn, stream = self.conn, self.stream
         try:
-            ws = await conn.bridge.http.ws_connect(
-                ws_url, autoping=True, timeout=aiohttp.ClientWSTimeout(ws_close=5.0)
-            )
+            async with asyncio.timeout(WS_CONNECT_TIMEOUT_S):
+                ws = await conn.bridge.http.ws_connect(
+                    ws_url, autoping=True, timeout=aiohttp.ClientWSTimeout(ws_close=5.0)
+                )
         except aiohttp.WSServerHandshakeError as exc:
             await conn.fail_before_stream(
                 stream,
@@ -298,13 +352,13 @@ class _Session:
             upstream.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await upstream
-            await ws.close()
+            await _close(ws)
 
     async def _client_to_ws(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         """Unwrap each signed envelope and send its PayloadPart to the container."""
         decoder = MessageDecoder()
         try:
-            while (data := await self.stream.inbound.get()) is not None:
+            while (data := await self.conn.take(self.stream)) is not None:
                 for envelope in decoder.feed(data):
                     event = unwrap_signed(envelope)
                     if event is None:
@@ -318,7 +372,7 @@ class _Session:
                 stream_exception("ModelStreamError", f"bad request event: {exc}", "InvalidEvent")
             )
         self.client_closed = True
-        await ws.close()  # ends `_ws_to_client`'s loop
+        await _close(ws)  # ends `_ws_to_client`'s loop
 
     async def _forward(self, ws: aiohttp.ClientWebSocketResponse, event: Message) -> None:
         kind = event.headers.get(":event-type")
@@ -351,6 +405,13 @@ class _Session:
 
     async def _send_event(self, message: Message) -> None:
         await self.conn.send(self.stream, message.encode())
+
+
+async def _close(ws: aiohttp.ClientWebSocketResponse) -> None:
+    """Close the instance's WebSocket; one that does not answer (or read) is cut."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(WS_CLOSE_TIMEOUT_S):
+            await ws.close()
 
 
 class BidiBridge:
@@ -424,7 +485,9 @@ class BidiBridge:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        self.http = aiohttp.ClientSession()
+        # No pool limit: every open session holds one WebSocket (aiohttp's default of 100 made
+        # the 101st session wait for a free connection, silently, for as long as the others ran).
+        self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         connections: set[asyncio.Task[None]] = set()
 
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

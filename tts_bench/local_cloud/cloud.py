@@ -3,7 +3,9 @@
 `local_cloud(settings)` starts everything, deploys the stack's recorded preview, waits until
 the endpoint is InService and yields a `LocalCloud`; on exit every thread and every instance
 process it started is stopped. The clients it hands out (`env`) reach moto for the control
-plane and the runtime for the data plane and Service Quotas.
+plane and the runtime for the data plane and Service Quotas, and say how to read its clock.
+With `settings.curve` its instances are curve instances (`curve_fleet`), and its clock may run
+`settings.time_scale` times faster than the wall clock.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
 from tts_bench.local_cloud.bidi_bridge import BidiBridge
 from tts_bench.local_cloud.control_plane import EndpointControl
+from tts_bench.local_cloud.curve_fleet import CurveFleet
+from tts_bench.local_cloud.curve_instance import CurveHost
 from tts_bench.local_cloud.deploy import (
     Deployment,
     apply_deployment,
@@ -35,8 +40,14 @@ from tts_bench.local_cloud.image_digest import local_image_digest
 from tts_bench.local_cloud.logs import LogShipper
 from tts_bench.local_cloud.metrics import MetricsPublisher, VariantMetrics, WindowFigures
 from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.private_files import new_run_folder
 from tts_bench.local_cloud.runtime import Runtime, Served
-from tts_bench.local_cloud.settings import LocalCloudSettings
+from tts_bench.local_cloud.settings import (
+    MAX_PROVISION_DELAY_S,
+    LocalCloudSettings,
+    instance_cap,
+)
+from tts_bench.local_cloud.signals import signals_held
 from tts_bench.local_cloud.tls import make_local_tls
 
 ACCESS_KEY = "testing"  # moto accepts any; these say what they are
@@ -52,6 +63,8 @@ ENV_KEYS = (
     "AWS_DEFAULT_REGION",
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
+    ENV_TIME_SCALE,
+    ENV_TIME_ORIGIN,
 )
 
 
@@ -75,7 +88,9 @@ class LocalCloud:
     def __init__(self, settings: LocalCloudSettings, say: Callable[[str], None]) -> None:
         self.settings = settings
         self._say = say
-        self.moto = MotoHost()
+        self.curve = CurveFleet.load(settings.curve) if settings.curve else None
+        self.clock = ServiceClock.starting_now(settings.time_scale)
+        self.moto = MotoHost(self.clock)
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
         self.env: dict[str, str] = {}
@@ -112,16 +127,27 @@ class LocalCloud:
     def deploy(self, plans_dir: Path | None = None) -> None:
         """Record the stack's program (with `plans_dir` as its measurementsDir when given) and
         create what it records; a second call replaces the endpoint's instances and policies."""
+        curve = self.curve
         if self._image_digest is None:
-            self._image_digest = local_image_digest(
-                self.settings.server_args, instance_base_env(self.settings.program_dir)
+            self._image_digest = (
+                curve.fingerprint.image_digest
+                if curve
+                else local_image_digest(
+                    self.settings.server_args, instance_base_env(self.settings.program_dir)
+                )
             )
         overrides = {
             **self.settings.stack_overrides,
+            **(curve.stack_overrides() if curve else {}),
             **local_image_overrides(
                 self.settings.program_dir, self.settings.stack, self._image_digest
             ),
         }
+        if curve is not None and plans_dir is None:
+            with signals_held():  # the folder and its remover recorded as one step
+                scratch = Path(tempfile.mkdtemp(prefix="tts-bench-curve-plans-"))
+                self._stoppers.append(lambda: shutil.rmtree(scratch, ignore_errors=True))
+            plans_dir = curve.plans_dir(scratch)
         if plans_dir is not None:
             overrides["measurementsDir"] = str(Path(plans_dir).resolve())
         self._say(f"recording the program's resources for stack {self.settings.stack}")
@@ -132,9 +158,14 @@ class LocalCloud:
         deployment = deployment_from_recording(
             recording, self._image_digest, self.settings.instances, new_suffix()
         )
+        check_counts(deployment, self.instance_limit(), instance_cap(self.settings))
+        self.moto.instance_limit = self.instance_limit()
+        self.moto.machine_limit = instance_cap(self.settings)
         if self.settings.instance_env:
             env = {**deployment.instance_env, **self.settings.instance_env}
             deployment = replace(deployment, instance_env=env)
+        if curve is not None:
+            deployment = curve.mark(deployment)
         for log in recording.logs:
             if log.level in ("info", "warning"):
                 self._say(f"program: {log.message}")
@@ -145,7 +176,8 @@ class LocalCloud:
                 "start a new local cloud for it"
             )
         if first:
-            self._start_endpoint(deployment)
+            with signals_held():  # threads started and their stoppers recorded, as one step
+                self._start_endpoint(deployment)
         control = self.control
         assert control is not None  # set by _start_endpoint
         scaling = "with scaling policies" if deployment.policies else "without scaling"
@@ -199,6 +231,11 @@ class LocalCloud:
         served = self.served(endpoint_name)
         if served is None:
             raise LocalCloudError(f"endpoint {endpoint_name} not found")
+        if self.curve is not None:
+            raise LocalCloudError(
+                f"endpoint {endpoint_name} runs curve instances, which serve /invocations only: "
+                "bidirectional streaming needs real instances"
+            )
         instance = served.fleet.acquire()
         try:
             yield instance.url.replace("http://", "ws://") + "/invocations-bidirectional-stream"
@@ -216,13 +253,23 @@ class LocalCloud:
         return self.ceiling_s
 
     def quotas(self) -> dict[str, int]:
-        deployment = self._deployed
-        value = self.settings.instance_quota or self._stack_max_instances
-        return {deployment.instance_type: value}
+        return {self._deployed.instance_type: self.instance_limit()}
+
+    def instance_limit(self) -> int:
+        """The emulated quota: the setting, else the stack's maxInstances, never more than
+        this machine is asked to run."""
+        quota = self.settings.instance_quota or self._stack_max_instances
+        return min(quota, instance_cap(self.settings))
 
     # ------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
+        """moto, the runtime and the bidi bridge; a stop signal waits until each is started
+        and recorded in `_stoppers`, so `stop` finds everything there is to stop."""
+        with signals_held():
+            self._start()
+
+    def _start(self) -> None:
         moto_url = self.moto.start()
         self._stoppers.append(self.moto.stop)
         self._runtime = Runtime(self)
@@ -236,11 +283,13 @@ class LocalCloud:
             "AWS_DEFAULT_REGION": REGION,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY,
             "AWS_SECRET_ACCESS_KEY": ACCESS_KEY,
+            **self.clock.env(),
         }
-        self._shipper = LogShipper(self.client)
+        self._shipper = LogShipper(self.client, self.clock)
         self._stoppers.append(self._shipper.close)
-        # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge).
-        tls_dir = Path(tempfile.mkdtemp(prefix="tts-bench-local-cloud-tls-"))
+        # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge), its
+        # files in this run's private folder, removed at stop (`private_files` says why).
+        tls_dir = new_run_folder()
         self._stoppers.append(lambda: shutil.rmtree(tls_dir, ignore_errors=True))
         bridge = BidiBridge(make_local_tls(tls_dir), self.open_session)
         bridge.start()
@@ -257,6 +306,12 @@ class LocalCloud:
 
         assert self._shipper is not None  # start() ran
         control_ref: list[EndpointControl] = []
+        launch, provision_delay_s = None, self.settings.provision_delay_s
+        if self.curve is not None:
+            host = CurveHost()
+            self._stoppers.append(host.stop)
+            launch = self.curve.launcher(host, self.clock)
+            provision_delay_s = self.curve.provisioning_wall_s(self.clock)
         self.fleet = Fleet(
             deployment.endpoint_name,
             deployment.variant_name,
@@ -266,11 +321,13 @@ class LocalCloud:
             self._say,
             on_change=lambda: control_ref[0].wake() if control_ref else None,
             log_dir=self.settings.log_dir,
+            launch=launch,
+            stream_at_spawn=self.curve is None,  # a curve instance is visible once provisioned
         )
         self.fleet.observe_concurrency(self.metrics.observe_concurrency)
         self._stoppers.append(self.fleet.stop_all)
         self.control = EndpointControl(
-            self.moto, self.fleet, deployment, self.settings.provision_delay_s, self._say
+            self.moto, self.fleet, deployment, provision_delay_s, self._say
         )
         control_ref.append(self.control)
         self.moto.listen(self.control)
@@ -283,6 +340,8 @@ class LocalCloud:
             deployment.variant_name,
             self.settings.scaling_time_scale,
             self._say,
+            clock=self.clock,
+            history=self.moto.history,
         )
         self._publisher = MetricsPublisher(
             self.metrics,
@@ -290,16 +349,27 @@ class LocalCloud:
             deployment.endpoint_name,
             deployment.variant_name,
             on_window=self._on_window,
+            clock=self.clock,
+            delay_s=self.settings.cloudwatch_delay_s,
         )
         self._publisher.start()
         self._stoppers.append(self._publisher.stop)
 
     def _on_window(self, figures: WindowFigures) -> None:
-        if self._autoscaler is not None:
+        if self._autoscaler is None:
+            return
+        try:
             self._autoscaler.evaluate(figures.start_s)
+        except Exception as exc:  # e.g. a desired count past the quota: the metrics go on
+            self._say(f"autoscaling: {type(exc).__name__}: {exc}")
 
     def stop(self) -> None:
-        """Stop in reverse order of start: control loops, instances, runtime, logs, moto."""
+        """Stop in reverse order of start: control loops, instances, runtime, logs, moto. A
+        stop signal arriving meanwhile is delivered once everything is stopped."""
+        with signals_held():
+            self._stop()
+
+    def _stop(self) -> None:
         self.moto.listen(None)
         while self._stoppers:
             stopper = self._stoppers.pop()
@@ -309,14 +379,48 @@ class LocalCloud:
                 self._say(f"while stopping: {type(exc).__name__}: {exc}")
 
 
+def check_settings(settings: LocalCloudSettings) -> None:
+    """Refuse counts and delays that cannot run, before anything starts."""
+    cap = instance_cap(settings)
+    if settings.instances is not None and not 1 <= settings.instances <= cap:
+        what = "a curve instance" if settings.curve is not None else "each a server process"
+        raise LocalCloudError(
+            f"--instances {settings.instances}: give 1 to {cap} ({what} on this machine)"
+        )
+    if settings.instance_quota is not None and settings.instance_quota < 1:
+        raise LocalCloudError(f"instance_quota {settings.instance_quota}: give at least 1")
+    if not 0 <= settings.provision_delay_s <= MAX_PROVISION_DELAY_S:
+        raise LocalCloudError(
+            f"--provision-delay-s {settings.provision_delay_s:g}: give 0 to "
+            f"{MAX_PROVISION_DELAY_S:g} s"
+        )
+
+
+def check_counts(deployment: Deployment, limit: int, cap: int) -> None:
+    """Refuse a deploy whose counts the API calls it makes would be refused for, before any
+    instance is spawned: more initial instances than the quota (`limit`), a scaling maximum
+    past what this machine runs (`cap`)."""
+    if deployment.initial_count > limit:
+        raise LocalCloudError(
+            f"the initial instance count {deployment.initial_count} is above the instance limit "
+            f"of {limit} (the stack's maxInstances as the emulated quota, at most {cap} on this "
+            "machine); lower --instances or the stack's config"
+        )
+    if (deployment.max_instances or 0) > cap:
+        raise LocalCloudError(
+            f"the scalable target's MaxCapacity {deployment.max_instances} is more instances "
+            f"than the local cloud runs on this machine ({cap}); lower the stack's maxInstances"
+        )
+
+
 @contextmanager
 def local_cloud(
     settings: LocalCloudSettings, say: Callable[[str], None] = _say_nothing
 ) -> Iterator[LocalCloud]:
     """Start moto in-process + the runtime on loopback, deploy, wait InService; stop everything
     on exit."""
-    if settings.instances is not None and settings.instances < 1:
-        raise LocalCloudError("--instances must be at least 1")
+    check_settings(settings)
+    check_clock_settings(settings)
     cloud = LocalCloud(settings, say)
     try:
         cloud.start()
@@ -326,3 +430,20 @@ def local_cloud(
         yield cloud
     finally:
         cloud.stop()
+
+
+def check_clock_settings(settings: LocalCloudSettings) -> None:
+    """One line for a time setting the cloud cannot honour."""
+    if not (settings.time_scale > 0 and settings.time_scale < float("inf")):
+        raise LocalCloudError(f"--time-scale {settings.time_scale:g}: give a positive number")
+    if settings.time_scale != 1.0 and settings.curve is None:
+        raise LocalCloudError(
+            "--time-scale needs --instance-model curve: a real instance starts and serves at the "
+            "wall clock's pace, so its start-up and metrics cannot be compressed"
+        )
+    if not settings.cloudwatch_delay_s >= 0:
+        raise LocalCloudError("--cloudwatch-delay-s must not be negative")
+    if settings.curve is not None and settings.provision_delay_s:
+        raise LocalCloudError(
+            "--provision-delay-s: curve instances provision along the ttotal artifact's stages"
+        )

@@ -130,16 +130,56 @@ def deployment_from_recording(
     """Pure: the recorded resources as API requests. `suffix` stands in for Pulumi's
     auto-naming of the Model and the endpoint config (a new pair on every deploy)."""
     resources = recording.resources
-    by_urn = {r.urn: r for r in resources}
     model_r = _one(resources, MODEL)
     config_r = _one(resources, CONFIG)
     endpoint_r = _one(resources, ENDPOINT)
+    model_name = _auto_name(model_r, suffix)
+    model, environment = _model_request(recording, model_r, model_name, image_digest)
+    variant = _variant_request(config_r, model_name, instances)
+    endpoint_config = {
+        "EndpointConfigName": _auto_name(config_r, suffix),
+        "ProductionVariants": [variant.request],
+        "Tags": _tags(config_r.properties.get("tags")),
+    }
+    policy_names = {r.urn: str(r.properties["name"]) for r in resources if r.type == POLICY}
+    return Deployment(
+        endpoint_name=str(endpoint_r.properties["name"]),
+        variant_name=variant.name,
+        instance_type=variant.instance_type,
+        initial_count=variant.count,
+        routing_strategy=variant.routing,
+        startup_timeout_s=variant.startup_timeout_s,
+        instance_env={k: v for k, v in environment.items() if k not in _NOT_FOR_LOCAL},
+        model=model,
+        endpoint_config=endpoint_config,
+        endpoint_tags=_tags(endpoint_r.properties.get("tags")),
+        scalable_target=_scalable_target(resources),
+        policies=[_policy(r.properties) for r in resources if r.type == POLICY],
+        alarms=[
+            (_alarm(r.properties), [policy_names[u] for u in _action_urns(r) if u in policy_names])
+            for r in resources
+            if r.type == ALARM
+        ],
+        dashboards=[
+            {
+                "DashboardName": r.properties["dashboardName"],
+                "DashboardBody": r.properties["dashboardBody"],
+            }
+            for r in resources
+            if r.type == DASHBOARD
+        ],
+    )
 
-    def auto_name(resource: RecordedResource) -> str:
-        return str(resource.properties.get("name") or f"{resource.name}-{suffix}")
 
-    model_name = auto_name(model_r)
-    config_name = auto_name(config_r)
+def _auto_name(resource: RecordedResource, suffix: str) -> str:
+    return str(resource.properties.get("name") or f"{resource.name}-{suffix}")
+
+
+def _model_request(
+    recording: Recording, model_r: RecordedResource, model_name: str, image_digest: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """CreateModel's request, its image pinned to `image_digest`, and the container's env."""
+    by_urn = {r.urn: r for r in recording.resources}
     container = dict(model_r.properties.get("primaryContainer") or {})
     stack_image = str(container.get("image", ""))
     repository = stack_image.split("@", 1)[0].split(":", 1)[0] if stack_image else "local"
@@ -155,6 +195,24 @@ def deployment_from_recording(
         },
         "Tags": _tags(model_r.properties.get("tags")),
     }
+    return model, environment
+
+
+@dataclass(frozen=True)
+class _VariantRequest:
+    """The endpoint config's one production variant, as recorded and as requested."""
+
+    name: str
+    instance_type: str
+    count: int
+    routing: str
+    startup_timeout_s: float
+    request: dict[str, Any]
+
+
+def _variant_request(
+    config_r: RecordedResource, model_name: str, instances: int | None
+) -> _VariantRequest:
     variants = config_r.properties.get("productionVariants") or []
     if len(variants) != 1:
         raise DeployError(f"the endpoint config has {len(variants)} variants; one is supported")
@@ -178,53 +236,29 @@ def deployment_from_recording(
         api_variant["ModelDataDownloadTimeoutInSeconds"] = int(
             variant["modelDataDownloadTimeoutInSeconds"]
         )
-    endpoint_config = {
-        "EndpointConfigName": config_name,
-        "ProductionVariants": [api_variant],
-        "Tags": _tags(config_r.properties.get("tags")),
-    }
-    target = None
-    targets = [r for r in resources if r.type == TARGET]
-    if targets:
-        p = targets[0].properties
-        target = {
-            "ServiceNamespace": p["serviceNamespace"],
-            "ResourceId": p["resourceId"],
-            "ScalableDimension": p["scalableDimension"],
-            "MinCapacity": int(p["minCapacity"]),
-            "MaxCapacity": int(p["maxCapacity"]),
-        }
-    policy_names = {r.urn: str(r.properties["name"]) for r in resources if r.type == POLICY}
-    policies = [_policy(r.properties) for r in resources if r.type == POLICY]
-    alarms = [
-        (_alarm(r.properties), [policy_names[u] for u in _action_urns(r) if u in policy_names])
-        for r in resources
-        if r.type == ALARM
-    ]
-    dashboards = [
-        {
-            "DashboardName": r.properties["dashboardName"],
-            "DashboardBody": r.properties["dashboardBody"],
-        }
-        for r in resources
-        if r.type == DASHBOARD
-    ]
-    return Deployment(
-        endpoint_name=str(endpoint_r.properties["name"]),
-        variant_name=variant_name,
-        instance_type=str(variant["instanceType"]),
-        initial_count=count,
-        routing_strategy=routing[0],
-        startup_timeout_s=startup_timeout_s,
-        instance_env={k: v for k, v in environment.items() if k not in _NOT_FOR_LOCAL},
-        model=model,
-        endpoint_config=endpoint_config,
-        endpoint_tags=_tags(endpoint_r.properties.get("tags")),
-        scalable_target=target,
-        policies=policies,
-        alarms=alarms,
-        dashboards=dashboards,
+    return _VariantRequest(
+        variant_name,
+        str(variant["instanceType"]),
+        count,
+        routing[0],
+        startup_timeout_s,
+        api_variant,
     )
+
+
+def _scalable_target(resources: list[RecordedResource]) -> dict[str, Any] | None:
+    """RegisterScalableTarget's request for the recorded target, if there is one."""
+    targets = [r for r in resources if r.type == TARGET]
+    if not targets:
+        return None
+    p = targets[0].properties
+    return {
+        "ServiceNamespace": p["serviceNamespace"],
+        "ResourceId": p["resourceId"],
+        "ScalableDimension": p["scalableDimension"],
+        "MinCapacity": int(p["minCapacity"]),
+        "MaxCapacity": int(p["maxCapacity"]),
+    }
 
 
 def _action_urns(resource: RecordedResource) -> list[str]:

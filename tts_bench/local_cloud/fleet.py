@@ -1,11 +1,14 @@
-"""The fleet of one variant: instance processes, their states, and who is busy.
+"""The fleet of one variant: instance servers, their states, and who is busy.
 
-Each instance is a real `python -m tts_server` process on its own loopback port, started with
-the deployed Model's env. Its log stream is opened when it is spawned (visible before the
-process exists, as during provisioning), its stdout shipped line by line; it is InService once
-the server's `ready` marker is logged and `/ping` answers 200. `drain` stops routing to it and
-sends SIGTERM, waiting for the server's own drain. `acquire`/`release` count requests in flight
-per instance (arrival to last byte) and pick by least outstanding requests.
+Each instance is, by default, a real `python -m tts_server` process on its own loopback port,
+started with the deployed Model's env; a `launch` function may put another server behind the
+same contract (the curve instances, `curve_instance`). Its log stream is opened when it is
+spawned (visible before the process exists, as during provisioning), or with
+`stream_at_spawn=False` once its provisioning is over; its output is shipped line by line; it is
+InService once the server is ready (the `ready` marker logged and `/ping` 200). `drain` stops
+routing to it and asks it to stop (SIGTERM), waiting for the server's own drain.
+`acquire`/`release` count requests in flight per instance (arrival to last byte) and pick by
+least outstanding requests.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
-from tts_bench.local_cloud.errors import NoInstanceError
+from tts_bench.local_cloud.errors import LocalCloudError, NoInstanceError
 from tts_bench.local_cloud.logs import LogShipper
-from tts_bench.measure.local_server import LocalServer, LocalServerError
+from tts_bench.serving.local_server import LocalServer, LocalServerError
 
 
 class InstanceState(StrEnum):
@@ -39,6 +43,75 @@ LIVE = (InstanceState.PENDING, InstanceState.STARTING, InstanceState.IN_SERVICE)
 GONE = (InstanceState.STOPPED, InstanceState.FAILED)
 
 
+class InstanceStartError(LocalCloudError):
+    """An instance's server did not become ready."""
+
+
+class InstanceServer(Protocol):
+    """What the fleet runs for one instance: started once, ready once, stopped once."""
+
+    @property
+    def url(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until it serves; `InstanceStartError` when it does not within `timeout_s`."""
+
+    def wait_exit(self) -> int | None:
+        """Until it has exited; its exit code."""
+
+    def stop(self) -> int | None:
+        """Stop admitting, let in-flight work finish, exit (SIGTERM); the exit code."""
+
+    def kill(self) -> None:
+        """Gone at once, connections cut (SIGKILL, a crashed host)."""
+
+
+# (the Model's env, where to keep its output, the callback for each output line)
+Launch = Callable[[dict[str, str], Path | None, Callable[[str], None]], InstanceServer]
+
+
+class ProcessServer:
+    """A `python -m tts_server` process as an `InstanceServer`."""
+
+    def __init__(
+        self,
+        server_args: Sequence[str],
+        env: dict[str, str],
+        log_path: Path | None,
+        on_line: Callable[[str], None],
+    ) -> None:
+        self._server = LocalServer(server_args, env=env, log_path=log_path, on_line=on_line)
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    def start(self) -> None:
+        self._server.start()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        try:
+            self._server.wait_ready(timeout_s=timeout_s)
+        except LocalServerError as exc:
+            self._server.stop()
+            raise InstanceStartError(str(exc)) from None
+
+    def wait_exit(self) -> int | None:
+        process = self._server.process
+        return process.wait() if process else None
+
+    def stop(self) -> int | None:
+        return self._server.stop()
+
+    def kill(self) -> None:
+        process = self._server.process
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
 @dataclass
 class Instance:
     instance_id: str
@@ -48,7 +121,7 @@ class Instance:
     in_flight: int = 0
     url: str = ""
     spawned_at: float = field(default_factory=time.time)
-    server: LocalServer | None = None
+    server: InstanceServer | None = None
     exit_code: int | None = None
     stop_requested: bool = False
 
@@ -70,6 +143,8 @@ class Fleet:
         say: Callable[[str], None],
         on_change: Callable[[], None],
         log_dir: Path | None = None,
+        launch: Launch | None = None,
+        stream_at_spawn: bool = True,
     ) -> None:
         self.endpoint_name = endpoint_name
         self.variant_name = variant_name
@@ -79,6 +154,12 @@ class Fleet:
         self._say = say
         self._on_change = on_change
         self._log_dir = log_dir
+        self._launch: Launch = launch or (
+            lambda env, log_path, on_line: ProcessServer(
+                self._server_args, {**self._base_env, **env}, log_path, on_line
+            )
+        )
+        self._stream_at_spawn = stream_at_spawn
         self._lock = threading.Condition()
         self._instances: dict[str, Instance] = {}
         self._concurrency_observers: list[Callable[[int, int], None]] = []
@@ -138,7 +219,8 @@ class Fleet:
     ) -> Instance:
         instance_id = new_instance_id()
         instance = Instance(instance_id, generation, f"{self.variant_name}/{instance_id}")
-        self._shipper.open_stream(self.endpoint_name, instance.log_stream)
+        if self._stream_at_spawn:
+            self._shipper.open_stream(self.endpoint_name, instance.log_stream)
         with self._lock:
             self._instances[instance_id] = instance
         self._say(f"instance {instance_id}: provisioning (log stream {instance.log_stream})")
@@ -155,28 +237,26 @@ class Fleet:
     ) -> None:
         if delay_s > 0:
             time.sleep(delay_s)  # emulated EC2 provisioning and image pull
+        if not self._stream_at_spawn and not instance.stop_requested:
+            self._shipper.open_stream(self.endpoint_name, instance.log_stream)
         with self._lock:
             if instance.stop_requested:
                 self._set(instance, InstanceState.STOPPED)
                 return
-            server = LocalServer(
-                self._server_args,
-                env={**self._base_env, **env},
-                log_path=self._log_dir / f"{instance.instance_id}.log" if self._log_dir else None,
-                on_line=lambda line: self._shipper.ship(
-                    self.endpoint_name, instance.log_stream, line
-                ),
+            server = self._launch(
+                env,
+                self._log_dir / f"{instance.instance_id}.log" if self._log_dir else None,
+                lambda line: self._shipper.ship(self.endpoint_name, instance.log_stream, line),
             )
             instance.server = server
             server.start()
             self._set(instance, InstanceState.STARTING)
         started = time.time()
         try:
-            server.wait_ready(timeout_s=ready_timeout_s)
+            server.wait_ready(ready_timeout_s)
             instance.url = server.url
-        except LocalServerError as exc:
+        except InstanceStartError as exc:
             self._say(f"instance {instance.instance_id}: did not become ready: {exc}")
-            server.stop()
         else:
             with self._lock:
                 if not instance.stop_requested:
@@ -185,7 +265,7 @@ class Fleet:
                 f"instance {instance.instance_id}: InService at {instance.url} after "
                 f"{time.time() - started:.1f} s"
             )
-        code = server.process.wait() if server.process else None
+        code = server.wait_exit()
         with self._lock:
             instance.exit_code = code
             stopped = instance.stop_requested
@@ -216,8 +296,8 @@ class Fleet:
     def kill(self, instance_id: str) -> None:
         """SIGKILL the instance's process, as a crashed host would (tests)."""
         server = self.get(instance_id).server
-        if server is not None and server.process is not None:
-            os.killpg(server.process.pid, signal.SIGKILL)
+        if server is not None:
+            server.kill()
 
     def stop_all(self, timeout_s: float = 40.0) -> None:
         for instance in self.instances():
@@ -229,7 +309,5 @@ class Fleet:
                     break
                 self._lock.wait(timeout=0.2)
         for instance in self.instances():  # whatever did not drain in time
-            server = instance.server
-            if server is not None and server.process is not None and server.process.poll() is None:
-                os.killpg(server.process.pid, signal.SIGKILL)
-                server.process.wait(timeout=10)
+            if instance.server is not None and instance.state not in GONE:
+                instance.server.kill()

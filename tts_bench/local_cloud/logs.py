@@ -2,18 +2,18 @@
 
 `LogShipper` owns a queue and one thread; `open_stream` creates `<variant>/i-<hex>` in
 `/aws/sagemaker/Endpoints/<endpoint>` (at spawn, so the instance is visible at once) and
-`ship` queues one line with the time it was read. The thread sends what is queued every
-0.2 s, one log event per line, in order.
+`ship` queues one line with the time it was read, on the cloud's clock. The thread sends what
+is queued every 0.2 s, one log event per line, in order.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.local_cloud.moto_host import ACCOUNT, REGION
 
 FLUSH_EVERY_S = 0.2
@@ -31,24 +31,28 @@ def log_stream_arn(endpoint_name: str, stream: str) -> str:
 
 
 class LogShipper:
-    def __init__(self, client: Callable[[str], Any]) -> None:
+    def __init__(self, client: Callable[[str], Any], clock: ServiceClock | None = None) -> None:
         self._logs = client("logs")
+        self._clock = clock or ServiceClock()
         self._queue: queue.Queue[tuple[str, str, int, str] | None] = queue.Queue()
         self._groups: set[str] = set()
+        self._groups_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="local-cloud-logs", daemon=True)
         self._thread.start()
 
     def open_stream(self, endpoint_name: str, stream: str) -> None:
+        """Create the stream (and its group, once); instances may open theirs at once."""
         group = log_group(endpoint_name)
-        if group not in self._groups:
-            existing = self._logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
-            if not any(g["logGroupName"] == group for g in existing):
-                self._logs.create_log_group(logGroupName=group)
-            self._groups.add(group)
+        with self._groups_lock:
+            if group not in self._groups:
+                existing = self._logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+                if not any(g["logGroupName"] == group for g in existing):
+                    self._logs.create_log_group(logGroupName=group)
+                self._groups.add(group)
         self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
 
     def ship(self, endpoint_name: str, stream: str, line: str) -> None:
-        stamp_ms = int(time.time() * 1000)
+        stamp_ms = int(self._clock.now() * 1000)
         self._queue.put((log_group(endpoint_name), stream, stamp_ms, line.rstrip("\n")))
 
     def close(self) -> None:

@@ -3,7 +3,9 @@
 `VariantMetrics` is the backend: the fleet reports every change of requests in flight and of
 InService instances, the runtime every finished invocation. `close_window` turns one 10 s window
 into the figures SageMaker publishes (pure data); `MetricsPublisher` calls it on each 10 s
-boundary and sends the figures with `put_metric_data`; the autoscaler reads the same history.
+boundary of the cloud's clock and sends the figures with `put_metric_data` once the CloudWatch
+delay has passed, then hands them to the autoscaler, which reads the same history: an alarm sees
+a datapoint when a reader can.
 
 ConcurrentRequestsPerModel: requests in flight at the containers (queued plus executing,
 arrival to last byte), divided by the InService instances, the maximum over the window.
@@ -15,11 +17,13 @@ import contextlib
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.telemetry import (
     CONCURRENT_REQUESTS_PER_MODEL,
     SAGEMAKER_4XX,
@@ -137,7 +141,8 @@ def metric_data(figures: WindowFigures, endpoint: str, variant: str) -> list[dic
 
 
 class MetricsPublisher:
-    """A thread that closes a window on every 10 s boundary and publishes it."""
+    """A thread that closes a window on every 10 s boundary of `clock` and publishes it
+    `delay_s` (the clock's seconds) after the window's end."""
 
     def __init__(
         self,
@@ -146,12 +151,16 @@ class MetricsPublisher:
         endpoint: str,
         variant: str,
         on_window: Callable[[WindowFigures], None] | None = None,
+        clock: ServiceClock | None = None,
+        delay_s: float = 0.0,
     ) -> None:
         self._metrics = metrics
         self._cw = client("cloudwatch")
         self._endpoint = endpoint
         self._variant = variant
         self._on_window = on_window
+        self._clock = clock or ServiceClock()
+        self._delay_s = delay_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="local-cloud-metrics", daemon=True)
 
@@ -163,14 +172,26 @@ class MetricsPublisher:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        window_start = math.floor(time.time() / PERIOD_S) * PERIOD_S
-        while not self._stop.wait(max(0.0, window_start + PERIOD_S - time.time())):
-            figures = self._metrics.close_window(window_start)
-            window_start += PERIOD_S
-            with contextlib.suppress(Exception):  # a lost datapoint must not stop the metrics
-                self._cw.put_metric_data(
-                    Namespace=SAGEMAKER_NAMESPACE,
-                    MetricData=metric_data(figures, self._endpoint, self._variant),
-                )
-            if self._on_window is not None:
-                self._on_window(figures)
+        clock = self._clock
+        window_start = math.floor(clock.now() / PERIOD_S) * PERIOD_S
+        closed: deque[WindowFigures] = deque()  # waiting out the delay, oldest first
+        while True:
+            close_at = window_start + PERIOD_S
+            publish_at = closed[0].start_s + PERIOD_S + self._delay_s if closed else math.inf
+            at = min(close_at, publish_at)
+            if self._stop.wait(max(0.0, clock.to_wall(at) - time.time())):
+                return
+            if close_at <= at:
+                closed.append(self._metrics.close_window(window_start))
+                window_start += PERIOD_S
+            if closed and publish_at <= at:
+                self._publish(closed.popleft())
+
+    def _publish(self, figures: WindowFigures) -> None:
+        with contextlib.suppress(Exception):  # a lost datapoint must not stop the metrics
+            self._cw.put_metric_data(
+                Namespace=SAGEMAKER_NAMESPACE,
+                MetricData=metric_data(figures, self._endpoint, self._variant),
+            )
+        if self._on_window is not None:
+            self._on_window(figures)

@@ -1,4 +1,5 @@
-"""moto in this process (`ThreadedMotoServer` on loopback), with the hooks the control plane needs.
+"""moto in this process (its WSGI app on a loopback werkzeug server), with the hooks the control
+plane needs.
 
 moto 5.2.5 stands still where SageMaker moves: an endpoint is InService the moment it is
 created, a capacity change is done the moment it is asked for, and `ml.g5.*` is not on its
@@ -6,14 +7,35 @@ instance-type list. While a `MotoHost` runs, those three methods of moto's SageM
 are wrapped (in this process only): instance types are accepted, and creation and capacity
 changes are handed to a listener (the control plane) before the API call returns, so a
 `describe_endpoint` right after sees Creating or Updating, as on SageMaker.
+
+It also fronts the two calls moto lacks that a rehearsal reads, `DescribeAlarmHistory` and
+`DescribeScalingActivities`, from the autoscaler's `ScalingHistory`, and runs moto's CloudWatch
+and Logs on the cloud's clock (log-stream creation, log ingestion, alarm state times), so that on
+a compressed cloud every timestamp a client reads is in the same virtual time.
+
+Counts are checked where AWS checks them, before anything starts: a desired instance count
+below 1 or above the endpoint's instance limit (the emulated quota, never more than the
+instances this machine is asked to run) is refused with ResourceLimitExceeded, and so is a
+SageMaker scalable target with a negative bound or a minimum above its maximum. A maximum above
+the quota is accepted, as AWS accepts it (scaling past the quota is what fails), unless it is
+more instances than this machine is ever asked to run. Every request passes `moto_guard` first,
+so malformed calls are 4xx answers, never moto's tracebacks.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
+
+from tts_bench.aws.clock import ServiceClock
+from tts_bench.local_cloud.moto_guard import AwsRequestGuard
+from tts_bench.local_cloud.scaling_history import ScalingHistory
+from tts_bench.local_cloud.settings import MAX_LOCAL_INSTANCES
 
 ACCOUNT = "123456789012"  # moto's default account, and the stack's placeholder one
 REGION = "us-east-1"
@@ -25,31 +47,83 @@ class EndpointListener(Protocol):
     def capacity_requested(self, endpoint_name: str, desired: dict[str, int]) -> None: ...
 
 
+def existing_bound(target: Any, which: str) -> int | None:
+    value = getattr(target, f"{which}_capacity", None)
+    return int(value) if value is not None else None
+
+
+def scalable_bounds_problem(
+    low: int | None, high: int | None, machine_limit: int = MAX_LOCAL_INSTANCES
+) -> str | None:
+    """Why a SageMaker variant's scalable target may not have these bounds, or None."""
+    if (low is not None and low < 0) or (high is not None and high < 0):
+        return f"MinCapacity {low} and MaxCapacity {high} must not be negative"
+    if low is not None and high is not None and low > high:
+        return f"Minimum capacity {low} cannot be greater than maximum capacity {high}"
+    if high is not None and high > machine_limit:
+        return (
+            f"MaxCapacity {high} is more instances than the local cloud runs on this machine "
+            f"({machine_limit})"
+        )
+    return None
+
+
 class MotoHost:
     """One moto server on 127.0.0.1, started and stopped with the local cloud."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: ServiceClock | None = None) -> None:
         self._server: Any = None
         self._restore: list[Callable[[], None]] = []
         self._listener: EndpointListener | None = None
         self._lock = threading.Lock()
+        self._clock = clock or ServiceClock()
+        self.history = ScalingHistory()  # the autoscaler writes it; the fronted calls read it
         self.url = ""
+        self._thread: threading.Thread | None = None
+        # The most instances one endpoint variant may be asked for (set by the cloud once it
+        # knows the stack's quota); None: no endpoint of ours yet. `machine_limit`: the most a
+        # scalable target may name, whatever the quota (the cloud sets it for its instance model).
+        self.instance_limit: int | None = None
+        self.machine_limit = MAX_LOCAL_INSTANCES
 
     def start(self) -> str:
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        class QuietHandler(MotoRequestHandler):
+            def log_error(self, format: str, *args: Any) -> None:
+                """A malformed request line is the client's mistake: a debug line, no error."""
+                logging.getLogger("werkzeug").debug(format, *args)
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         self._patch()
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
+        app = AwsRequestGuard(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="local-cloud-moto", daemon=True
+        )
+        self._thread.start()
+        host, port = self._server.server_address[:2]
         self.url = f"http://{host}:{port}"
+        # moto's backends are this process's globals: a cloud started after another one in the
+        # same process (tests) would see its endpoints, log streams and metrics. Start empty.
+        reset = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(reset, timeout=30):
+            pass
         return self.url
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
+            self._server.shutdown()
+            self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
         for restore in reversed(self._restore):
             restore()
         self._restore.clear()
@@ -68,53 +142,162 @@ class MotoHost:
 
     # ------------------------------------------------------------------ patches
 
-    def _patch(self) -> None:
-        from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
+    def check_instance_count(self, count: int, what: str) -> None:
+        """Refuse a count no endpoint of this cloud may have (moto's own error types)."""
+        from moto.sagemaker.exceptions import SagemakerClientError, ValidationError
+
+        class ResourceLimitExceeded(SagemakerClientError):
+            code = "ResourceLimitExceeded"
+
+        if count < 1:
+            raise ValidationError(f"{what} {count}: an instance-based variant needs at least 1")
+        limit = self.instance_limit
+        if limit is not None and count > limit:
+            raise ResourceLimitExceeded(
+                f"{what} {count} is above this endpoint's instance limit of {limit} (the local "
+                "cloud's emulated quota, at most the instances this machine is asked to run)"
+            )
+
+    def _fronts(self) -> list[tuple[Any, str, Any]]:
+        """moto's Logs and CloudWatch on the cloud's clock; the two calls moto lacks, answered
+        from the scaling history."""
+        import moto.cloudwatch.models
+        import moto.logs.models
+        from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
+        from moto.cloudwatch.responses import CloudWatchResponse
+        from moto.core.responses import ActionResult
 
         host = self
+
+        def cloud_now() -> datetime:
+            """moto's `utcnow` (naive UTC) on the cloud's clock."""
+            return host._clock.now_datetime().replace(tzinfo=None)
+
+        def describe_alarm_history(self: Any) -> Any:
+            params = dict(self._get_params())
+            for key in ("StartDate", "EndDate"):
+                if isinstance(params.get(key), datetime) and params[key].tzinfo is None:
+                    params[key] = params[key].replace(tzinfo=UTC)
+            return ActionResult(host.history.describe_alarm_history(params))
+
+        def describe_scaling_activities(self: Any) -> str:
+            params = json.loads(self.body or "{}")
+            answer = host.history.describe_scaling_activities(params)
+            return json.dumps(answer, default=lambda d: d.timestamp())
+
+        activities = (ApplicationAutoScalingResponse, "describe_scaling_activities")
+        return [
+            (moto.logs.models, "utcnow", cloud_now),
+            (moto.cloudwatch.models, "utcnow", cloud_now),
+            (CloudWatchResponse, "describe_alarm_history", describe_alarm_history),
+            (*activities, describe_scaling_activities),
+        ]
+
+    def _patch(self) -> None:
+        from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
+        from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
 
         def accept_any_instance_type(self: object, instance_type: str) -> None:
             """moto's list predates ml.g5.*; SageMaker validates types itself."""
 
-        original_create = SageMakerModelBackend.create_endpoint
-        original_update = SageMakerModelBackend.update_endpoint_weights_and_capacities
+        patches: list[tuple[Any, str, Any]] = [
+            *self._fronts(),
+            (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
+            (SageMakerModelBackend, "create_endpoint", self._create_endpoint()),
+            (
+                SageMakerModelBackend,
+                "update_endpoint_weights_and_capacities",
+                self._update_capacity(),
+            ),
+            (
+                ApplicationAutoscalingBackend,
+                "register_scalable_target",
+                self._register_target(),
+            ),
+        ]
+        for owner, name, replacement in patches:
+            original = owner.__dict__.get(name)
+            setattr(owner, name, replacement)
+            if original is None:
+                self._restore.append(lambda o=owner, n=name: delattr(o, n))
+            else:
+                self._restore.append(lambda o=owner, n=name, f=original: setattr(o, n, f))
+
+    def _create_endpoint(self) -> Callable[..., Any]:
+        """moto's create_endpoint, then the listener told (the control plane starts it)."""
+        from moto.sagemaker.models import SageMakerModelBackend
+
+        host, original = self, SageMakerModelBackend.create_endpoint
 
         def create_endpoint(self: Any, endpoint_name: str, *args: Any, **kwargs: Any) -> Any:
-            endpoint = original_create(self, endpoint_name, *args, **kwargs)
+            endpoint = original(self, endpoint_name, *args, **kwargs)
             listener = host._listener
             if listener is not None:
                 listener.endpoint_created(endpoint_name)
             return endpoint
 
+        return create_endpoint
+
+    def _update_capacity(self) -> Callable[..., Any]:
+        """moto's capacity change, its counts checked first and handed to the listener after
+        (moto's CurrentInstanceCount left as the fleet reports it)."""
+        from moto.sagemaker.models import SageMakerModelBackend
+
+        host, original = self, SageMakerModelBackend.update_endpoint_weights_and_capacities
+
         def update_capacity(
             self: Any, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
         ) -> str:
-            endpoint = self.endpoints.get(endpoint_name)
-            before = {
-                v["VariantName"]: v.get("CurrentInstanceCount")
-                for v in (endpoint.production_variants if endpoint else [])
-            }
-            arn = original_update(self, endpoint_name, desired_weights_and_capacities)
-            for variant in self.endpoints[endpoint_name].production_variants:
-                # moto jumps to the new count at once; the fleet reports the real one.
-                if before.get(variant["VariantName"]) is not None:
-                    variant["CurrentInstanceCount"] = before[variant["VariantName"]]
             desired = {
                 str(c["VariantName"]): int(c["DesiredInstanceCount"])
                 for c in desired_weights_and_capacities
                 if c.get("DesiredInstanceCount") is not None
             }
+            for count in desired.values():
+                host.check_instance_count(count, "DesiredInstanceCount")
+            endpoint = self.endpoints.get(endpoint_name)
+            before = {
+                v["VariantName"]: v.get("CurrentInstanceCount")
+                for v in (endpoint.production_variants if endpoint else [])
+            }
+            arn = original(self, endpoint_name, desired_weights_and_capacities)
+            for variant in self.endpoints[endpoint_name].production_variants:
+                # moto jumps to the new count at once; the fleet reports the real one.
+                if before.get(variant["VariantName"]) is not None:
+                    variant["CurrentInstanceCount"] = before[variant["VariantName"]]
             listener = host._listener
             if listener is not None and desired:
                 listener.capacity_requested(endpoint_name, desired)
             return arn
 
-        patches = [
-            (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
-            (SageMakerModelBackend, "create_endpoint", create_endpoint),
-            (SageMakerModelBackend, "update_endpoint_weights_and_capacities", update_capacity),
-        ]
-        for owner, name, replacement in patches:
-            original = owner.__dict__[name]
-            setattr(owner, name, replacement)
-            self._restore.append(lambda o=owner, n=name, f=original: setattr(o, n, f))
+        return update_capacity
+
+    def _register_target(self) -> Callable[..., Any]:
+        """moto's register_scalable_target, with a SageMaker variant's bounds checked first."""
+        from moto.applicationautoscaling.exceptions import AWSValidationException
+        from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
+
+        host, original = self, ApplicationAutoscalingBackend.register_scalable_target
+
+        def register_scalable_target(
+            self: Any,
+            namespace: str,
+            r_id: str,
+            dimension: str,
+            min_capacity: int | None,
+            max_capacity: int | None,
+            *args: Any,
+            **kwargs: Any,
+        ) -> Any:
+            if namespace == "sagemaker":
+                existing = self.targets.get(dimension, {}).get(r_id)
+                low = min_capacity if min_capacity is not None else existing_bound(existing, "min")
+                high = max_capacity if max_capacity is not None else existing_bound(existing, "max")
+                problem = scalable_bounds_problem(low, high, host.machine_limit)
+                if problem is not None:
+                    raise AWSValidationException(problem)
+            return original(
+                self, namespace, r_id, dimension, min_capacity, max_capacity, *args, **kwargs
+            )
+
+        return register_scalable_target

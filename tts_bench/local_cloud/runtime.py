@@ -6,12 +6,17 @@ translates: the fleet picks and counts the instance, the metrics backend records
 `event_stream` and `wire_errors` give the bytes. Each request is forwarded to the chosen
 instance's `/invocations`; the stream sends each flushed chunk as PayloadPart frames as it
 arrives. The aiohttp server runs on its own event loop in a thread.
+
+A request holds an instance (and counts in flight, so in the scaling metric) only once its
+whole body has arrived, and only while its client is there: the server cancels the handler the
+moment the client's connection closes, which closes the instance's request with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -23,19 +28,33 @@ from aiohttp import web
 
 from tts_bench.local_cloud import event_stream, quotas, wire_errors
 from tts_bench.local_cloud.errors import NoInstanceError
-from tts_bench.local_cloud.fleet import Fleet, Instance
+from tts_bench.local_cloud.fleet import Instance
 from tts_bench.local_cloud.logs import log_stream_arn
 from tts_bench.local_cloud.metrics import VariantMetrics
+from tts_bench.telemetry import MalformedHttpIsAWarning
 
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 FORWARDED_HEADERS = ("Content-Type", "Accept")
+MAX_BODY_BYTES = 6 * 1024 * 1024  # SageMaker's real-time invocation payload limit
+# aiohttp's own logger for the server: a malformed request (the client's mistake, answered 400)
+# is a warning line here, not an error with a traceback.
+SERVER_LOG = logging.getLogger("aiohttp.server.local_cloud")
+SERVER_LOG.addFilter(MalformedHttpIsAWarning())
+
+
+class Router(Protocol):
+    """The fleet as the runtime uses it: pick an InService instance and count it busy."""
+
+    def acquire(self) -> Instance: ...
+
+    def release(self, instance: Instance) -> None: ...
 
 
 @dataclass(frozen=True)
 class Served:
     """What the runtime needs of one endpoint."""
 
-    fleet: Fleet
+    fleet: Router
     metrics: VariantMetrics
     variant_name: str
 
@@ -58,7 +77,7 @@ def _wire(error: wire_errors.WireError) -> web.Response:
 
 
 def create_app(backend: RuntimeBackend) -> web.Application:
-    app = web.Application(client_max_size=8 * 1024 * 1024)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[SERVED] = backend
 
     async def client_session(app: web.Application) -> AsyncIterator[None]:
@@ -93,6 +112,17 @@ class _Call:
         return log_stream_arn(self.endpoint, self.instance.log_stream)
 
 
+async def _read_body(request: web.Request, ceiling_s: float) -> bytes | web.Response:
+    """The whole body, before anything is counted: a client that never sends it holds nothing."""
+    try:
+        async with asyncio.timeout(ceiling_s):
+            return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _wire(wire_errors.payload_too_large(MAX_BODY_BYTES))
+    except TimeoutError:
+        return _wire(wire_errors.body_timeout(ceiling_s))
+
+
 def _begin(request: web.Request) -> _Call | web.Response:
     endpoint = request.match_info["name"]
     served = request.app[SERVED].served(endpoint)  # type: ignore[attr-defined]
@@ -116,13 +146,15 @@ def _forward_headers(request: web.Request) -> dict[str, str]:
 
 
 async def invoke(request: web.Request) -> web.StreamResponse:
+    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
+    body = await _read_body(request, ceiling_s)
+    if isinstance(body, web.Response):
+        return body
     begun = _begin(request)
     if isinstance(begun, web.Response):
         return begun
     call = begun
-    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
     try:
-        body = await request.read()
         async with asyncio.timeout(ceiling_s):
             async with request.app[CLIENT].post(
                 f"{call.instance.url}/invocations", data=body, headers=_forward_headers(request)
@@ -155,15 +187,17 @@ async def invoke(request: web.Request) -> web.StreamResponse:
 
 
 async def invoke_stream(request: web.Request) -> web.StreamResponse:
+    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
+    body = await _read_body(request, ceiling_s)
+    if isinstance(body, web.Response):
+        return body
+    deadline = asyncio.get_running_loop().time() + ceiling_s
     begun = _begin(request)
     if isinstance(begun, web.Response):
         return begun
     call = begun
-    ceiling_s = request.app[SERVED].invocation_ceiling_s()  # type: ignore[attr-defined]
-    deadline = asyncio.get_running_loop().time() + ceiling_s
     response: web.StreamResponse | None = None
     try:
-        body = await request.read()
         try:
             async with asyncio.timeout_at(deadline):
                 answer = await request.app[CLIENT].post(
@@ -200,10 +234,10 @@ async def invoke_stream(request: web.Request) -> web.StreamResponse:
             await response.write_eof()
             return response
     except ConnectionResetError:
-        # The client left mid-stream (a Locust user stopping, a closed Body): leaving the
-        # `async with` closed the container's request, so its slot is free; there is no one to
-        # answer, and handing aiohttp the response ends it quietly (an exception is a logged
-        # "Error handling request" traceback).
+        # The client left mid-stream and a write found out before the server's cancellation
+        # did: leaving the `async with` closed the container's request, so its slot is free;
+        # there is no one to answer, and handing aiohttp the response ends it quietly (an
+        # exception is a logged "Error handling request" traceback).
         return response if response is not None else web.Response(status=400)
     finally:
         call.finish()
@@ -247,9 +281,12 @@ async def service_quotas(request: web.Request) -> web.Response:
             {"__type": "UnknownOperationException", "message": f"unknown target {target!r}"},
             status=400,
         )
+    raw = await _read_body(request, request.app[SERVED].invocation_ceiling_s())  # type: ignore[attr-defined]
+    if isinstance(raw, web.Response):
+        return raw
     try:
-        body: Any = json.loads(await request.read() or b"{}")
-    except ValueError:
+        body: Any = json.loads(raw or b"{}")
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
         body = None
     if not isinstance(body, dict):
         return web.json_response(
@@ -270,7 +307,13 @@ class Runtime:
     def __init__(self, backend: RuntimeBackend) -> None:
         self._app = create_app(backend)
         self._loop = asyncio.new_event_loop()
-        self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(
+            self._app,
+            access_log=None,
+            shutdown_timeout=1.0,
+            handler_cancellation=True,  # a client that leaves frees its instance at once
+            logger=SERVER_LOG,
+        )
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="local-cloud-runtime", daemon=True
         )

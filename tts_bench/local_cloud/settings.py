@@ -5,9 +5,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
+from tts_bench.local_cloud.curve_model import ServiceLaw
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # SageMaker ends every invocation at 60 s; tests lower it to reach the error quickly.
 INVOCATION_CEILING_S = 60.0
+# The most instances one local cloud runs, whatever the stack, quota or API asks: a process
+# instance is a real server on this machine; a curve instance is a small object in this process
+# (a fleet of the reference plan's 280 fits). The emulated quota (and every count) stays under it.
+MAX_LOCAL_INSTANCES = 64
+MAX_CURVE_INSTANCES = 1000
+# The longest emulated provisioning delay (--provision-delay-s) an instance waits.
+MAX_PROVISION_DELAY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class CurveInstances:
+    """Curve instances instead of processes (SPEC §13): the ladder `qmax` gives the service
+    curve and the fingerprint, `ttotal` the start-up (default: the one `plan` names), `plan` the
+    scaling to deploy (none: the endpoint deploys without scaling)."""
+
+    qmax: Path
+    ttotal: Path | None = None
+    plan: Path | None = None
+    rate_scale: float = 1.0
+    service: ServiceLaw = "exponential"
+    seed: int | None = None  # the instances' random streams (None: fresh entropy)
 
 
 @dataclass(frozen=True)
@@ -28,3 +52,13 @@ class LocalCloudSettings:
     # Container env added on top of the deployed Model's (tests: a small MAX_QUEUE_DEPTH).
     instance_env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None  # each instance's stdout is also kept here when set
+    curve: CurveInstances | None = None  # None: real `python -m tts_server` processes
+    # The cloud's clocks (metric periods, alarms, cooldowns, start-up) run this many times faster
+    # than the wall clock; its timestamps are virtual (`tts_bench.aws.clock`). Curve instances only.
+    time_scale: float = 1.0
+    cloudwatch_delay_s: float = CLOUDWATCH_DELAY_S  # in the cloud's own (virtual) seconds
+
+
+def instance_cap(settings: LocalCloudSettings) -> int:
+    """The most instances this cloud's instance model runs (see MAX_LOCAL_INSTANCES)."""
+    return MAX_CURVE_INSTANCES if settings.curve is not None else MAX_LOCAL_INSTANCES

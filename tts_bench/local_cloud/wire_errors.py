@@ -69,5 +69,18 @@ def no_instance(message: str) -> WireError:
     return error(400, "ValidationError", message)
 
 
+def payload_too_large(limit_bytes: int) -> WireError:
+    return error(
+        413,
+        "ValidationError",
+        f"the request body is larger than the {limit_bytes // (1024 * 1024)} MB an "
+        "invocation may carry",
+    )
+
+
+def body_timeout(ceiling_s: float) -> WireError:
+    return error(408, "ValidationError", f"the request body did not arrive within {ceiling_s:g} s")
+
+
 def stream_broken_message(endpoint: str) -> str:
     return f"the container closed the stream before it finished (endpoint {endpoint})"

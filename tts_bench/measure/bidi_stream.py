@@ -148,12 +148,14 @@ class BidiWorker:
         self._reader: threading.Thread | None = None
 
     def start(self) -> BidiWorker:
+        # The worker reads events with this checkout's `measure.stream_events`.
+        paths = [str(REPO_ROOT), *filter(None, [self.env.get("PYTHONPATH")])]
         self.process = subprocess.Popen(
             [str(self.python), str(WORKER_SCRIPT)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=self.env,
+            env={**self.env, "PYTHONPATH": os.pathsep.join(paths)},
         )
         self._reader = threading.Thread(target=self._read, name="bidi-worker-out", daemon=True)
         self._reader.start()

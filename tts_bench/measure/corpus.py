@@ -16,6 +16,8 @@ from pathlib import Path
 from tts_bench.errors import TtsBenchError
 
 DEFAULT_VOICE = "jf_alpha"
+# The shipped English corpus, what every command reads when no --corpus is given.
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "loadtest" / "corpus" / "en.txt"
 _DIRECTIVE = re.compile(r"^#\s*(language|voice)\s*:\s*(\S+)\s*$")
 
 
@@ -75,3 +77,8 @@ def load_corpus(path: str | os.PathLike[str]) -> tuple[Utterance, ...]:
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"--corpus {path}: cannot read: {exc}") from None
     return parse_corpus(text, str(path))
+
+
+def corpus_path(given: str | os.PathLike[str] | None) -> Path:
+    """The corpus a `--corpus` flag names, or the shipped one when it names none."""
+    return DEFAULT_CORPUS if given is None else Path(given)

@@ -98,6 +98,7 @@ def read_target(session: AwsSession, request: LiveLadderRequest) -> EndpointTarg
     target = read_endpoint_target(
         session, request.endpoint, request.variant, request.transport, request.model
     )
+    target.refuse_curve_modelled()
     target.refuse_not_in_service()
     target.refuse_bounded()
     return target

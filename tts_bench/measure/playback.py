@@ -9,7 +9,6 @@ statistics read the per-request totals (`samples.Sample.stall_ms`, `audio_ms`).
 
 from __future__ import annotations
 
-import binascii
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,9 +17,6 @@ import numpy as np
 
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.samples import Sample
-
-# The ladder's corpus asks for pcm_s16le (corpus.Utterance.request); bytes per sample by encoding.
-BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4, "pcm_mulaw": 1, "pcm_alaw": 1}
 
 
 class PlaybackError(TtsBenchError):
@@ -61,18 +57,6 @@ def playback(chunks: Iterable[Chunk]) -> Playback:
     for chunk in chunks:
         tracker.add(chunk.arrival_s, chunk.audio_s)
     return tracker.result()
-
-
-def base64_audio_seconds(data_b64: str, sampling_rate: int, encoding: str = "pcm_s16le") -> float:
-    """Duration of a base64 chunk of raw PCM, from its length (no decoding: the client is hot)."""
-    if sampling_rate <= 0:
-        raise ValueError(f"sampling_rate {sampling_rate}: must be positive")
-    size = len(data_b64)
-    if size % 4:
-        raise binascii.Error(f"base64 length {size} is not a multiple of 4")
-    padding = data_b64[-2:].count("=") if size else 0
-    n_bytes = size // 4 * 3 - padding
-    return n_bytes / (BYTES_PER_SAMPLE[encoding] * sampling_rate)
 
 
 class PlaybackTracker:

@@ -48,8 +48,6 @@ def _subject(fp: Any, provenance: str) -> str:
 
 def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     plt = _pyplot()
-    rungs = artifact.rungs
-    levels = [r.concurrency for r in rungs]
     heard = [r for r in artifact.curve_rungs if r.underrun_share is not None]
     if heard:
         fig, (ax, ax_play) = plt.subplots(
@@ -58,8 +56,29 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     else:
         fig, ax = plt.subplots(figsize=(9.5, 5.6), dpi=DPI)
     twin = ax.twinx()
+    _throughput_bars(twin, artifact)
+    _ttfab_curve(ax, artifact)
+    top = max([artifact.slo_ms, *(r.ttfab_p95_ms or 0 for r in artifact.rungs)])
+    _failed_rungs(ax, artifact, top)
+    probes = _refinement_probes(ax, artifact)
+    _q_max_mark(ax, artifact, top)
+    if heard:
+        _playback_panel(ax_play, heard)
+        ax_play.set_xlabel("concurrency per instance (closed-loop users)")
+    else:
+        ax.set_xlabel("concurrency per instance (closed-loop users)")
+    _qmax_frame(ax, twin, artifact, probes, top)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
-    rps = [r.achieved_rps for r in rungs]
+
+def _throughput_bars(twin: Any, artifact: QmaxArtifact) -> None:
+    """Achieved throughput per rung, as bars on the second axis."""
+    levels = [r.concurrency for r in artifact.rungs]
+    rps = [r.achieved_rps for r in artifact.rungs]
     width = (
         max(0.6, min(b - a for a, b in itertools.pairwise(levels)) * 0.5)
         if len(levels) > 1
@@ -70,8 +89,13 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     twin.tick_params(axis="y", colors=RPS_COLOUR)
     twin.set_ylim(0, max([*rps, 1e-9]) * 1.35)
 
+
+def _ttfab_curve(ax: Any, artifact: QmaxArtifact) -> None:
+    """p50 and p95 TTFAB per measured rung, and the SLO."""
     measured = [
-        (r.concurrency, r.ttfab_p95_ms, r.ttfab_p50_ms) for r in rungs if r.ttfab_p95_ms is not None
+        (r.concurrency, r.ttfab_p95_ms, r.ttfab_p50_ms)
+        for r in artifact.rungs
+        if r.ttfab_p95_ms is not None
     ]
     if measured:
         xs, p95, p50 = zip(*measured, strict=True)
@@ -85,6 +109,10 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
         label=f"SLO {artifact.slo_ms:g} ms (p95)",
     )
 
+
+def _failed_rungs(ax: Any, artifact: QmaxArtifact, top: float) -> None:
+    """Rungs that failed the SLO (rings) and client-bound rungs (crosses, at `top` unmeasured)."""
+    rungs = artifact.rungs
     failed = [r for r in rungs if r.usable and not r.meets_slo and r.ttfab_p95_ms is not None]
     if failed:
         ax.plot(
@@ -92,7 +120,6 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
             mfc="none", mec=SLO_COLOUR, mew=2, label="fails the SLO",
         )  # fmt: skip
     unusable = [r for r in rungs if not r.usable]
-    top = max([artifact.slo_ms, *(r.ttfab_p95_ms or 0 for r in rungs)])
     for r in unusable:
         ax.plot(
             r.concurrency,
@@ -104,6 +131,9 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     if unusable:
         ax.plot([], [], "X", ms=9, color="#555555", label="client-bound (unusable)")
 
+
+def _refinement_probes(ax: Any, artifact: QmaxArtifact) -> list[Any]:
+    """The refinement's probes as diamonds; returns every probe (measured or not)."""
     probes = [p.rung for p in artifact.refinement.probes] if artifact.refinement else []
     probed = [r for r in probes if r.ttfab_p95_ms is not None]
     if probed:
@@ -112,32 +142,37 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
             color=TTFAB_COLOUR, mfc="white", mew=1.8,
             label=f"refinement probes (resolution {artifact.q_max_resolution} users)",
         )  # fmt: skip
-    q = artifact.q_max_rung()
-    if q is not None and q.ttfab_p95_ms is not None:
-        ax.axvline(q.concurrency, color=QMAX_COLOUR, lw=1.2, ls=":")
-        ax.plot(
-            q.concurrency,
-            q.ttfab_p95_ms,
-            "*",
-            ms=18,
-            color=QMAX_COLOUR,
-            label=f"Q_max = {q.concurrency}",
-        )
-        # Keep the label inside the axes: below a high point, above a low one, left of the last rung.
-        low = q.ttfab_p95_ms < 0.5 * top
-        last = q.concurrency == levels[-1]
-        ax.annotate(
-            f"Q_max = {q.concurrency}\np95 {q.ttfab_p95_ms:.0f} ms",
-            (q.concurrency, q.ttfab_p95_ms), xytext=(-12 if last else 12, 22 if low else -40),
-            textcoords="offset points", ha="right" if last else "left",
-            color=QMAX_COLOUR, fontsize=10, fontweight="bold",
-        )  # fmt: skip
+    return probes
 
-    if heard:
-        _playback_panel(ax_play, heard)
-        ax_play.set_xlabel("concurrency per instance (closed-loop users)")
-    else:
-        ax.set_xlabel("concurrency per instance (closed-loop users)")
+
+def _q_max_mark(ax: Any, artifact: QmaxArtifact, top: float) -> None:
+    """The Q_max rung: a star, a dotted line and its label."""
+    q = artifact.q_max_rung()
+    if q is None or q.ttfab_p95_ms is None:
+        return
+    ax.axvline(q.concurrency, color=QMAX_COLOUR, lw=1.2, ls=":")
+    ax.plot(
+        q.concurrency,
+        q.ttfab_p95_ms,
+        "*",
+        ms=18,
+        color=QMAX_COLOUR,
+        label=f"Q_max = {q.concurrency}",
+    )
+    # Keep the label inside the axes: below a high point, above a low one, left of the last rung.
+    low = q.ttfab_p95_ms < 0.5 * top
+    last = q.concurrency == artifact.rungs[-1].concurrency
+    ax.annotate(
+        f"Q_max = {q.concurrency}\np95 {q.ttfab_p95_ms:.0f} ms",
+        (q.concurrency, q.ttfab_p95_ms), xytext=(-12 if last else 12, 22 if low else -40),
+        textcoords="offset points", ha="right" if last else "left",
+        color=QMAX_COLOUR, fontsize=10, fontweight="bold",
+    )  # fmt: skip
+
+
+def _qmax_frame(ax: Any, twin: Any, artifact: QmaxArtifact, probes: list[Any], top: float) -> None:
+    """Axes, ticks, limits, title and the one legend of both axes."""
+    levels = [r.concurrency for r in artifact.rungs]
     ax.set_ylabel("time to first audio byte (ms)")
     ax.set_xticks(sorted({*levels, *(r.concurrency for r in probes)}))
     ax.set_ylim(0, top * 1.18)
@@ -156,11 +191,6 @@ def plot_qmax(artifact: QmaxArtifact, path: str | os.PathLike[str]) -> Path:
     handles, labels = ax.get_legend_handles_labels()
     bars, bar_labels = twin.get_legend_handles_labels()
     ax.legend(handles + bars, labels + bar_labels, loc="upper left", fontsize=9, framealpha=0.9)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
 
 
 def _playback_panel(ax: Any, rungs: list[Any]) -> None:

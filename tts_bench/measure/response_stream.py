@@ -1,7 +1,7 @@
 """The `response-stream` transport's client side: InvokeEndpointWithResponseStream through boto3.
 
-Shared by the Locust user (`loadtest/sagemaker_users.py`) and the T_total probe, so both read a
-stream the same way:
+Shared by the Locust user (`loadtest/sagemaker_users.py`), the surge and the T_total probe, so
+each reads a stream the same way (its events through `stream_events`):
 - one client per load-generating process, `max_pool_connections` at least its users, retries
   off: a retried request would hide a failure and stretch its latency, so every attempt is the
   only one and a failure is a failed sample named by its error code;
@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from tts_bench.aws.session import AwsSession
-from tts_bench.measure.samples import Outcome
-from tts_bench.telemetry import QUEUE_SATURATED_ERROR
+from tts_bench.measure.stream_events import Outcome, refusal_outcome
 
 # The runtime ends every invocation within SageMaker's 60 s ceiling; past 70 s it is a stall.
 READ_TIMEOUT_S: Final = 70.0
@@ -82,10 +81,8 @@ def failure_of(exc: BaseException) -> tuple[str, Outcome] | None:
         code = str(error.get("Code") or "error")
         original = exc.response.get("OriginalStatusCode")
         message = str(exc.response.get("OriginalMessage") or error.get("Message") or "")
-        saturated = original == 503 and QUEUE_SATURATED_ERROR in message
         status = f" (container {original})" if original else ""
-        outcome = Outcome.REJECTED if saturated else Outcome.ERROR
-        return f"{code}{status}: {message[:200]}", outcome
+        return f"{code}{status}: {message[:200]}", refusal_outcome(original, message)
     if isinstance(exc, StreamEventError):
         return f"StreamEventError: {exc}", Outcome.ERROR
     if isinstance(exc, ProtocolError | ReadTimeoutError | BotoCoreError):

@@ -3,7 +3,9 @@
 DescribeEndpoint → its endpoint config → the variant's Model gives the instance type, the image
 digest (from the image URI), the performance env (the Model env less the deployment env) and
 the model id (the Model's `tts-bench:model` tag, when the program set one). An endpoint whose
-Model runs a local digest is the local cloud: what is measured there is `emulated`.
+Model runs a local digest is the local cloud: what is measured there is `emulated`; a local
+cloud of curve instances says so in its Model's env, and what is measured there is also marked
+`curve_modelled` (and Q_max is never measured on it).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import TAG_MODEL, is_local_image
 from tts_bench.errors import RefusalError
 from tts_bench.planning.gate import performance_env_of
-from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
+from tts_bench.telemetry import ENV_INSTANCE_MODEL, ENV_MAX_QUEUE_DEPTH
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -40,15 +42,25 @@ class EndpointTarget:
     desired_instances: int | None
     current_instances: int | None
     emulated: bool
+    curve_modelled: bool = False
 
     @property
     def provenance_kind(self) -> ProvenanceKind:
-        return "emulated" if self.emulated else "measured"
+        return "emulated" if self.emulated or self.curve_modelled else "measured"
 
     @property
     def source(self) -> str:
         where = "local cloud" if self.emulated else self.region
+        if self.curve_modelled:
+            where += ", curve instances"
         return f"sagemaker endpoint {self.endpoint} variant {self.variant} ({where})"
+
+    def refuse_curve_modelled(self) -> None:
+        if self.curve_modelled:
+            raise RefusalError(
+                f"endpoint {self.endpoint} runs curve instances (service times from a ladder): "
+                "Q_max is only ever measured on the real engine"
+            )
 
     def refuse_not_in_service(self) -> None:
         if self.status != "InService":
@@ -146,6 +158,7 @@ def read_endpoint_target(
         desired_instances=live.get("DesiredInstanceCount"),
         current_instances=live.get("CurrentInstanceCount"),
         emulated=is_local_image(image) or _on_loopback(runtime_url),
+        curve_modelled=env.get(ENV_INSTANCE_MODEL) == "curve",
     )
 
 

@@ -12,20 +12,13 @@ import gzip
 import io
 import os
 from dataclasses import astuple, dataclass, fields
-from enum import StrEnum
 from pathlib import Path
 
 from tts_bench.artifacts.atomic_file import write_atomically
 from tts_bench.errors import ArtifactError
+from tts_bench.measure.stream_events import Outcome
 
 SAMPLES_SUFFIX = ".samples.csv.gz"
-
-
-class Outcome(StrEnum):
-    OK = "ok"  # the stream ended with a `done` event
-    REJECTED = "rejected"  # 503 queue_saturated: the admission gate refused it
-    ERROR = "error"  # any other failure (HTTP error, error event, broken stream)
-    CANCELLED = "cancelled"  # the load generator stopped it (end of a rung); load, not a result
 
 
 @dataclass(frozen=True, slots=True)

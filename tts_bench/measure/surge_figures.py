@@ -31,6 +31,11 @@ from tts_bench.planning.birth_death import (
 from tts_bench.planning.curve import Curve, throughput_curve
 
 OCCUPANCY_STEP_S = 0.5
+# One surge run's bounds, checked before anything is sent: its arrivals are drawn one by one and
+# each becomes a request and a sample, and the model records 400 trials on a 0.5 s grid. A
+# surge check is a minute at a few requests/s; an hour and 100,000 arrivals leave ample room.
+MAX_SURGE_DURATION_S = 3600.0
+MAX_SURGE_ARRIVALS = 100_000
 
 
 class SurgeError(TtsBenchError):
@@ -40,8 +45,21 @@ class SurgeError(TtsBenchError):
 def check_rate(rate_rps: float, duration_s: float) -> None:
     if not (math.isfinite(rate_rps) and rate_rps > 0):
         raise SurgeError(f"--rate {rate_rps!r}: requests per second, a positive number")
-    if not (math.isfinite(duration_s) and duration_s > 0):
-        raise SurgeError(f"--duration-s {duration_s!r}: seconds, a positive number")
+    if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_SURGE_DURATION_S):
+        raise SurgeError(
+            f"--duration-s {duration_s!r}: seconds, above 0 and at most {MAX_SURGE_DURATION_S:g}"
+        )
+    if rate_rps * duration_s > MAX_SURGE_ARRIVALS:
+        raise SurgeError(
+            f"--rate {rate_rps:g} for {duration_s:g} s is {rate_rps * duration_s:.3g} arrivals; "
+            f"at most {MAX_SURGE_ARRIVALS:,} in one run (lower the rate or the duration)"
+        )
+
+
+def check_seed(seed: int) -> int:
+    if seed < 0:
+        raise SurgeError(f"--seed {seed}: give 0 or more")
+    return seed
 
 
 def poisson_arrivals(rate_rps: float, duration_s: float, seed: int) -> np.ndarray:

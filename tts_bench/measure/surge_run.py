@@ -44,13 +44,14 @@ from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.local_server import LocalServer
-from tts_bench.measure.playback import PlaybackTracker, base64_audio_seconds
+from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.response_stream import failure_of, invoke, payload_lines, runtime_client
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
-from tts_bench.measure.samples import Outcome, Sample, samples_path, write_samples
-from tts_bench.measure.server_ping import PingStatus, fetch_ping
+from tts_bench.measure.samples import Sample, samples_path, write_samples
+from tts_bench.measure.stream_events import StreamReading
 from tts_bench.measure.surge_figures import poisson_arrivals, surge_run
+from tts_bench.serving.local_server import LocalServer
+from tts_bench.serving.server_ping import PingStatus, fetch_ping
 
 REQUEST_TIMEOUT_S = 70.0  # the server ends every invocation within SageMaker's 60 s ceiling
 IDLE_BETWEEN_RATES_S = 2.0  # the next rate starts on an idle server
@@ -72,45 +73,6 @@ class EpochClock:
 
     def perf_of(self, epoch: float) -> float:
         return epoch - self._offset
-
-
-@dataclass
-class _Timing:
-    intended: float
-    start: float = 0.0
-    ttfab_ms: float | None = None
-    outcome: Outcome | None = None
-    detail: str = ""
-    server_first_chunk_ms: float | None = None
-
-    def __post_init__(self) -> None:
-        self.heard = PlaybackTracker()
-
-    def event(self, raw: str | bytes, clock: EpochClock, context_id: str) -> bool:
-        """Apply one stream event; True when the stream is over."""
-        event = json.loads(raw)
-        if event.get("context_id") not in (None, context_id):
-            return False
-        kind = event.get("type")
-        if kind == "chunk":
-            now = clock.now()
-            if self.ttfab_ms is None:
-                self.ttfab_ms = (now - self.start) * 1000
-            data, rate = event.get("data"), event.get("sampling_rate")
-            if isinstance(data, str) and isinstance(rate, int) and rate > 0:
-                self.heard.add(now, base64_audio_seconds(data, rate))
-        elif kind == "done":
-            self.outcome = Outcome.OK
-            server_ms = event.get("first_chunk_latency_ms")
-            if isinstance(server_ms, int | float):
-                self.server_first_chunk_ms = float(server_ms)
-            return True
-        elif kind == "error":
-            saturated = event.get("status_code") == 503 and event.get("error") == "queue_saturated"
-            self.outcome = Outcome.REJECTED if saturated else Outcome.ERROR
-            self.detail = f"{event.get('status_code')}: {event.get('error')}"
-            return True
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,78 +127,71 @@ class OpenLoopSender:
     async def one(self, session: aiohttp.ClientSession, utterance: Utterance, at: float) -> Sample:
         context_id = uuid.uuid4().hex[:12]
         body = utterance.request(context_id)
-        timing = _Timing(intended=at)
-        timing.start = self.clock.now()
+        reading = StreamReading(context_id, self.clock.now, heard=PlaybackTracker())
+        start = reading.started
         try:
             if self.transport is Transport.LOCAL_WS:
-                await self._ws(session, body, timing, context_id)
+                await self._ws(session, body, reading)
             elif self.stream is not None:
                 loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._threads, self._response_stream, body, timing)
+                await loop.run_in_executor(self._threads, self._response_stream, body, reading)
             else:
-                await self._http(session, body, timing, context_id)
-            if timing.outcome is None:
-                timing.outcome, timing.detail = Outcome.ERROR, "stream ended without a done event"
+                await self._http(session, body, reading)
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-            timing.outcome, timing.detail = Outcome.ERROR, f"{type(exc).__name__}: {exc}"
+            reading.fail(f"{type(exc).__name__}: {exc}")
+        outcome = reading.end()
         end = self.clock.now()
-        heard = timing.heard.result()
+        heard = reading.heard.result()  # type: ignore[union-attr]
         return Sample(
             rung=None,
             worker=self.worker,
-            start=timing.start,
+            start=start,
             end=end,
-            ttfab_ms=timing.ttfab_ms,
-            latency_ms=(end - timing.start) * 1000,
-            outcome=timing.outcome or Outcome.ERROR,
-            detail=timing.detail,
-            server_first_chunk_ms=timing.server_first_chunk_ms,
+            ttfab_ms=reading.ttfab_ms,
+            latency_ms=(end - start) * 1000,
+            outcome=outcome,
+            detail=reading.detail,
+            server_first_chunk_ms=reading.server_first_chunk_ms,
             audio_ms=heard.audio_s * 1000 if heard.audio_s else None,
             stall_ms=heard.stall_s * 1000 if heard.audio_s else None,
             intended_start=at,
         )
 
     async def _http(
-        self, session: aiohttp.ClientSession, body: dict, timing: _Timing, context_id: str
+        self, session: aiohttp.ClientSession, body: dict, reading: StreamReading
     ) -> None:
         headers = {"Accept": "application/jsonlines"}
         async with session.post(f"{self.host}/invocations", json=body, headers=headers) as resp:
             if resp.status != 200:
-                text = (await resp.text())[:200]
-                saturated = resp.status == 503 and "queue_saturated" in text
-                timing.outcome = Outcome.REJECTED if saturated else Outcome.ERROR
-                timing.detail = f"HTTP {resp.status}: {text}"
+                reading.refused(resp.status, (await resp.text())[:200])
                 return
             while line := await resp.content.readline():
-                if line.strip() and timing.event(line, self.clock, context_id):
+                if line.strip() and reading.feed(line):
                     return
 
-    async def _ws(
-        self, session: aiohttp.ClientSession, body: dict, timing: _Timing, context_id: str
-    ) -> None:
+    async def _ws(self, session: aiohttp.ClientSession, body: dict, reading: StreamReading) -> None:
         url = "ws" + self.host.removeprefix("http") + "/invocations-bidirectional-stream"
         async with session.ws_connect(url) as ws:
             await ws.send_str(json.dumps(body))
             async for message in ws:
                 if message.type is not aiohttp.WSMsgType.TEXT:
                     break
-                if timing.event(message.data, self.clock, context_id):
+                if reading.feed(message.data):
                     return
 
-    def _response_stream(self, body: dict, timing: _Timing) -> None:
+    def _response_stream(self, body: dict, reading: StreamReading) -> None:
         """One invocation, read to its end (so the connection stays pooled); on a worker thread."""
         assert self.stream is not None
         events = None
         try:
             events = invoke(self.stream.client, self.stream.endpoint, body, self.stream.variant)
-            ended = False
             for line in payload_lines(events):
-                ended = ended or timing.event(line, self.clock, body["context_id"])
+                reading.feed(line)  # after the end it only drains
         except Exception as exc:
             failure = failure_of(exc)
             if failure is None:
                 raise
-            timing.detail, timing.outcome = failure
+            reading.fail(*failure)
         finally:
             if events is not None:
                 events.close()
@@ -286,9 +241,10 @@ def run_surge(
     fingerprint: Fingerprint,
     source: tuple[ProvenanceKind, str],
     say: Callable[[str], None],
+    curve_modelled: bool = False,
 ) -> tuple[SurgeArtifact, list[Sample]]:
     """One open-loop run per rate, one after another, on an instance bounded at Q_max;
-    `source` is the provenance (kind, where)."""
+    `source` is the provenance (kind, where); `curve_modelled` marks a curve instance's run."""
     samples: list[Sample] = []
     runs: list[SurgeRun] = []
     clock = sender.clock
@@ -315,7 +271,7 @@ def run_surge(
         qmax_path=str(request.qmax_path),
         qmax_sha256=sha256_file(request.qmax_path),
         runs=runs,
-        provenance=Provenance.now(*source),
+        provenance=Provenance.now(*source, curve_modelled=curve_modelled),
     )
     return artifact, samples
 
@@ -476,7 +432,8 @@ def surge_endpoint(
         client = runtime_client(session.region, STREAM_THREADS, REQUEST_TIMEOUT_S)
         stream = StreamEndpoint(client, where.endpoint, where.variant)
         sender = OpenLoopSender("", request.transport, request.utterances, clock, stream)
-        return run_surge(request, sender, fingerprint, (target.provenance_kind, target.source), say)
+        where = (target.provenance_kind, target.source)
+        return run_surge(request, sender, fingerprint, where, say, target.curve_modelled)
 
 
 # Per rate in the main job: long enough for LOCAL_SURGE_ARRIVALS at the higher rate, within

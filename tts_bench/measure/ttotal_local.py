@@ -16,19 +16,12 @@ have but the deployed policy will (60 s by default, SPEC §4).
 
 from __future__ import annotations
 
-import http.client
-import itertools
-import json
+import functools
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
-
-import numpy as np
 
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import (
@@ -41,139 +34,28 @@ from tts_bench.artifacts.schema import (
     sha256_file,
 )
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
-from tts_bench.errors import RefusalError, TtsBenchError
+from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.local_server import LocalServer
-from tts_bench.measure.server_ping import fetch_ping
+from tts_bench.measure.ttotal_probe import REQUEST_TIMEOUT_S, Probe, TtotalError, speak
+from tts_bench.measure.ttotal_stages import timed_stages
+from tts_bench.serving.local_server import LocalServer
+from tts_bench.serving.server_ping import fetch_ping
 from tts_bench.telemetry import STARTUP_MARKERS
 
 DEFAULT_PROBE_CONCURRENCY = 2
-REQUEST_TIMEOUT_S = 70.0  # past SageMaker's 60 s invocation ceiling
 SPAWNED = "process_spawned"
 SERVED = "first_request_served"
-
-
-class TtotalError(TtsBenchError):
-    """The fresh server did not come up or did not serve its first request."""
-
-
-# --------------------------------------------------------------------------- one request
-
-
-@dataclass(frozen=True, slots=True)
-class Served:
-    start: float
-    end: float
-    ttfab_s: float | None
-    ok: bool
-    detail: str = ""
-
-
-def speak(base_url: str, utterance: Utterance, timeout_s: float = REQUEST_TIMEOUT_S) -> Served:
-    """One streamed `/invocations` request, read event by event (threads, not gevent)."""
-    parts = urlsplit(base_url)
-    start = time.time()
-    first: float | None = None
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
-    try:
-        body = json.dumps(utterance.request(uuid.uuid4().hex[:12]))
-        connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
-        response = connection.getresponse()
-        if response.status != 200:
-            return Served(start, time.time(), None, False, f"HTTP {response.status}")
-        while line := response.readline():
-            if not line.strip():
-                continue
-            event = json.loads(line)
-            if event.get("type") == "chunk" and first is None:
-                first = time.time() - start
-            elif event.get("type") == "done":
-                return Served(start, time.time(), first, True)
-            elif event.get("type") == "error":
-                return Served(start, time.time(), first, False, str(event.get("error")))
-        return Served(start, time.time(), first, False, "stream ended without a done event")
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        return Served(start, time.time(), first, False, f"{type(exc).__name__}: {exc}")
-    finally:
-        connection.close()
-
-
-@dataclass
-class Probe:
-    """`concurrency` closed-loop threads holding load on a server until stopped."""
-
-    base_url: str
-    utterances: Sequence[Utterance]
-    concurrency: int = DEFAULT_PROBE_CONCURRENCY
-    results: list[Served] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-
-    def _loop(self, offset: int) -> None:
-        i = offset
-        while not self._stop.is_set():
-            self.results.append(speak(self.base_url, self.utterances[i % len(self.utterances)]))
-            i += 1
-
-    def start(self) -> Probe:
-        for k in range(self.concurrency):
-            thread = threading.Thread(target=self._loop, args=(k,), name=f"probe-{k}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def wait_warm(self, timeout_s: float) -> None:
-        """Until every thread has finished one request (or `timeout_s`)."""
-        deadline = time.time() + timeout_s
-        while len(self.results) < self.concurrency and time.time() < deadline:
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=REQUEST_TIMEOUT_S)
-
-    def summary(self, since: float) -> str:
-        done = [r for r in self.results if r.end >= since]
-        ttfab = [r.ttfab_s * 1000 for r in done if r.ok and r.ttfab_s is not None]
-        p95 = f"{np.percentile(ttfab, 95):.0f} ms" if ttfab else "-"
-        failed = sum(1 for r in done if not r.ok)
-        return (
-            f"probe at {self.concurrency} on the running server during the start-up: "
-            f"{len(done)} requests, {failed} failed, p95 TTFAB {p95}"
-        )
-
-
-# --------------------------------------------------------------------------- stages
+LOCAL_SKEW_S = 0.001  # one clock: the server's markers and ours are this machine's
 
 
 def startup_stages(
-    spawned: float, markers: dict[str, float], served: float, warmup_s: float
+    load_applied: float, spawned: float, markers: dict[str, float], served: float
 ) -> list[Stage]:
     """Stages from the spawn through the markers the server logged to the first served request."""
     points = [(SPAWNED, spawned)]
     points += [(name, markers[name]) for name in STARTUP_MARKERS if name in markers]
     points.append((SERVED, served))
-    stages = [
-        Stage(
-            name=f"load_applied -> {SPAWNED}",
-            seconds=round(warmup_s, 3),
-            measured=True,
-            counted=False,
-        )
-    ]
-    for (a, ta), (b, tb) in itertools.pairwise(points):
-        if tb < ta - 0.001:
-            raise TtotalError(f"stage {a} -> {b} runs backwards ({tb - ta:.3f} s): clocks disagree")
-        stages.append(
-            Stage(
-                name=f"{a} -> {b}", seconds=round(max(0.0, tb - ta), 3), measured=True, counted=True
-            )
-        )
-    return stages
-
-
-# --------------------------------------------------------------------------- the measurement
+    return timed_stages(load_applied, points, LOCAL_SKEW_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +97,8 @@ def measure_local_ttotal(
         )
 
     progress(f"probe: {request.probe_concurrency} closed-loop users on {request.host}")
-    probe = Probe(request.host, request.utterances, request.probe_concurrency)
+    speaker = functools.partial(speak, request.host)
+    probe = Probe(speaker, request.utterances, request.probe_concurrency)
     load_applied = time.time()
     probe.start()
     fresh = LocalServer(request.server_args, env=request.server_env, log_path=request.log_path)
@@ -242,10 +125,10 @@ def measure_local_ttotal(
             "the fresh server reports another build than the ladder measured "
             f"({'; '.join(fresh_fp.differences(fingerprint))}); start it with the same flags"
         )
-    stages = startup_stages(spawned, markers, first.end, spawned - load_applied)
+    stages = startup_stages(load_applied, spawned, markers, first.end)
     missing = [m for m in STARTUP_MARKERS if m not in markers]
     measured_total = round(first.end - spawned, 3)
-    notes = [probe.summary(spawned)]
+    notes = [probe.summary(spawned, " on the running server during the start-up")]
     if missing:
         notes.append(f"markers not logged: {', '.join(missing)}")
     return TtotalArtifact(

@@ -16,18 +16,12 @@ capacity. A free instance quota is checked first. Through the local cloud the ar
 
 from __future__ import annotations
 
-import itertools
-import json
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
-
-import numpy as np
+from typing import Final
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.schema import (
@@ -41,12 +35,22 @@ from tts_bench.artifacts.schema import (
 )
 from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
-from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S, SCALABLE_DIMENSION, SERVICE_NAMESPACE
-from tts_bench.errors import RefusalError, TtsBenchError
+from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
+from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.quota import read_quota_check
-from tts_bench.measure.response_stream import failure_of, invoke, payload_lines, runtime_client
+from tts_bench.measure.response_stream import runtime_client
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
+from tts_bench.measure.ttotal_aws import (
+    allow_forced_count,
+    force_desired,
+    instance_streams,
+    stream_markers,
+    variant_state,
+)
+from tts_bench.measure.ttotal_probe import Probe, StreamSpeaker, TtotalError
+from tts_bench.measure.ttotal_recovery import recovery_rule, recovery_time
+from tts_bench.measure.ttotal_stages import timed_stages
 from tts_bench.telemetry import STARTUP_MARKERS
 
 DEFAULT_PROBE_CONCURRENCY: Final = 10
@@ -55,71 +59,20 @@ DEFAULT_RECOVERY_FACTOR: Final = 1.25
 DEFAULT_RECOVERY_HOLD_S: Final = 60.0
 DEFAULT_WARMUP_S: Final = 30.0
 DEFAULT_TIMEOUT_S: Final = 1800.0
-ROLLING_WINDOW_S: Final = 10.0
 POLL_S: Final = 1.0
+# Our clock, CloudWatch Logs' and the container's: a step back this small is clock skew.
+ENDPOINT_SKEW_S: Final = 1.0
 
 DESIRED_SET: Final = "desired_set"
 INSTANCE_VISIBLE: Final = "instance_visible"
 IN_SERVICE: Final = "in_service"
 TRAFFIC_RECOVERED: Final = "traffic_recovered"
-LOAD_APPLIED: Final = "load_applied"
 # The container's markers that are stages of their own; `ready` is what InService follows.
 CONTAINER_MARKERS: Final = tuple(m for m in STARTUP_MARKERS if m != "ready")
 EMULATED_PROVISIONING: Final = (
     "emulated: the local cloud has no EC2 provisioning or image pull; this stage is its "
     "stand-in delay (--provision-delay-s) plus a process spawn"
 )
-
-
-class TtotalError(TtsBenchError):
-    """The scale-out did not complete, or its stages cannot be read."""
-
-
-# --------------------------------------------------------------------------- pure rules
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeSample:
-    end: float
-    ttfab_ms: float | None  # None: failed, or no audio (counts as over any bound)
-    latency_ms: float | None = None  # to the stream's end
-
-
-def rolling_p95_ok(samples: Sequence[ProbeSample], bound_ms: float, window_s: float) -> list[bool]:
-    """For each sample (sorted by end): is the p95 TTFAB of the trailing window within bound?"""
-    ends = np.array([s.end for s in samples])
-    # A failure is slower than any bound (finite, so interpolation stays a number).
-    values = np.array([1e12 if s.ttfab_ms is None else s.ttfab_ms for s in samples])
-    verdicts = []
-    for i, end in enumerate(ends):
-        lo = int(np.searchsorted(ends, end - window_s, side="right"))
-        window = values[lo : i + 1]
-        verdicts.append(bool(np.percentile(window, 95) <= bound_ms))
-    return verdicts
-
-
-def recovery_time(
-    samples: Sequence[ProbeSample],
-    since: float,
-    bound_ms: float,
-    hold_s: float,
-    now: float,
-    window_s: float = ROLLING_WINDOW_S,
-) -> float | None:
-    """The first request end t ≥ `since` from which the rolling p95 stays within `bound_ms`
-    at every request end through t + `hold_s`; None until `now` has passed t + `hold_s`."""
-    ordered = sorted(samples, key=lambda s: s.end)
-    ok = rolling_p95_ok(ordered, bound_ms, window_s)
-    ends = [s.end for s in ordered]
-    for i, start in enumerate(ends):
-        if start < since or not ok[i]:
-            continue
-        if start + hold_s > now:
-            return None
-        horizon = [ok[j] for j in range(i, len(ends)) if ends[j] <= start + hold_s]
-        if all(horizon):
-            return start
-    return None
 
 
 def scale_out_stages(
@@ -136,214 +89,8 @@ def scale_out_stages(
     points = [(DESIRED_SET, desired_set), (INSTANCE_VISIBLE, instance_visible)]
     points += [(m, markers[m]) for m in CONTAINER_MARKERS if m in markers]
     points += [(IN_SERVICE, in_service), (TRAFFIC_RECOVERED, recovered)]
-    stages = [
-        Stage(
-            name=f"{LOAD_APPLIED} -> {DESIRED_SET}",
-            seconds=round(max(0.0, desired_set - load_applied), 3),
-            measured=True,
-            counted=False,
-        )
-    ]
-    for (a, ta), (b, tb) in itertools.pairwise(points):
-        # Sources differ (our clock, CloudWatch Logs', the container's): a small step back is
-        # clock skew, a large one a wrong reading.
-        if tb < ta - 1.0:
-            raise TtotalError(f"stage {a} -> {b} runs backwards ({tb - ta:.3f} s): clocks disagree")
-        reason = EMULATED_PROVISIONING if emulated and b == INSTANCE_VISIBLE else None
-        stages.append(
-            Stage(
-                name=f"{a} -> {b}",
-                seconds=round(max(0.0, tb - ta), 3),
-                measured=True,
-                reason=reason,
-                counted=True,
-            )
-        )
-    return stages
-
-
-def recovery_rule(probe: int, bound_rung: int, factor: float, hold_s: float) -> str:
-    return (
-        f"probe held at concurrency {probe}; recovered when its p95 TTFAB falls within "
-        f"{factor:g}x of the ladder's c={bound_rung} rung p95 and stays there for {hold_s:g} s"
-    )
-
-
-# --------------------------------------------------------------------------- the probe
-
-
-@dataclass
-class StreamProbe:
-    """`concurrency` closed-loop threads invoking the endpoint over response-stream."""
-
-    client: Any
-    endpoint: str
-    variant: str | None
-    utterances: Sequence[Utterance]
-    concurrency: int
-    samples: list[ProbeSample] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-
-    def one(self, utterance: Utterance) -> ProbeSample:
-        start = time.perf_counter()
-        ttfab_ms: float | None = None
-        done = False
-        stream = None
-        context_id = uuid.uuid4().hex[:12]
-        try:
-            stream = invoke(self.client, self.endpoint, utterance.request(context_id), self.variant)
-            ended = False
-            for line in payload_lines(stream):  # to the end: the connection stays pooled
-                event = {} if ended else json.loads(line)
-                kind = event.get("type")
-                if kind == "chunk" and ttfab_ms is None:
-                    ttfab_ms = (time.perf_counter() - start) * 1000
-                elif kind in ("done", "error"):
-                    done, ended = kind == "done", True
-                    if kind == "error":
-                        self.failures.append(f"{event.get('status_code')}: {event.get('error')}")
-            if not ended:
-                self.failures.append("the stream ended without a done event")
-        except Exception as exc:
-            failure = failure_of(exc)
-            if failure is None:
-                raise
-            self.failures.append(failure[0])
-        finally:
-            if stream is not None:
-                stream.close()
-        latency_ms = (time.perf_counter() - start) * 1000
-        return ProbeSample(time.time(), ttfab_ms if done else None, latency_ms if done else None)
-
-    def _loop(self, offset: int) -> None:
-        for i in itertools.count(offset):
-            if self._stop.is_set():
-                return
-            self.samples.append(self.one(self.utterances[i % len(self.utterances)]))
-
-    def start(self) -> StreamProbe:
-        for k in range(self.concurrency):
-            thread = threading.Thread(target=self._loop, args=(k,), name=f"probe-{k}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=75.0)
-
-    def summary(self, since: float) -> str:
-        done = [s for s in self.samples if s.end >= since]
-        ttfab = [s.ttfab_ms for s in done if s.ttfab_ms is not None]
-        p95 = f"{np.percentile(ttfab, 95):.0f} ms" if ttfab else "-"
-        return (
-            f"probe at {self.concurrency}: {len(done)} requests after desired_set, "
-            f"{len(done) - len(ttfab)} failed, p95 TTFAB {p95}"
-        )
-
-
-# --------------------------------------------------------------------------- AWS edge
-
-
-def log_group(endpoint: str) -> str:
-    return f"/aws/sagemaker/Endpoints/{endpoint}"
-
-
-def instance_streams(session: AwsSession, endpoint: str, variant: str) -> dict[str, float]:
-    """The variant's instance log streams: name → creationTime (unix seconds)."""
-    group = log_group(endpoint)
-    try:
-        streams = session.paginate(
-            "logs",
-            "describe_log_streams",
-            "logStreams",
-            resource=f"log group {group}",
-            logGroupName=group,
-            logStreamNamePrefix=f"{variant}/",
-        )
-    except TtsBenchError as exc:
-        if "ResourceNotFoundException" in str(exc):
-            return {}
-        raise
-    return {s["logStreamName"]: s["creationTime"] / 1000.0 for s in streams}
-
-
-def stream_markers(session: AwsSession, endpoint: str, stream: str) -> dict[str, float]:
-    """Start-up markers in an instance's log stream: name → the container's own timestamp."""
-    events = session.call(
-        "logs",
-        "get_log_events",
-        resource=f"log stream {stream}",
-        logGroupName=log_group(endpoint),
-        logStreamName=stream,
-        startFromHead=True,
-    ).get("events", [])
-    markers: dict[str, float] = {}
-    for event in events:
-        try:
-            line = json.loads(event.get("message", ""))
-        except ValueError:
-            continue
-        if isinstance(line, dict) and line.get("msg") == "startup_marker" and "marker" in line:
-            stamp = line.get("ts", event.get("timestamp", 0) / 1000.0)
-            markers.setdefault(str(line["marker"]), float(stamp))
-    return markers
-
-
-def variant_state(session: AwsSession, endpoint: str, variant: str) -> tuple[str, int | None]:
-    described = session.call(
-        "sagemaker", "describe_endpoint", resource=f"endpoint {endpoint}", EndpointName=endpoint
-    )
-    for entry in described.get("ProductionVariants", []):
-        if entry["VariantName"] == variant:
-            return str(described.get("EndpointStatus")), entry.get("CurrentInstanceCount")
-    return str(described.get("EndpointStatus")), None
-
-
-def allow_forced_count(session: AwsSession, endpoint: str, variant: str, count: int) -> None:
-    """Raise the (suspended) scalable target's max to `count`, so the forced count stands."""
-    from tts_bench.aws.deployed import SuspendedState
-    from tts_bench.deployment import resource_id
-
-    rid = resource_id(endpoint, variant)
-    targets = session.call(
-        "application-autoscaling",
-        "describe_scalable_targets",
-        resource=f"scalable target {rid}",
-        ServiceNamespace=SERVICE_NAMESPACE,
-        ResourceIds=[rid],
-        ScalableDimension=SCALABLE_DIMENSION,
-    ).get("ScalableTargets", [])
-    if targets:
-        session.call(
-            "application-autoscaling",
-            "register_scalable_target",
-            resource=f"scalable target {rid}",
-            ServiceNamespace=SERVICE_NAMESPACE,
-            ResourceId=rid,
-            ScalableDimension=SCALABLE_DIMENSION,
-            MinCapacity=targets[0]["MinCapacity"],
-            MaxCapacity=max(count, targets[0]["MaxCapacity"]),
-            SuspendedState=SuspendedState.all(True).to_api(),
-        )
-
-
-def force_desired(session: AwsSession, endpoint: str, variant: str, count: int) -> float:
-    """UpdateEndpointWeightsAndCapacities to `count`; returns when the call was accepted."""
-    session.call(
-        "sagemaker",
-        "update_endpoint_weights_and_capacities",
-        resource=f"variant {variant} of endpoint {endpoint}",
-        EndpointName=endpoint,
-        DesiredWeightsAndCapacities=[{"VariantName": variant, "DesiredInstanceCount": count}],
-    )
-    return time.time()
-
-
-# --------------------------------------------------------------------------- the measurement
+    reasons = {INSTANCE_VISIBLE: EMULATED_PROVISIONING} if emulated else {}
+    return timed_stages(load_applied, points, ENDPOINT_SKEW_S, reasons)
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,10 +183,8 @@ def measure_sagemaker_ttotal(
         count = (before or 1) + 1
         allow_forced_count(session, request.endpoint, request.variant, count)
         known = set(instance_streams(session, request.endpoint, request.variant))
-        probe = StreamProbe(
-            client, request.endpoint, request.variant, request.utterances,
-            request.probe_concurrency,
-        )  # fmt: skip
+        speaker = StreamSpeaker(client, request.endpoint, request.variant)
+        probe = Probe(speaker, request.utterances, request.probe_concurrency)
         load_applied = time.time()
         progress(f"probe: {request.probe_concurrency} closed-loop users over {transport.value}")
         probe.start()
@@ -452,7 +197,7 @@ def measure_sagemaker_ttotal(
             )
         finally:
             probe.stop()
-        summary = probe.summary(desired_set)
+        summary = probe.summary(desired_set, counted=" after desired_set")
     stages = scale_out_stages(load_applied, desired_set, *timeline, emulated=target.emulated)
     measured_total = round(sum(s.seconds for s in stages if s.counted), 3)
     notes = [summary, f"recovery bound {bound_ms:.0f} ms", quota.describe()]
@@ -477,6 +222,7 @@ def measure_sagemaker_ttotal(
             target.source,
             command=" ".join(["tts-bench", *sys.argv[1:]]) if sys.argv else None,
             notes="; ".join(notes),
+            curve_modelled=target.curve_modelled,
         ),
     )
 
@@ -484,7 +230,7 @@ def measure_sagemaker_ttotal(
 def watch_scale_out(
     session: AwsSession,
     request: SageMakerTtotalRequest,
-    probe: StreamProbe,
+    probe: Probe,
     known: set[str],
     count: int,
     desired_set: float,
@@ -533,5 +279,6 @@ def watch_scale_out(
         else ("the instance never came InService" if stream else "no new instance appeared")
     )
     raise TtotalError(
-        f"{reached} within {request.timeout_s:g} s of desired_set; {probe.summary(desired_set)}"
+        f"{reached} within {request.timeout_s:g} s of desired_set; "
+        f"{probe.summary(desired_set, counted=' after desired_set')}"
     )

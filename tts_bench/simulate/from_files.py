@@ -33,8 +33,16 @@ from tts_bench.simulate.plot import plot_timeline
 from tts_bench.simulate.policies import Policy, parse_policy
 from tts_bench.simulate.replay import PolicyRun, run_fleet_model
 from tts_bench.simulate.service import ServiceCurves, service_curves
-from tts_bench.simulate.traffic import Traffic, load_trace, parse_synthetic, synthetic_traffic
+from tts_bench.simulate.traffic import (
+    Traffic,
+    check_duration,
+    load_trace,
+    parse_synthetic,
+    synthetic_traffic,
+)
 
+# A month of a million instances at this price is 7e17 USD: finite in the artifact's JSON.
+MAX_PRICE_PER_HOUR = 1e9
 OVER_SLO_RULE = (
     "an admitted request is over the SLO when the ladder's p95 TTFAB at the occupancy it joins "
     "(itself included), interpolated between rungs, exceeds the SLO"
@@ -116,6 +124,8 @@ def build_traffic(
         raise TtsBenchError("give exactly one of --trace FILE and --synthetic SPEC")
     if request.duration_s is not None and request.duration_s <= 0:
         raise TtsBenchError(f"--duration-s {request.duration_s:g} must be positive")
+    if request.duration_s is not None:
+        check_duration(request.duration_s)
     if request.trace is not None:
         return load_trace(request.trace, request.duration_s)
     synthetic = parse_synthetic(request.synthetic)  # type: ignore[arg-type]
@@ -142,6 +152,13 @@ def simulate_from_files(request: SimulationRequest) -> Simulation:
         raise TtsBenchError("each --policy may be given once")
     if request.price_per_hour_usd is not None and request.price_per_hour_usd < 0:
         raise TtsBenchError("--price-per-hour must not be negative")
+    if request.price_per_hour_usd is not None and request.price_per_hour_usd > MAX_PRICE_PER_HOUR:
+        raise TtsBenchError(
+            f"--price-per-hour {request.price_per_hour_usd:g}: at most {MAX_PRICE_PER_HOUR:g} "
+            "USD per instance-hour (the cost must stay a finite number)"
+        )
+    if request.seed < 0:
+        raise TtsBenchError(f"--seed {request.seed}: give 0 or more")
     rng = np.random.default_rng(request.seed)
     traffic = build_traffic(request, inputs.shape, rng)
     runs = [

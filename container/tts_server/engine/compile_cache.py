@@ -5,19 +5,15 @@ produces (Inductor's graphs and Triton's kernels) is portable between processes 
 torch, Triton and GPU: `torch.compiler.save_cache_artifacts` packs it into one file (the
 "mega-cache"), and a fresh process that loads that file before compiling finds every kernel
 built and only re-traces the Python (seconds). The image ships such a file when one was made
-for its torch and GPU (`container/compile-cache/`, made by this module's command on a GPU
+for its torch and GPU (`container/compile-cache/`, made on a GPU
 host); a file made for another torch or GPU is simply a miss, and the process compiles as if
-there were none.
-
-    python -m tts_server.engine.compile_cache --model-dir DIR --out FILE   # on the GPU host
+there were none. The command that makes the file is `tts_server.make_compile_cache`: this
+module is the library the backend imports, and imports no backend.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,26 +64,3 @@ def compiled_adain_act() -> Callable[..., Any]:
         if hasattr(config, name):
             setattr(config, name, max(getattr(config, name), 32))
     return torch.compile(adain_act, dynamic=True)
-
-
-def main() -> int:
-    from tts_server.engine.torch_backend import COMPILE_ENV, TorchBackend
-
-    parser = argparse.ArgumentParser(description="Compile the torch backend and save its cache.")
-    parser.add_argument("--model-dir", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True, help="the mega-cache file to write")
-    parser.add_argument("--device", default="cuda")
-    args = parser.parse_args()
-    os.environ[COMPILE_ENV] = "1"
-    os.environ.pop(COMPILE_CACHE_ENV, None)  # measure and save a cold compile
-    backend = TorchBackend(args.model_dir, device=args.device)
-    warm_s = backend.warm()
-    size = save_cache(args.out)
-    print(
-        json.dumps({"compile_warmup_s": round(warm_s, 2), "cache_bytes": size, **backend.settings})
-    )
-    return 0 if size else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

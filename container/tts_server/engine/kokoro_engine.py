@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 
 from tts_bench.engine_modes import BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE
-from tts_server.engine.backend import MAX_PHONEMES, Backend, InferenceItem
+from tts_server.engine.backend import MAX_PHONEMES, InferenceItem
 from tts_server.engine.base import (
     Engine,
     EngineError,
@@ -36,7 +36,7 @@ from tts_server.engine.g2p import (
     load_table,
     split_phonemized,
 )
-from tts_server.engine.scheduler import InferenceScheduler
+from tts_server.engine.scheduler import SegmentRunner
 from tts_server.engine.text import (
     SPEED_RANGE,
     VOLUME_RANGE,
@@ -53,7 +53,7 @@ G2P_TABLE_ENV = "ENGINE_G2P_TABLE"
 
 @dataclass(frozen=True, slots=True)
 class LoadedModel:
-    backend: Backend
+    runner: SegmentRunner  # the backend behind its scheduler, here or in a process of its own
     vocab: dict[str, int]
     voices: dict[str, np.ndarray]  # name -> (510, 1, 256) style pack
 
@@ -82,7 +82,6 @@ class KokoroEngine(Engine):
         self._source = source
         self._mode = mode
         self._model: LoadedModel | None = None
-        self._scheduler: InferenceScheduler | None = None
         self._phonemizer: Phonemizer | None = None
         # One G2P thread: the G2P libraries are not thread-safe, and it keeps model threads free.
         self._g2p_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kokoro-g2p")
@@ -90,6 +89,7 @@ class KokoroEngine(Engine):
         self._weights_sha256: str | None = None
         self._g2p_table = os.environ.get(G2P_TABLE_ENV) or None
         self.backend_warmup_s: float | None = None  # set by warmup(): the backend's own share
+        self._on_failure: Callable[[str], None] | None = None
 
     @property
     def languages(self) -> frozenset[str]:
@@ -106,12 +106,17 @@ class KokoroEngine(Engine):
     @property
     def segments_synthesised(self) -> int:
         """Segments the model has finished since load, over all requests."""
-        return self._scheduler.completed if self._scheduler is not None else 0
+        return self._model.runner.completed if self._model is not None else 0
 
     @property
     def forward_passes(self) -> int:
         """Model calls since load; below `segments_synthesised` when segments were batched."""
-        return self._scheduler.passes if self._scheduler is not None else 0
+        return self._model.runner.passes if self._model is not None else 0
+
+    @property
+    def busy_s(self) -> float:
+        """Seconds the model spent inside passes since load (over wall time: its busy share)."""
+        return self._model.runner.busy_s if self._model is not None else 0.0
 
     @property
     def performance_env(self) -> dict[str, str]:
@@ -128,14 +133,20 @@ class KokoroEngine(Engine):
             self._weights_sha256 = self._source.weights_sha256()
         return self._weights_sha256
 
+    def on_failure(self, callback: Callable[[str], None]) -> None:
+        self._on_failure = callback
+        if self._model is not None and hasattr(self._model.runner, "on_gone"):
+            self._model.runner.on_gone = callback
+
     async def load(self) -> None:
         if self._model is not None:
             return
         model = await asyncio.to_thread(self._source.load)
         table = load_table(Path(self._g2p_table)) if self._g2p_table else None
         self._phonemizer = Phonemizer(model.vocab, table=table)
-        self._scheduler = InferenceScheduler(model.backend)
         self._model = model
+        if self._on_failure is not None and hasattr(model.runner, "on_gone"):
+            model.runner.on_gone = self._on_failure
 
     async def warmup(self) -> None:
         """Load both G2Ps, warm the backend (compile, when it compiles) and run one short
@@ -143,7 +154,7 @@ class KokoroEngine(Engine):
         loop = asyncio.get_running_loop()
         loaded = self._require()
         phonemizer = loaded.phonemizer
-        self.backend_warmup_s = await asyncio.to_thread(loaded.model.backend.warm)
+        self.backend_warmup_s = await asyncio.to_thread(loaded.model.runner.warm)
         for language in sorted(LANGUAGES):
             await loop.run_in_executor(self._g2p_thread, phonemizer.warm, language)
         voice = sorted(self.voices)[0]
@@ -151,12 +162,10 @@ class KokoroEngine(Engine):
             pass
 
     async def close(self) -> None:
-        if self._scheduler is not None:
-            await asyncio.to_thread(self._scheduler.close)
         if self._model is not None:
-            self._model.backend.close()
+            await asyncio.to_thread(self._model.runner.close)
         self._g2p_thread.shutdown(wait=False, cancel_futures=True)
-        self._model = self._scheduler = None
+        self._model = None
 
     def check(self, request: SynthesisRequest) -> list[InputProblem]:
         pieces, problems = segment_text(request.text)
@@ -183,13 +192,13 @@ class KokoroEngine(Engine):
     @dataclass(frozen=True, slots=True)
     class _Loaded:
         model: LoadedModel
-        scheduler: InferenceScheduler
+        scheduler: SegmentRunner
         phonemizer: Phonemizer
 
     def _require(self) -> KokoroEngine._Loaded:
-        if self._model is None or self._scheduler is None or self._phonemizer is None:
+        if self._model is None or self._phonemizer is None:
             raise EngineError("the engine is not loaded; await engine.load() first")
-        return self._Loaded(self._model, self._scheduler, self._phonemizer)
+        return self._Loaded(self._model, self._model.runner, self._phonemizer)
 
     async def synthesize(self, request: SynthesisRequest) -> AsyncIterator[Segment]:
         problems = self.check(request)

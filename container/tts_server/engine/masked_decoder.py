@@ -18,7 +18,7 @@ The functions walk kokoro's own modules (same weights, same arithmetic) and repl
 their `forward`. The generator's noise (random initial phase, additive Gaussian noise) is
 left out, as in the int8 ONNX export, so synthesis is deterministic. The harmonic source's
 phase is a running sum over up to a minute of samples: it is computed in float32 even when
-the rest of the pass runs in bfloat16, since bfloat16 would lose the phase within a second.
+the rest of the pass runs in bfloat16 or float16, which would lose the phase within a second.
 """
 
 from __future__ import annotations

@@ -191,6 +191,17 @@ def convert(onnx_path: Path, config: dict[str, Any]) -> dict[str, dict[str, Any]
         key = name.removeprefix("encoder.").replace("decoder.decoder.", "decoder.", 1)
         if key in reference and key not in found and value.dtype == np.float32:
             put(key, value)
+    _fill_absent(reference, found)
+    state: dict[str, dict[str, Any]] = {name: {} for name in _TOP_MODULES}
+    for key, value in found.items():
+        top, rest = key.split(".", 1)
+        state[top][rest] = torch.from_numpy(np.ascontiguousarray(value))
+    return state
+
+
+def _fill_absent(reference: dict[str, Any], found: dict[str, np.ndarray]) -> None:
+    """The weights the graph has no counterpart for: identity norms and the unused pooler are
+    filled in, buffers KModel rebuilds are left out, anything else is an `EngineError`."""
     for key, tensor in reference.items():
         if key in found:
             continue
@@ -207,11 +218,6 @@ def convert(onnx_path: Path, config: dict[str, Any]) -> dict[str, dict[str, Any]
             continue  # buffers KModel rebuilds
         else:
             raise EngineError(f"KModel weight {key} has no counterpart in the Kokoro ONNX")
-    state: dict[str, dict[str, Any]] = {name: {} for name in _TOP_MODULES}
-    for key, value in found.items():
-        top, rest = key.split(".", 1)
-        state[top][rest] = torch.from_numpy(np.ascontiguousarray(value))
-    return state
 
 
 def import_onnx(out_dir: Path, progress: Callable[[str], None] | None = None) -> Path:

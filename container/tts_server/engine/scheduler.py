@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
+from typing import Protocol
 
 from tts_server.engine.backend import (
     Backend,
@@ -34,6 +35,21 @@ from tts_server.engine.backend import (
 from tts_server.engine.base import EngineError
 
 _Entry = tuple[InferenceItem, "Future[InferenceOutput]"]
+
+
+class SegmentRunner(Protocol):
+    """What the engine asks of whoever runs the model: this scheduler in the server's own
+    process, or `engine_process.EngineProcess`, the same scheduler in a process of its own."""
+
+    completed: int
+    passes: int
+    busy_s: float
+
+    async def run(self, item: InferenceItem) -> InferenceOutput: ...
+
+    def warm(self) -> float: ...
+
+    def close(self) -> None: ...
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -57,6 +73,7 @@ class InferenceScheduler:
         self.completed = 0  # segments synthesised so far (all requests)
         self.passes = 0  # backend.infer calls so far: fewer than `completed` when batching
         self.aborted = 0  # passes stopped midway because every request in them had ended
+        self.busy_s = 0.0  # seconds a worker spent inside passes (its share of wall time)
         self._running: dict[Future[InferenceOutput], _RunningPass] = {}
         self._workers = [
             threading.Thread(target=self._work, name=f"kokoro-infer-{i}", daemon=True)
@@ -74,19 +91,28 @@ class InferenceScheduler:
     async def run(self, item: InferenceItem) -> InferenceOutput:
         """Queue one segment; cancelling the await (the request ended) drops it if it has not
         started, and aborts its pass if it has and every other segment in it ended too."""
+        future = self.submit(item)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            self.end(future)
+            raise
+
+    def submit(self, item: InferenceItem) -> Future[InferenceOutput]:
+        """Queue one segment from any thread; its future resolves when its pass is done."""
         future: Future[InferenceOutput] = Future()
         with self._ready:
             if self._closed:
                 raise EngineError("the engine is closed")
             self._queue.append((item, future))
             self._ready.notify()
-        try:
-            return await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            self._end(future)
-            raise
+        return future
 
-    def _end(self, future: Future[InferenceOutput]) -> None:
+    def warm(self) -> float:
+        """The backend's warm-up (compilation, when it compiles); seconds taken."""
+        return self._backend.warm()
+
+    def end(self, future: Future[InferenceOutput]) -> None:
         """The request of `future` has ended: nothing of it may run from now on."""
         with self._ready:
             if future.cancel():  # still waiting: a worker will never take it
@@ -160,6 +186,7 @@ class InferenceScheduler:
             with self._ready:
                 self.completed += len(batch)
                 self.passes += 1
+                self.busy_s += time.monotonic() - started
             self._finish(running)
             for (_, future), output in zip(batch, outputs, strict=True):
                 future.set_result(dataclasses.replace(output, started=started))
@@ -179,3 +206,4 @@ class InferenceScheduler:
             future.cancel()
         for worker in self._workers:
             worker.join(timeout=30)
+        self._backend.close()

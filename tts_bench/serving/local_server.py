@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.server_ping import PingError, PingStatus, fetch_ping
+from tts_bench.serving.server_ping import PingError, PingStatus, fetch_ping
 
 DRAIN_WAIT_S = 35.0  # the server exits within 30 s of SIGTERM (SageMaker's SIGKILL deadline)
 

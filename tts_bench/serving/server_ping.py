@@ -30,12 +30,20 @@ class PingStatus:
     queue_max_depth: int | None
     in_flight: int
     build: dict[str, Any]  # the fingerprint fields the server knows (no transport)
+    instance_model: str | None = None  # "curve": a local cloud's curve instance, not the engine
 
     def fingerprint(self, transport: Transport) -> Fingerprint:
         try:
             return Fingerprint(**self.build, transport=transport)
         except (TypeError, ValidationError) as exc:
             raise PingError(f"/ping fingerprint is not valid: {exc}".splitlines()[0]) from None
+
+    def refuse_curve_modelled(self) -> None:
+        if self.instance_model == "curve":
+            raise RefusalError(
+                "the server is a curve instance (service times from a ladder): Q_max is only "
+                "ever measured on the real engine"
+            )
 
     def refuse_bounded(self) -> None:
         if self.queue_max_depth is not None:
@@ -55,6 +63,7 @@ def parse_ping(body: bytes | str) -> PingStatus:
             queue_max_depth=data.get("queue_max_depth"),
             in_flight=int(data.get("in_flight", 0)),
             build=dict(data["fingerprint"]),
+            instance_model=data.get("instance_model"),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise PingError(

@@ -1,0 +1,254 @@
+"""The reference plan deployed on curve instances, its clocks compressed 50-fold: the policy
+scales out on the curve's own load through the deployed alarms, every stage readable through
+the AWS APIs in the cloud's virtual time, and 50 instances serve on this machine.
+
+One local cloud for the module: curve instances from the reference ladder at rate scale 1, the
+reference plan (target tracking at 37.5, step scale-in at 25, cooldowns 30 / 960 s), start-up
+along the reference ttotal, maxInstances 60, the default CloudWatch delay (5 s).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.conftest import REFERENCE_PLAN, REFERENCE_QMAX
+from tests.local_cloud.conftest import cloud_fixture, control_client, runtime_client
+from tests.local_cloud.streams import events, rejoin, speech_request, stream
+from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
+from tts_bench.local_cloud import LocalCloud, LocalCloudSettings
+from tts_bench.local_cloud.settings import CurveInstances
+from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE
+
+pytestmark = pytest.mark.slow
+
+TIME_SCALE = 50.0
+TARGET = 37.5
+cloud = cloud_fixture(
+    lambda _: LocalCloudSettings(
+        curve=CurveInstances(qmax=REFERENCE_QMAX, plan=REFERENCE_PLAN, seed=2),
+        time_scale=TIME_SCALE,
+        stack_overrides={"maxInstances": 60},
+    )
+)
+
+
+class OpenLoop:
+    """Poisson arrivals at `rate_rps` from a thread, each request streamed on a pool."""
+
+    def __init__(self, endpoint: str, rate_rps: float) -> None:
+        self._endpoint, self._rate = endpoint, rate_rps
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(96)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.outcomes: list[str] = []
+
+    def _one(self, index: int) -> None:
+        try:
+            data, _ = rejoin(stream(runtime_client(), self._endpoint, speech_request(f"o{index}")))
+            self.outcomes.append(events(data)[-1]["type"])
+        except Exception as exc:
+            self.outcomes.append(type(exc).__name__)
+
+    def _run(self) -> None:
+        rng, due, index = random.Random(3), time.monotonic(), 0
+        while not self._stop.is_set():
+            due += rng.expovariate(self._rate)
+            self._stop.wait(max(0.0, due - time.monotonic()))
+            index += 1
+            self._pool.submit(self._one, index)
+
+    def __enter__(self) -> OpenLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._pool.shutdown(wait=True)
+
+
+def _activities(cloud: LocalCloud) -> list[dict[str, Any]]:
+    answer = control_client("application-autoscaling").describe_scaling_activities(
+        ServiceNamespace="sagemaker",
+        ResourceId=f"endpoint/{cloud.endpoint_name}/variant/{cloud.variant_name}",
+    )
+    return list(reversed(answer["ScalingActivities"]))  # oldest first
+
+
+def _state_changes(alarm_prefix: str) -> list[dict[str, Any]]:
+    items = control_client("cloudwatch").describe_alarm_history(
+        HistoryItemType="StateUpdate", ScanBy="TimestampAscending"
+    )["AlarmHistoryItems"]
+    return [i for i in items if i["AlarmName"].startswith(alarm_prefix)]
+
+
+def _wait(what: str, check: Any, timeout_s: float) -> Any:
+    deadline = time.time() + timeout_s
+    while not (found := check()):
+        assert time.time() < deadline, f"no {what} within {timeout_s:g} s"
+        time.sleep(0.2)
+    return found
+
+
+def _datapoints(cloud: LocalCloud, start: datetime, end: datetime) -> list[tuple[datetime, float]]:
+    answer = control_client("cloudwatch").get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "c",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": SAGEMAKER_NAMESPACE,
+                        "MetricName": CONCURRENT_REQUESTS_PER_MODEL,
+                        "Dimensions": [
+                            {"Name": "EndpointName", "Value": cloud.endpoint_name},
+                            {"Name": "VariantName", "Value": cloud.variant_name},
+                        ],
+                    },
+                    "Period": 10,
+                    "Stat": "Maximum",
+                },
+            }
+        ],
+        StartTime=start,
+        EndTime=end,
+        ScanBy="TimestampAscending",
+    )["MetricDataResults"][0]
+    return list(zip(answer["Timestamps"], answer["Values"], strict=True))
+
+
+def _markers(cloud: LocalCloud, stream_name: str) -> tuple[float, dict[str, float]]:
+    logs = control_client("logs")
+    group = f"/aws/sagemaker/Endpoints/{cloud.endpoint_name}"
+    created = logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=stream_name)
+    events_ = logs.get_log_events(logGroupName=group, logStreamName=stream_name, startFromHead=True)
+    markers = {}
+    for event in events_["events"]:
+        line = json.loads(event["message"])
+        if line.get("msg") == "startup_marker":
+            markers[line["marker"]] = float(line["ts"])
+    return created["logStreams"][0]["creationTime"] / 1000, markers
+
+
+@pytest.fixture(scope="module")
+def scaled_out(cloud: LocalCloud) -> Iterator[list[dict[str, Any]]]:
+    """25 requests/s on one instance that serves 17.9: the deployed policy scales it out; the
+    load stays until the first instance it asked for serves."""
+    with OpenLoop(cloud.endpoint_name, 25.0) as load:
+        _wait("a second instance in service", lambda: len(cloud.fleet.in_service()) >= 2, 90)
+    assert load.outcomes.count("done") > 0.5 * len(load.outcomes)
+    yield _activities(cloud)
+
+
+def test_the_alarm_fires_a_delay_after_its_third_datapoint_and_scales_out_at_once(
+    cloud: LocalCloud, scaled_out: list[dict[str, Any]]
+) -> None:
+    first = scaled_out[0]
+    assert first["Description"] == "Setting desired instance count to 2."
+    high = "TargetTracking-endpoint/"
+    assert f"monitor alarm {high}" in first["Cause"] and "-AlarmHigh-" in first["Cause"]
+    fired = next(c for c in _state_changes(high) if c["HistorySummary"].endswith("to ALARM"))
+    # One evaluation sets the alarm and the capacity (seconds of virtual time: 50 x the wall).
+    assert abs((first["StartTime"] - fired["Timestamp"]).total_seconds()) < 5
+    # The alarm saw its third breaching datapoint CLOUDWATCH_DELAY_S after that period ended.
+    start = datetime.fromtimestamp((fired["Timestamp"].timestamp() // 10 - 12) * 10, tz=UTC)
+    period = timedelta(seconds=10)
+    points = _datapoints(cloud, start, fired["Timestamp"])
+    breaching = [v > TARGET for _, v in points]
+    third = next(i for i in range(2, len(points)) if all(breaching[i - 2 : i + 1]))
+    # The first evaluation after that period's datapoint became readable; a loaded machine
+    # may run the evaluation late (50 ms of wall clock is 2.5 s here), never early.
+    delay = (fired["Timestamp"] - (points[third][0] + period)).total_seconds()
+    assert CLOUDWATCH_DELAY_S <= delay < CLOUDWATCH_DELAY_S + 10
+    # Every timestamp is the cloud's virtual time, far ahead of the wall clock by now.
+    assert fired["Timestamp"].timestamp() - time.time() > 60
+
+
+def test_the_new_instance_starts_along_the_ttotal_stages_and_the_activity_completes(
+    cloud: LocalCloud, scaled_out: list[dict[str, Any]]
+) -> None:
+    first = scaled_out[0]
+    started = first["StartTime"].timestamp()
+    # An activity completes when the endpoint serves its count (or a later one overrides it).
+    done = _wait(
+        "a completed activity",
+        lambda: [a for a in _activities(cloud) if a["StatusCode"] in ("Successful", "Overridden")],
+        40,
+    )
+    assert all(a["EndTime"] >= a["StartTime"] for a in done)
+    assert first["StatusCode"] in ("Successful", "Overridden")
+    first_new = min(
+        (i for i in cloud.fleet.instances() if i.spawned_at > cloud.clock.to_wall(started) - 1),
+        key=lambda i: i.spawned_at,
+    )
+    created, markers = _markers(cloud, first_new.log_stream)
+    assert created - started == pytest.approx(180.8, abs=5)
+    offsets = {m: round(t - created, 1) for m, t in markers.items()}
+    expected = {"container_started": 3.7, "framework_init": 3.7, "weights_ready": 10.2}
+    expected |= {"warmup_done": 11.2, "ready": 11.2}
+    assert offsets == pytest.approx(expected, abs=2.5)
+
+
+def test_without_load_the_step_policy_scales_in(
+    cloud: LocalCloud, scaled_out: list[dict[str, Any]]
+) -> None:
+    scale_in = _wait(
+        "a scale-in",
+        lambda: [a for a in _activities(cloud) if "low-concurrency" in a["Cause"]],
+        40,
+    )[0]
+    assert "-low-concurrency in state ALARM" in scale_in["Cause"]
+    low = [c["HistorySummary"] for c in _state_changes(f"{cloud.endpoint_name}-")]
+    assert "Alarm updated from OK to ALARM" in low
+
+
+def test_fifty_instances_serve_on_this_machine(
+    cloud: LocalCloud, scaled_out: list[dict[str, Any]]
+) -> None:
+    aas = control_client("application-autoscaling")
+    target = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": f"endpoint/{cloud.endpoint_name}/variant/{cloud.variant_name}",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+    suspend = {"DynamicScalingInSuspended": True, "DynamicScalingOutSuspended": True}
+    aas.register_scalable_target(**target, SuspendedState=suspend)
+    sm = control_client("sagemaker")
+    try:
+        sm.update_endpoint_weights_and_capacities(
+            EndpointName=cloud.endpoint_name,
+            DesiredWeightsAndCapacities=[
+                {"VariantName": cloud.variant_name, "DesiredInstanceCount": 50}
+            ],
+        )
+
+        def fifty() -> bool:
+            described = sm.describe_endpoint(EndpointName=cloud.endpoint_name)
+            variant = described["ProductionVariants"][0]
+            return (
+                described["EndpointStatus"] == "InService" and variant["CurrentInstanceCount"] == 50
+            )
+
+        _wait("50 instances in service", fifty, 90)
+        with ThreadPoolExecutor(25) as pool:
+            body = speech_request("fifty")
+            done = list(
+                pool.map(
+                    lambda _: events(
+                        rejoin(stream(runtime_client(), cloud.endpoint_name, body))[0]
+                    )[-1]["type"],
+                    range(200),
+                )
+            )
+        assert done == ["done"] * 200
+        assert len({i.url for i in cloud.fleet.in_service()}) == 50
+    finally:
+        aas.register_scalable_target(**target, SuspendedState={k: False for k in suspend})

@@ -1,0 +1,53 @@
+"""T_total's stages: consecutive timestamps, each from its own source, made into `Stage`s.
+
+One builder for both measurements. The first stage, from the moment the probe's load was
+applied to the first timestamp, is recorded and not counted (the probe's warm-up); every later
+stage runs between consecutive timestamps and is counted. Timestamps from different clocks may
+step back a little (clock skew, clamped to 0); past `skew_tolerance_s` a step back is a wrong
+reading and refused. A local measurement reads one clock (a millisecond of tolerance); the
+endpoint's reads ours, CloudWatch Logs' and the container's (a second).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from tts_bench.artifacts.schema import Stage
+from tts_bench.measure.ttotal_probe import TtotalError
+
+LOAD_APPLIED: Final = "load_applied"
+
+
+def timed_stages(
+    load_applied: float,
+    points: Sequence[tuple[str, float]],
+    skew_tolerance_s: float,
+    reasons: Mapping[str, str] | None = None,
+) -> list[Stage]:
+    """The warm-up stage (not counted), then one counted stage per pair of consecutive points.
+
+    `reasons` notes a stage by the name of the point it ends at."""
+    first, started = points[0]
+    stages = [
+        Stage(
+            name=f"{LOAD_APPLIED} -> {first}",
+            seconds=round(max(0.0, started - load_applied), 3),
+            measured=True,
+            counted=False,
+        )
+    ]
+    for (a, ta), (b, tb) in itertools.pairwise(points):
+        if tb < ta - skew_tolerance_s:
+            raise TtotalError(f"stage {a} -> {b} runs backwards ({tb - ta:.3f} s): clocks disagree")
+        stages.append(
+            Stage(
+                name=f"{a} -> {b}",
+                seconds=round(max(0.0, tb - ta), 3),
+                measured=True,
+                reason=(reasons or {}).get(b),
+                counted=True,
+            )
+        )
+    return stages
