@@ -3,7 +3,7 @@
 What it holds: moto in this process for the control plane (`moto_host`), whose state the
 `control_plane` drives where moto stands still; the `fleet` of real `python -m tts_server`
 instance processes; their CloudWatch `logs` and `metrics`; the deployed scaling policies
-applied by `autoscaling` (rules in `scaling_rules`); the SageMaker runtime's wire layer
+applied by `autoscaling` (AWS's rules in `planning.aws_scaling`); the SageMaker runtime's wire layer
 (`runtime`, with `event_stream` frames and `wire_errors` shapes) and the Service Quotas answer
 (`quotas`); `deploy`, which creates what the Pulumi program records for a stack; and `cloud`,
 which starts, deploys and stops all of it. Backends hold state and the methods that change it;
