@@ -219,7 +219,8 @@ def test_the_main_jobs_plan_at_q_max_2_is_feasible(rule: str) -> None:
 
 
 def _sagemaker_ladder(ratio: float | None) -> PlanArtifact:
-    rungs = [rung(1, 16, 70), rung(5, 18, 300), rung(10, 18, 600), rung(20, 18, 1200)]
+    """A SageMaker ladder whose concurrency join read 1.0; `ratio`: its invocations join."""
+    rungs = [rung(n, rps, ms, cw=1.0) for n, rps, ms in ((1, 16, 70), (5, 18, 300), (10, 18, 600))]
     if ratio is not None:  # the join read a little more at each higher rung
         rungs = [
             r.model_copy(
@@ -240,11 +241,21 @@ def test_the_invocations_ratio_is_the_smallest_a_rung_measured() -> None:
     assert plan.scaling_target_value == pytest.approx(60 * plan.fleet.scale_out_rps * 0.98)
 
 
-def test_a_sagemaker_ladder_without_the_invocations_join_stops() -> None:
+def test_a_sagemaker_ladder_without_the_invocations_join_warns_and_assumes_the_definition() -> None:
     plan = _sagemaker_ladder(None)
     cw = plan.finding("cw_ratio")
-    assert not plan.feasible and cw is not None and cw.verdict == "stop"
-    assert "InvocationsPerInstance" in cw.message
+    assert plan.feasible and cw is not None and cw.verdict == "warn"
+    assert "InvocationsPerInstance" in cw.message and "by AWS's definition" in cw.message
+    assert plan.target_units.ratio_rule == "unmeasured" and plan.target_units.cw_ratio == 1.0
+
+
+def test_a_sagemaker_ladder_without_the_concurrency_join_stops_the_burst() -> None:
+    rungs = [rung(1, 16, 70), rung(5, 18, 300), rung(10, 18, 600), rung(20, 18, 1200)]
+    qmax = qmax_artifact(rungs, fingerprint=SAGEMAKER)
+    request = PlanRequest(peak_rps=100, trough_rps=5, surge_trials=20)
+    plan = derive_plan(qmax, ttotal_artifact(fingerprint=SAGEMAKER), request, SOURCES)
+    cw = plan.finding("cw_ratio")
+    assert cw is not None and cw.verdict == "stop" and "burst threshold" in cw.message
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -143,6 +143,10 @@ class CloudWatchStat(BaseModel):
 
 # What the ladder's per-rung `cloudwatch_ratio` was always measured against (SPEC §4).
 LADDER_RATIO_STAT: Final = CloudWatchStat(statistic="Maximum", period_s=10)
+# What the fleet rule deploys on, joined per rung in `cloudwatch_ratios` under its key.
+INVOCATIONS_RATIO_STAT: Final = CloudWatchStat(
+    metric="InvocationsPerInstance", statistic="Sum", period_s=60
+)
 
 
 def _ratio_keys(ratios: dict[str, float]) -> dict[str, float]:

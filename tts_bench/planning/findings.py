@@ -363,18 +363,24 @@ def _fleet_cw_ratio(steps: PlanSteps, levels: FleetLevels) -> Finding:
         "burst_cw_ratio": round(burst.units.cw_ratio, 6) if burst else None,
         "burst_ratio_rule": burst.units.ratio_rule if burst else None,
     }
-    unmeasured = [
-        what
-        for what, rule in (("target", units.ratio_rule), ("burst", figures["burst_ratio_rule"]))
-        if rule == "unmeasured"
-    ]
-    if unmeasured:
+    if figures["burst_ratio_rule"] == "unmeasured":
         return finding(
             "cw_ratio",
             Verdict.STOP,
-            f"no rung measured CloudWatch's reading for the {' and the '.join(unmeasured)} "
-            "against the client's, so it would deploy in the wrong units; re-run the ladder "
-            f"with the CloudWatch join ({_units(units)} and ConcurrentRequestsPerModel)",
+            "no rung measured CloudWatch's ConcurrentRequestsPerModel against the client's "
+            "concurrency, so the burst threshold would deploy in the wrong units; re-run the "
+            "ladder with the CloudWatch join",
+            **figures,  # type: ignore[arg-type]
+        )
+    if units.ratio_rule == "unmeasured":
+        # A count per request, unlike a concurrency Maximum: 1.0 by AWS's definition (each
+        # request adds 1/N) is the expected reading, the join only checks it.
+        return finding(
+            "cw_ratio",
+            Verdict.WARN,
+            f"no rung held a whole minute of {_units(units)}, so its ratio to the client's "
+            "requests was not measured; the target assumes 1.0 by AWS's definition; hold rungs "
+            "of a minute or more to check it",
             **figures,  # type: ignore[arg-type]
         )
     burst_text = (

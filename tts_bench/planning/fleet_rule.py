@@ -37,10 +37,10 @@ from typing import Final
 
 from tts_bench import deployment
 from tts_bench.artifacts.schema import (
+    INVOCATIONS_RATIO_STAT,
     LADDER_RATIO_STAT,
     AlarmSpec,
     BurstLevels,
-    CloudWatchStat,
     CloudWatchUnits,
     DeployShape,
     FleetLevels,
@@ -61,7 +61,7 @@ from tts_bench.planning.steps import (
     Thresholds,
     refuse_beyond_max_capacity,
 )
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
+from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 # Tuned on simulated days (docs/simulation.md, `benchmarks/fleet_rule_tuning.py`); fixed here so
 # that a plan re-derives without simulating.
@@ -73,9 +73,7 @@ FLEET_DAY_S: Final = 86_400.0
 # datapoints space scale-ins further once the metric has recovered.
 FLEET_SCALE_IN_COOLDOWN_S: Final = 300
 SECONDS_PER_MINUTE: Final = 60
-INVOCATIONS_STAT: Final = CloudWatchStat(
-    metric=SAGEMAKER_INVOCATIONS_PER_INSTANCE, statistic="Sum", period_s=60
-)
+INVOCATIONS_STAT: Final = INVOCATIONS_RATIO_STAT
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,9 @@ class FleetDerivation:
 def invocations_units(qmax: QmaxArtifact) -> tuple[CloudWatchUnits, str]:
     """InvocationsPerInstance against the client's request count: the smallest ratio any rung
     measured (a count per request does not depend on the load, and the smallest makes the
-    target fire earliest); else 1.0 locally, or by AWS's definition for a reference run."""
+    target fire earliest); else 1.0: locally (no CloudWatch), by AWS's definition for a
+    reference run, and `unmeasured` for a SageMaker ladder that held no whole minute (the
+    cw_ratio finding warns)."""
     stat = INVOCATIONS_STAT
     measured = [
         (r.concurrency, ratio)
