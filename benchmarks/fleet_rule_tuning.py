@@ -56,7 +56,10 @@ def plan_of(
 
 def one(job: tuple[str, float, bool, str, int, str, dict]) -> tuple[tuple, dict, float]:
     rule, margin, burst, spec, seed, qmax, request = job
-    plan = plan_of(rule, margin, burst, Path(qmax), TTOTAL, **request)
+    if rule.startswith("file:"):  # a plan file edited by hand (a candidate design)
+        plan = load_artifact(Path(rule.split("=", 1)[1]), PlanArtifact)
+    else:
+        plan = plan_of(rule, margin, burst, Path(qmax), TTOTAL, **request)
     cpu = time.process_time()
     traffic = (
         CheckTraffic(trace=Path(spec.removeprefix("trace:")))
@@ -83,6 +86,13 @@ def main() -> None:
     parser.add_argument("--allow-config-mismatch", action="store_true")
     parser.add_argument("--no-published", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--plan-file",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="also simulate a plan file (a hand-edited candidate), labelled NAME",
+    )
     args = parser.parse_args()
     margins = args.margin or [fleet_rule.FLEET_MARGIN_FLOOR]
     bursts = [b == "on" for b in (args.burst or ["on" if fleet_rule.FLEET_BURST else "off"])]
@@ -96,6 +106,12 @@ def main() -> None:
     jobs = [
         ("fleet", m, b, spec, seed, args.qmax, request)
         for m, b, spec, seed in itertools.product(margins, bursts, shapes, seeds)
+    ]
+    jobs += [
+        (f"file:{entry}", 0.0, False, spec, s, args.qmax, request)
+        for entry in args.plan_file
+        for spec in shapes
+        for s in seeds
     ]
     if not args.no_published:
         jobs += [
@@ -128,6 +144,8 @@ def main() -> None:
             if base
             else "-"
         )
+        if rule.startswith("file:"):
+            rule = rule.removeprefix("file:").split("=", 1)[0]
         print(
             f"| {spec} | {rule} | {margin if rule == 'fleet' else '-'} | "
             f"{('on' if burst else 'off') if rule == 'fleet' else '-'} | "
