@@ -64,7 +64,8 @@ from tts_bench.planning.steps import (
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 # Tuned on simulated days (docs/simulation.md, `benchmarks/fleet_rule_tuning.py`); fixed here so
-# that a plan re-derives without simulating.
+# that a plan re-derives without simulating. The floor guards days with little growth; no shape
+# simulated so far sheds at 0, so it is a guard (2.5 % of instances), not a measured need.
 FLEET_MARGIN_FLOOR: Final = 0.025
 FLEET_BURST: Final = True
 # The period the plan's peak and trough are a day's of (the margin's diurnal).
@@ -160,42 +161,38 @@ def _burst_step(burst: BurstLevels) -> StepSpec:
     )
 
 
-def derive_fleet(
+def fleet_levels(
     basis: Basis, request: PlanRequest, qmax: QmaxArtifact, x_curve: Curve
-) -> FleetDerivation:
-    """Levels, thresholds, cooldowns, fleet bounds and the deploy shape of the fleet rule."""
+) -> tuple[FleetLevels, str]:
+    """λ_out, λ_in, the target in CloudWatch units, the planned T_total and the burst; and
+    where the target's ratio came from (for the cw_ratio finding)."""
     surge = request.surge_ratio
     x_q_max = x_curve(basis.q_max)
-    high, _ = aws_scaling.tracking_alarms(aws_scaling.INVOCATIONS_TRACKING, 1.0, False)
-    detection_lag_s = round9(high.period_s * high.datapoints_to_alarm + high.delay_s)
-    planned_total_s = round9(basis.launch_s + detection_lag_s)
-    margin = fleet_margin(request, planned_total_s)
     if x_q_max <= 0:
         raise RefusalError(
             f"the ladder measured no throughput at Q_max {basis.q_max}: the fleet rule has no load "
             "level to scale at; re-run the ladder (or plan with --rule published to see why)"
         )
+    high, _ = aws_scaling.tracking_alarms(aws_scaling.INVOCATIONS_TRACKING, 1.0, False)
+    detection_lag_s = round9(high.period_s * high.datapoints_to_alarm + high.delay_s)
+    planned_total_s = round9(basis.launch_s + detection_lag_s)
+    margin = fleet_margin(request, planned_total_s)
     scale_out_rps = round9(x_q_max * (1 - margin) / surge)
-    scale_in_rps = round9(aws_scaling.TRACKING_LOW_RATIO * scale_out_rps)
     units, where = invocations_units(qmax)
     target = finite(
         round9(SECONDS_PER_MINUTE * scale_out_rps * units.cw_ratio), "the target", units.ratio_rule
     )
-    scale_out_cooldown_s = ceil9(planned_total_s)
-    burst = (
-        _burst(
-            qmax, x_curve, basis.q_max, surge * scale_out_rps, scale_out_rps, scale_out_cooldown_s
-        )
-        if FLEET_BURST
-        else None
-    )
+    burst = None
+    if FLEET_BURST:
+        burst = _burst(qmax, x_curve, basis.q_max, surge * scale_out_rps, scale_out_rps,
+                       ceil9(planned_total_s))  # fmt: skip
     levels = FleetLevels(
         x_q_max_rps=round9(x_q_max),
         surge_ratio=surge,
         margin=margin,
         scale_out_rps=scale_out_rps,
         low_alarm_ratio=aws_scaling.TRACKING_LOW_RATIO,
-        scale_in_rps=scale_in_rps,
+        scale_in_rps=round9(aws_scaling.TRACKING_LOW_RATIO * scale_out_rps),
         invocations_units=units,
         target_invocations_per_minute=target,
         detection_lag_s=detection_lag_s,
@@ -203,20 +200,29 @@ def derive_fleet(
         planned_total_s=planned_total_s,
         burst=burst,
     )
+    return levels, where
+
+
+def derive_fleet(
+    basis: Basis, request: PlanRequest, qmax: QmaxArtifact, x_curve: Curve
+) -> FleetDerivation:
+    """Levels, thresholds, cooldowns, fleet bounds and the deploy shape of the fleet rule."""
+    levels, where = fleet_levels(basis, request, qmax, x_curve)
+    target, units = levels.target_invocations_per_minute, levels.invocations_units
+    scale_out_cooldown_s = ceil9(levels.planned_total_s)
     thresholds = Thresholds(
-        c_scale_max=round9(stationary_occupancy(scale_out_rps, x_curve.at, basis.q_max)),
-        c_scale_min=round9(stationary_occupancy(scale_in_rps, x_curve.at, basis.q_max)),
+        c_scale_max=round9(stationary_occupancy(levels.scale_out_rps, x_curve.at, basis.q_max)),
+        c_scale_min=round9(stationary_occupancy(levels.scale_in_rps, x_curve.at, basis.q_max)),
         w_max_s=round9(request.slo_ms / 1000 - basis.s_p95),
         target_units=units,
         scale_in_units=units,
         target_ratio_from=where,
         scale_in_ratio_from=where,
         scaling_target_value=target,
-        scale_in_threshold=round9(aws_scaling.TRACKING_LOW_RATIO * target),
+        scale_in_threshold=round9(levels.low_alarm_ratio * target),
         scale_out_cooldown_s=scale_out_cooldown_s,
         scale_in_cooldown_s=FLEET_SCALE_IN_COOLDOWN_S,
     )
-    fleet = size_fleet(basis, request, scale_out_rps)
     tracking = tracking_spec(
         "invocations-target",
         deployment.INVOCATIONS_TRACKING_METRIC,
@@ -225,9 +231,11 @@ def derive_fleet(
         scale_out_cooldown_s=scale_out_cooldown_s,
         scale_in_cooldown_s=FLEET_SCALE_IN_COOLDOWN_S,
     )
-    policies = [tracking, *([_burst_step(burst)] if burst else [])]
-    shape = DeployShape(policies=policies, launch_s=basis.launch_s, sizing_rps=scale_out_rps)
-    return FleetDerivation(thresholds, fleet, levels, shape)
+    policies = [tracking, *([_burst_step(levels.burst)] if levels.burst else [])]
+    shape = DeployShape(policies=policies, launch_s=basis.launch_s, sizing_rps=levels.scale_out_rps)
+    return FleetDerivation(
+        thresholds, size_fleet(basis, request, levels.scale_out_rps), levels, shape
+    )
 
 
 def finite(value: float, what: str, rule: str) -> float:
