@@ -107,6 +107,7 @@ def main() -> None:
             bounds=cfg.bounds,
             slo_ms=cfg.slo_ms,
             surge_ratio=cfg.surge_ratio,
+            rule=cfg.plan_rule,
         ),
     )
     plan = gate.plan if gate.enabled else None

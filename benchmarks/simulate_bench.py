@@ -54,7 +54,7 @@ def main() -> None:
     def run(model, policy: str, spec: str, duration_s: float, seed: int):
         rng = np.random.default_rng(seed)
         traffic = synthetic_traffic(
-            parse_synthetic(spec), duration_s, inputs.shape.start_delay_s, rng
+            parse_synthetic(spec), duration_s, inputs.shape.surge_hold_s, rng
         )
         chosen = parse_policy(policy, inputs.plan, inputs.shape, inputs.curves)
         return timed(

@@ -61,12 +61,12 @@ def main() -> None:
                 rng = np.random.default_rng(seed)
                 spec = f"surge:{instances * x_trigger}:{shape.surge_ratio}:{AT_S}"
                 traffic = synthetic_traffic(
-                    parse_synthetic(spec), AT_S + 2 * shape.start_delay_s, shape.start_delay_s, rng
+                    parse_synthetic(spec), AT_S + 2 * shape.surge_hold_s, shape.surge_hold_s, rng
                 )
                 chosen = parse_policy(policy, inputs.plan, shape, curves)
                 run = run_fleet_model(curves, shape, chosen, traffic, x_trigger, rng)
                 line = run.timeline
-                surge = (line.end_s > AT_S) & (line.end_s <= AT_S + shape.start_delay_s + 10)
+                surge = (line.end_s > AT_S) & (line.end_s <= AT_S + shape.surge_hold_s + 10)
                 hit.append(line.shed[surge].sum() > 0)
                 share.append(line.shed[surge].sum() / line.offered[surge].sum())
                 whole.append(run.shed / run.requests)

@@ -1,9 +1,10 @@
-"""EndpointAutoscaling: the plan's scaling policy on one endpoint variant (SPEC §6 deploy shape).
+"""EndpointAutoscaling: the plan's scaling policy on one endpoint variant (SPEC §6, §6a).
 
-Scale out by target tracking on the high-resolution concurrency metric at the plan's target,
-with scale-in disabled; scale in by a step policy that removes one instance when the metric stays
-at or below the plan's threshold, read with the statistic and period the plan records for it
-(the units its ratio was measured in). Every number comes from the plan.
+Every construct comes from the plan's deploy shape (`planning.deploy.deploy_shape_of`): the
+published rule's target tracking on the high-resolution concurrency metric (scale-in disabled)
+with a step scale-in on its own alarm, or the fleet rule's target tracking on invocations per
+instance (scale-in by its own alarm) with a burst step on the concurrency metric. Every number
+comes from the plan.
 """
 
 from __future__ import annotations
@@ -13,25 +14,27 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.schema import PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
-    SCALE_IN_ADJUSTMENT,
-    SCALE_IN_COMPARISON,
-    SCALE_IN_EVALUATION_PERIODS,
     SERVICE_NAMESPACE,
     TAG_IMAGE_DIGEST,
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
     TAG_PLAN_ID,
-    TARGET_TRACKING_METRIC,
+    TAG_PLAN_RULE,
     OperatorBounds,
+    policy_name,
     resource_id,
-    scale_in_alarm_name,
-    scale_in_policy_name,
-    target_tracking_policy_name,
+    step_alarm_name,
 )
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, DIMENSIONS, SAGEMAKER_NAMESPACE
+from tts_bench.planning.deploy import deploy_shape_of
+from tts_bench.telemetry import DIMENSIONS, SAGEMAKER_NAMESPACE
+
+TT = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs
+TT_METRIC = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs
+STEP = aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs
+STEP_ADJUSTMENT = aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs
 
 
 @dataclass(frozen=True)
@@ -44,17 +47,21 @@ class EndpointAutoscalingArgs:
     tags: dict[str, str]
 
 
+def _bound(value: float | None) -> str | None:
+    """Step bounds as the provider takes them: text, `0` rather than `0.0`."""
+    return None if value is None else f"{value:g}"
+
+
 class EndpointAutoscaling(pulumi.ComponentResource):
     """The scalable target (plan min/max clamped into the operator's bounds, tagged with the plan
-    id, image digest and bounds), the target-tracking policy, and the step scale-in policy with
-    its alarm."""
+    id, image digest and bounds) and each scaling policy of the plan's deploy shape, a step
+    policy with its alarm."""
 
     def __init__(
         self, name: str, args: EndpointAutoscalingArgs, opts: pulumi.ResourceOptions | None = None
     ):
         super().__init__("speech:aws:EndpointAutoscaling", name, None, opts)
         plan, endpoint, variant = args.plan, args.endpoint_name, args.variant_name
-        units = plan.scale_in_units
         low, high = args.bounds.clamp(plan.min_instances, plan.max_instances)
         # Literal, not the endpoint's output: policies read it at preview.
         target_id = resource_id(endpoint, variant)
@@ -69,70 +76,25 @@ class EndpointAutoscaling(pulumi.ComponentResource):
             tags={
                 **args.tags,
                 TAG_PLAN_ID: plan.plan_id,
+                TAG_PLAN_RULE: plan.rule,
                 TAG_IMAGE_DIGEST: args.image_digest,
                 TAG_MIN_BOUND: str(args.bounds.min_instances),
                 TAG_MAX_BOUND: str(args.bounds.max_instances),
             },
             opts=pulumi.ResourceOptions(parent=self),
         )
-        after_target = pulumi.ResourceOptions(parent=self, depends_on=[self.target])
-        self.target_tracking = aws.appautoscaling.Policy(
-            f"{name}-target-tracking",
-            name=target_tracking_policy_name(endpoint, variant),
-            policy_type="TargetTrackingScaling",
-            service_namespace=SERVICE_NAMESPACE,
-            scalable_dimension=SCALABLE_DIMENSION,
-            resource_id=target_id,
-            target_tracking_scaling_policy_configuration=aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs(
-                target_value=plan.scaling_target_value,
-                predefined_metric_specification=aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs(
-                    predefined_metric_type=TARGET_TRACKING_METRIC
-                ),
-                disable_scale_in=True,
-                scale_out_cooldown=plan.scale_out_cooldown_s,
-            ),
-            opts=after_target,
+        self.policies: dict[str, aws.appautoscaling.Policy] = {}
+        self.alarms: dict[str, aws.cloudwatch.MetricAlarm] = {}
+        for spec in deploy_shape_of(plan).policies:
+            if isinstance(spec, TargetTrackingSpec):
+                self.policies[spec.role] = self._tracking(name, args, spec)
+            else:
+                self.policies[spec.role], self.alarms[spec.role] = self._step(name, args, spec)
+        self.target_tracking = next(
+            (p for r, p in self.policies.items() if r.endswith("-target")), None
         )
-        self.scale_in = aws.appautoscaling.Policy(
-            f"{name}-scale-in",
-            name=scale_in_policy_name(endpoint, variant),
-            policy_type="StepScaling",
-            service_namespace=SERVICE_NAMESPACE,
-            scalable_dimension=SCALABLE_DIMENSION,
-            resource_id=target_id,
-            step_scaling_policy_configuration=aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs(
-                adjustment_type="ChangeInCapacity",
-                cooldown=plan.scale_in_cooldown_s,
-                metric_aggregation_type=units.statistic,
-                step_adjustments=[
-                    aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
-                        metric_interval_upper_bound="0", scaling_adjustment=SCALE_IN_ADJUSTMENT
-                    )
-                ],
-            ),
-            opts=after_target,
-        )
-        self.scale_in_alarm = aws.cloudwatch.MetricAlarm(
-            f"{name}-scale-in-alarm",
-            name=scale_in_alarm_name(endpoint, variant),
-            alarm_description=(
-                f"Remove one instance: {CONCURRENT_REQUESTS_PER_MODEL} {units.statistic} "
-                f"({units.period_s} s) <= {plan.scale_in_threshold:g} (plan {plan.plan_id})"
-            ),
-            namespace=SAGEMAKER_NAMESPACE,
-            metric_name=CONCURRENT_REQUESTS_PER_MODEL,
-            dimensions=dict(zip(DIMENSIONS, (endpoint, variant), strict=True)),
-            statistic=units.statistic,
-            period=units.period_s,
-            evaluation_periods=SCALE_IN_EVALUATION_PERIODS,
-            threshold=plan.scale_in_threshold,
-            comparison_operator=SCALE_IN_COMPARISON,
-            # An idle variant publishes no concurrency at all: that is low concurrency.
-            treat_missing_data="breaching",
-            alarm_actions=[self.scale_in.arn],
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.scale_in = self.policies.get("scale-in")
+        self.scale_in_alarm = self.alarms.get("scale-in")
         self.min_capacity = low
         self.max_capacity = high
         self.register_outputs(
@@ -140,7 +102,84 @@ class EndpointAutoscaling(pulumi.ComponentResource):
                 "resource_id": self.target.resource_id,
                 "min_capacity": low,
                 "max_capacity": high,
-                "target_tracking_policy_arn": self.target_tracking.arn,
-                "scale_in_policy_arn": self.scale_in.arn,
+                "policy_arns": {role: p.arn for role, p in self.policies.items()},
             }
         )
+
+    def _after_target(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, depends_on=[self.target])
+
+    def _tracking(
+        self, name: str, args: EndpointAutoscalingArgs, spec: TargetTrackingSpec
+    ) -> aws.appautoscaling.Policy:
+        return aws.appautoscaling.Policy(
+            f"{name}-target-tracking",
+            name=policy_name(args.endpoint_name, args.variant_name, spec.role),
+            policy_type="TargetTrackingScaling",
+            service_namespace=SERVICE_NAMESPACE,
+            scalable_dimension=SCALABLE_DIMENSION,
+            resource_id=resource_id(args.endpoint_name, args.variant_name),
+            target_tracking_scaling_policy_configuration=TT(
+                target_value=spec.target_value,
+                predefined_metric_specification=TT_METRIC(
+                    predefined_metric_type=spec.predefined_metric
+                ),
+                disable_scale_in=spec.disable_scale_in,
+                scale_out_cooldown=spec.scale_out_cooldown_s,
+                scale_in_cooldown=spec.scale_in_cooldown_s,
+            ),
+            opts=self._after_target(),
+        )
+
+    def _step(
+        self, name: str, args: EndpointAutoscalingArgs, spec: StepSpec
+    ) -> tuple[aws.appautoscaling.Policy, aws.cloudwatch.MetricAlarm]:
+        endpoint, variant, plan = args.endpoint_name, args.variant_name, args.plan
+        policy = aws.appautoscaling.Policy(
+            f"{name}-{spec.role}",
+            name=policy_name(endpoint, variant, spec.role),
+            policy_type="StepScaling",
+            service_namespace=SERVICE_NAMESPACE,
+            scalable_dimension=SCALABLE_DIMENSION,
+            resource_id=resource_id(endpoint, variant),
+            step_scaling_policy_configuration=STEP(
+                adjustment_type=spec.adjustment_type,
+                cooldown=spec.cooldown_s,
+                metric_aggregation_type=spec.metric_aggregation_type,
+                min_adjustment_magnitude=spec.min_adjustment_magnitude,
+                step_adjustments=[
+                    STEP_ADJUSTMENT(
+                        metric_interval_lower_bound=_bound(s.lower),
+                        metric_interval_upper_bound=_bound(s.upper),
+                        scaling_adjustment=s.adjustment,
+                    )
+                    for s in spec.steps
+                ],
+            ),
+            opts=self._after_target(),
+        )
+        alarm = spec.alarm
+        datapoints = alarm.datapoints_to_alarm
+        metric_alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-{spec.role}-alarm",
+            name=step_alarm_name(endpoint, variant, spec.role),
+            alarm_description=(
+                f"{spec.role}: {alarm.metric} {alarm.statistic} ({alarm.period_s} s) "
+                f"{alarm.comparison} {alarm.threshold:g} (plan {plan.plan_id})"
+            ),
+            namespace=SAGEMAKER_NAMESPACE,
+            metric_name=alarm.metric,
+            dimensions=dict(zip(DIMENSIONS, (endpoint, variant), strict=True)),
+            statistic=alarm.statistic,
+            period=alarm.period_s,
+            evaluation_periods=alarm.evaluation_periods,
+            # Unset means all of the evaluation periods, as CloudWatch defines it.
+            datapoints_to_alarm=None if datapoints == alarm.evaluation_periods else datapoints,
+            threshold=alarm.threshold,
+            comparison_operator=alarm.comparison,
+            treat_missing_data=alarm.treat_missing_data,
+            alarm_actions=[policy.arn],
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return policy, metric_alarm

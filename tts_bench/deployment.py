@@ -20,6 +20,8 @@ SERVICE_NAMESPACE: Final = "sagemaker"
 # its 10 s Maximum (README "CloudWatch units" gives the sources; `validate` reads the deployed
 # alarms back and checks it). The target value is in these units.
 TARGET_TRACKING_METRIC: Final = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+# The fleet rule's target tracking: the standard, load-linear invocations metric (1 min Sum).
+INVOCATIONS_TRACKING_METRIC: Final = "SageMakerVariantInvocationsPerInstance"
 TARGET_TRACKING_STATISTIC: Final = "Maximum"
 TARGET_TRACKING_PERIOD_S: Final = 10
 # How long the policy can take to notice a breach: metric period × evaluation periods + the
@@ -37,6 +39,8 @@ SCALE_IN_ADJUSTMENT: Final = -1
 
 # Tags the program sets so that policies can check literals at preview.
 TAG_PLAN_ID: Final = "tts-bench:plan-id"
+# The rule of the plan the stack deploys (its config's planRule), so the pack picks that plan.
+TAG_PLAN_RULE: Final = "tts-bench:plan-rule"
 TAG_IMAGE_DIGEST: Final = "tts-bench:image-digest"
 # The model id the plan was measured for, on the SageMaker Model, so a policy can match plans.
 TAG_MODEL: Final = "tts-bench:model"
@@ -70,16 +74,30 @@ def parse_resource_id(value: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
+# A plan's scaling policies by role (`DeployShape.policies[].role`), and the alarms of its step
+# policies; target tracking's alarms are named by Application Auto Scaling.
+POLICY_ROLES: Final = ("concurrency-target", "invocations-target", "scale-in", "burst")
+_STEP_ALARMS: Final = {"scale-in": "low-concurrency", "burst": "burst-concurrency"}
+
+
+def policy_name(endpoint: str, variant: str, role: str) -> str:
+    return f"{endpoint}-{variant}-{role}"
+
+
+def step_alarm_name(endpoint: str, variant: str, role: str) -> str:
+    return f"{endpoint}-{variant}-{_STEP_ALARMS[role]}"
+
+
 def target_tracking_policy_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
-    return f"{endpoint}-{variant}-concurrency-target"
+    return policy_name(endpoint, variant, "concurrency-target")
 
 
 def scale_in_policy_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
-    return f"{endpoint}-{variant}-scale-in"
+    return policy_name(endpoint, variant, "scale-in")
 
 
 def scale_in_alarm_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
-    return f"{endpoint}-{variant}-low-concurrency"
+    return step_alarm_name(endpoint, variant, "scale-in")
 
 
 def first_chunk_alarm_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:

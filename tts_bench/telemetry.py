@@ -31,6 +31,8 @@ METRIC_UNITS: Final = {
 SAGEMAKER_NAMESPACE: Final = "AWS/SageMaker"
 CONCURRENT_REQUESTS_PER_MODEL: Final = "ConcurrentRequestsPerModel"
 SAGEMAKER_INVOCATIONS: Final = "Invocations"
+# Each invocation adds 1/N, N the variant's active instances: requests per instance.
+SAGEMAKER_INVOCATIONS_PER_INSTANCE: Final = "InvocationsPerInstance"
 SAGEMAKER_5XX: Final = "Invocation5XXErrors"
 SAGEMAKER_4XX: Final = "Invocation4XXErrors"
 # Instance-level metrics live in another namespace; CPUUtilization's sample count per minute

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.schema import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
     SERVICE_NAMESPACE,
@@ -31,16 +32,17 @@ from tts_bench.deployment import (
     TAG_MIN_BOUND,
     TAG_MODEL,
     TAG_PLAN_ID,
-    TARGET_TRACKING_METRIC,
-    TARGET_TRACKING_PERIOD_S,
-    TARGET_TRACKING_STATISTIC,
+    TAG_PLAN_RULE,
     OperatorBounds,
     first_chunk_alarm_name,
     is_local_image,
     parse_resource_id,
-    scale_in_alarm_name,
+    policy_name,
+    step_alarm_name,
 )
-from tts_bench.planning.gate import GateQuery, evaluate, performance_env_of
+from tts_bench.planning.aws_scaling import PREDEFINED_METRICS
+from tts_bench.planning.deploy import deploy_shape_of
+from tts_bench.planning.gate import GateQuery, GateResult, evaluate, performance_env_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 from tts_policies.preview_values import read, unknowns_reported
 from tts_policies.resource_types import (
@@ -55,6 +57,8 @@ from tts_policies.resource_types import (
 NAME = "sagemaker-scaling-requires-measured-plan"
 PACK_DIR = Path(__file__).resolve().parents[1]
 DEFAULT_PLANS_DIR = "../measurements"  # relative to the pack
+# The scale-in step's messages keep the published rule's words; a burst step is named so.
+_STEP_WORDS = {"scale-in": "scale-in", "burst": "burst"}
 
 
 def plans_dir(config: Any) -> Path:
@@ -110,12 +114,24 @@ def _variant_model(
     return models[0], entry, ""
 
 
-def _check_target(
-    target: PolicyResource,
-    resources: Sequence[PolicyResource],
-    folder: Path,
-    report: Callable[[str], None],
-) -> None:
+@dataclass(frozen=True)
+class Deployed:
+    """One scalable target and what it scales, as the stack declares them."""
+
+    rid: str
+    endpoint: str
+    variant: str
+    digest: str
+    target: PolicyResource
+    model: PolicyResource
+    resources: Sequence[PolicyResource]
+
+
+def _deployed(
+    target: PolicyResource, resources: Sequence[PolicyResource], report: Callable[[str], None]
+) -> tuple[Deployed, GateQuery] | None:
+    """The target's variant, Model and image, and the gate query they make; None (reported)
+    when they cannot be read."""
     rid = read(target.props, "resourceId")
     parsed = parse_resource_id(rid)
     if (
@@ -123,30 +139,35 @@ def _check_target(
         or read(target.props, "scalableDimension", default=None) != SCALABLE_DIMENSION
     ):
         report(f"scalable target {rid}: not a SageMaker variant's DesiredInstanceCount")
-        return
+        return None
     endpoint, variant = parsed
     tags = read(target.props, "tags", default={})
     model, entry, why = _variant_model(resources, endpoint, variant)
     if model is None or entry is None:
         report(f"{rid}: missing plan: {why}, so no measured plan can be matched to its image")
-        return
+        return None
     image = read(model.props, "primaryContainer", "image", default="")
     digest = image.partition("@")[2]
-    model_tags = read(model.props, "tags", default={})
-    model_id = model_tags.get(TAG_MODEL)
+    model_id = read(model.props, "tags", default={}).get(TAG_MODEL)
     try:
         bounds = OperatorBounds(
             min_instances=int(tags[TAG_MIN_BOUND]), max_instances=int(tags[TAG_MAX_BOUND])
         )
     except (KeyError, ValueError):
         report(f"{rid}: missing plan: the target lacks valid {TAG_MIN_BOUND}/{TAG_MAX_BOUND} tags")
-        return
+        return None
     if not model_id or not digest.startswith("sha256:"):
         report(
             f"{rid}: missing plan: its Model needs a {TAG_MODEL} tag and an image pinned by digest "
             f"(image {image or '(none)'})"
         )
-        return
+        return None
+    rule = tags.get(TAG_PLAN_RULE)
+    if rule not in ("published", "fleet"):
+        report(
+            f"{rid}: missing plan: the target's {TAG_PLAN_RULE} tag is {rule!r}, not a plan rule"
+        )
+        return None
     env = read(model.props, "primaryContainer", "environment", default={})
     try:
         query = GateQuery(
@@ -156,129 +177,211 @@ def _check_target(
             image_is_local=is_local_image(image),
             performance_env=performance_env_of(dict(env)),
             bounds=bounds,
+            rule=rule,
         )
     except ValueError as exc:
         report(f"{rid}: missing plan: cannot form the plan query ({exc})")
+        return None
+    return Deployed(rid, endpoint, variant, digest, target, model, resources), query
+
+
+def _check_target(
+    target: PolicyResource,
+    resources: Sequence[PolicyResource],
+    folder: Path,
+    report: Callable[[str], None],
+) -> None:
+    found = _deployed(target, resources, report)
+    if found is None:
         return
+    deployed, query = found
     gate = evaluate(folder, query)
     if not gate.enabled or gate.plan is None:
-        report(f"{rid}: missing plan: {gate.reason}")
+        report(f"{deployed.rid}: missing plan: {gate.reason}")
         return
     plan: PlanArtifact = gate.plan
-    problems = _compare(
-        plan,
-        gate.deployed_min,
-        gate.deployed_max,
-        target,
-        model,
-        resources,
-        endpoint,
-        variant,
-        rid,
-        digest,
-    )
-    for problem in problems:
-        report(f"{rid}: {problem} (plan {plan.plan_id}, {Path(gate.plan_path or '').name})")
+    for problem in _compare(plan, gate, deployed):
+        report(
+            f"{deployed.rid}: {problem} (plan {plan.plan_id}, {Path(gate.plan_path or '').name})"
+        )
 
 
-def _compare(
-    plan: PlanArtifact,
-    deployed_min: int | None,
-    deployed_max: int | None,
-    target: PolicyResource,
-    model: PolicyResource,
-    resources: Sequence[PolicyResource],
-    endpoint: str,
-    variant: str,
-    rid: str,
-    digest: str,
-) -> list[str]:
-    problems: list[str] = []
-    tags = read(target.props, "tags", default={})
-    if tags.get(TAG_PLAN_ID) != plan.plan_id:
-        problems.append(
-            f"target tag {TAG_PLAN_ID} is {tags.get(TAG_PLAN_ID)!r}, the matching plan is {plan.plan_id}"
-        )
-    if tags.get(TAG_IMAGE_DIGEST) != digest:
-        problems.append(
-            f"target tag {TAG_IMAGE_DIGEST} is {tags.get(TAG_IMAGE_DIGEST)!r}, the model image is {digest}"
-        )
-    for prop, want in (("minCapacity", deployed_min), ("maxCapacity", deployed_max)):
-        got = read(target.props, prop, default=None)
+def _compare(plan: PlanArtifact, gate: GateResult, deployed: Deployed) -> list[str]:
+    """Every deployed number and construct against the plan's."""
+    return [
+        *_tag_problems(plan, deployed),
+        *_capacity_problems(gate, deployed),
+        *_policy_problems(plan, deployed),
+        *_container_problems(plan, deployed),
+    ]
+
+
+def _tag_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
+    tags = read(deployed.target.props, "tags", default={})
+    problems = []
+    for tag, want in ((TAG_PLAN_ID, plan.plan_id), (TAG_IMAGE_DIGEST, deployed.digest)):
+        if tags.get(tag) != want:
+            what = "the matching plan" if tag == TAG_PLAN_ID else "the model image"
+            problems.append(f"target tag {tag} is {tags.get(tag)!r}, {what} is {want}")
+    return problems
+
+
+def _capacity_problems(gate: GateResult, deployed: Deployed) -> list[str]:
+    problems = []
+    for prop, want in (("minCapacity", gate.deployed_min), ("maxCapacity", gate.deployed_max)):
+        got = read(deployed.target.props, prop, default=None)
         if want is None or not _same(got, want):
             problems.append(
                 f"{prop} {got} != the plan's, clamped into the operator bounds ({want})"
             )
-    policies = [
-        p
-        for p in _by_type(resources, SCALING_POLICY)
-        if read(p.props, "resourceId", default=None) == rid
-    ]
-    tracking = [
-        p for p in policies if read(p.props, "policyType", default="") == "TargetTrackingScaling"
-    ]
-    steps = [p for p in policies if read(p.props, "policyType", default="") == "StepScaling"]
-    if not tracking:
-        problems.append("no target-tracking policy")
-    for policy in tracking:
-        cfg = read(policy.props, "targetTrackingScalingPolicyConfiguration", default={})
-        value = read(cfg, "targetValue", default=None)
-        if not _same(value, plan.scaling_target_value):
-            problems.append(f"target value {value} != the plan's {plan.scaling_target_value}")
-        cooldown = read(cfg, "scaleOutCooldown", default=None)
-        if not _same(cooldown, plan.scale_out_cooldown_s):
-            problems.append(
-                f"scale-out cooldown {cooldown} != the plan's {plan.scale_out_cooldown_s}"
-            )
-        if read(cfg, "disableScaleIn", default=False) is not True:
-            problems.append("target tracking must not scale in (the step policy does)")
-        metric = read(cfg, "predefinedMetricSpecification", "predefinedMetricType", default=None)
-        if metric != TARGET_TRACKING_METRIC:
-            problems.append(f"target tracking metric {metric} != {TARGET_TRACKING_METRIC}")
-        # The predefined metric is evaluated as its 10 s Maximum: a target in other units is
-        # a number in the wrong units.
-        units = plan.target_units
-        if (units.statistic, units.period_s) != (
-            TARGET_TRACKING_STATISTIC,
-            TARGET_TRACKING_PERIOD_S,
-        ):
-            problems.append(
-                f"the plan's target is in {units.statistic} ({units.period_s} s) units, but "
-                f"{TARGET_TRACKING_METRIC} is evaluated as {TARGET_TRACKING_STATISTIC} "
-                f"({TARGET_TRACKING_PERIOD_S} s)"
-            )
-    if not steps:
-        problems.append("no step scale-in policy")
-    for policy in steps:
-        cooldown = read(policy.props, "stepScalingPolicyConfiguration", "cooldown", default=None)
-        if not _same(cooldown, plan.scale_in_cooldown_s):
-            problems.append(
-                f"scale-in cooldown {cooldown} != the plan's {plan.scale_in_cooldown_s}"
-            )
-    alarms = {read(a.props, "name", default=None): a for a in _by_type(resources, METRIC_ALARM)}
-    scale_in = alarms.get(scale_in_alarm_name(endpoint, variant))
-    threshold = read(scale_in.props, "threshold", default=None) if scale_in else None
-    if not _same(threshold, plan.scale_in_threshold):
+    return problems
+
+
+def _policy_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
+    """Each policy of the plan's deploy shape, found by its name, and no other."""
+    policies = {
+        read(p.props, "name", default=None): p
+        for p in _by_type(deployed.resources, SCALING_POLICY)
+        if read(p.props, "resourceId", default=None) == deployed.rid
+    }
+    problems: list[str] = []
+    planned = set()
+    for spec in deploy_shape_of(plan).policies:
+        name = policy_name(deployed.endpoint, deployed.variant, spec.role)
+        planned.add(name)
+        policy = policies.get(name)
+        if isinstance(spec, TargetTrackingSpec):
+            problems += _tracking_problems(plan, spec, policy)
+        else:
+            problems += _step_problems(spec, policy, deployed)
+    problems += [f"scaling policy {n} is not in the plan" for n in policies if n not in planned]
+    return problems
+
+
+def _tracking_problems(
+    plan: PlanArtifact, spec: TargetTrackingSpec, policy: PolicyResource | None
+) -> list[str]:
+    if policy is None or read(policy.props, "policyType", default="") != "TargetTrackingScaling":
+        return [f"no target-tracking policy on {spec.predefined_metric}"]
+    cfg = read(policy.props, "targetTrackingScalingPolicyConfiguration", default={})
+    problems = []
+    for key, want, words in (
+        ("targetValue", spec.target_value, "target value"),
+        ("scaleOutCooldown", spec.scale_out_cooldown_s, "scale-out cooldown"),
+        ("scaleInCooldown", spec.scale_in_cooldown_s, "target tracking's scale-in cooldown"),
+    ):
+        value = read(cfg, key, default=None)
+        if (value, want) != (None, None) and not _same(value, want):  # type: ignore[arg-type]
+            problems.append(f"{words} {value} != the plan's {want}")
+    if bool(read(cfg, "disableScaleIn", default=False)) != spec.disable_scale_in:
         problems.append(
-            f"scale-in alarm threshold {threshold} != the plan's {plan.scale_in_threshold}"
+            "target tracking must not scale in (the step policy does)"
+            if spec.disable_scale_in
+            else "target tracking must scale in (the plan's scale-in is its own)"
         )
+    metric = read(cfg, "predefinedMetricSpecification", "predefinedMetricType", default=None)
+    if metric != spec.predefined_metric:
+        problems.append(f"target tracking metric {metric} != {spec.predefined_metric}")
+    # The predefined metric is evaluated as AWS evaluates it: a target in other units is a
+    # number in the wrong units.
+    evaluated = PREDEFINED_METRICS[spec.predefined_metric]
+    units = plan.target_units
+    if (units.metric, units.statistic, units.period_s) != (
+        evaluated.metric, evaluated.statistic, evaluated.period_s,
+    ):  # fmt: skip
+        problems.append(
+            f"the plan's target is in {units.statistic} ({units.period_s} s) units, but "
+            f"{spec.predefined_metric} is evaluated as {evaluated.statistic} "
+            f"({evaluated.period_s} s)"
+        )
+    return problems
+
+
+def _step_problems(spec: StepSpec, policy: PolicyResource | None, deployed: Deployed) -> list[str]:
+    words = _STEP_WORDS[spec.role]
+    if policy is None or read(policy.props, "policyType", default="") != "StepScaling":
+        return [f"no step {words} policy"]
+    cfg = read(policy.props, "stepScalingPolicyConfiguration", default={})
+    problems = []
+    cooldown = read(cfg, "cooldown", default=None)
+    if not _same(cooldown, spec.cooldown_s):
+        problems.append(f"{words} cooldown {cooldown} != the plan's {spec.cooldown_s}")
+    for key, want in (
+        ("adjustmentType", spec.adjustment_type),
+        ("metricAggregationType", spec.metric_aggregation_type),
+        ("minAdjustmentMagnitude", spec.min_adjustment_magnitude),
+    ):
+        value = read(cfg, key, default=None)
+        if value != want and not (want is not None and _same(value, want)):  # type: ignore[arg-type]
+            problems.append(f"{words} {key} {value} != the plan's {want}")
+    steps = [
+        (
+            _bound(read(s, "metricIntervalLowerBound", default=None)),
+            _bound(read(s, "metricIntervalUpperBound", default=None)),
+            read(s, "scalingAdjustment", default=None),
+        )
+        for s in read(cfg, "stepAdjustments", default=[])
+    ]
+    planned = [(s.lower, s.upper, s.adjustment) for s in spec.steps]
+    if steps != planned:
+        problems.append(f"{words} steps {steps} != the plan's {planned}")
+    alarms = {
+        read(a.props, "name", default=None): a for a in _by_type(deployed.resources, METRIC_ALARM)
+    }
+    alarm = alarms.get(step_alarm_name(deployed.endpoint, deployed.variant, spec.role))
+    return problems + _alarm_problems(words, spec.alarm, alarm)
+
+
+def _bound(value: Any) -> float | None:
+    """A step bound as the provider holds it (text) or as a number; None when open."""
+    return None if value is None else float(value)
+
+
+def _alarm_problems(words: str, spec: AlarmSpec, alarm: PolicyResource | None) -> list[str]:
+    props = alarm.props if alarm else {}
+    threshold = read(props, "threshold", default=None)
+    problems = []
+    if not _same(threshold, spec.threshold):
+        problems.append(f"{words} alarm threshold {threshold} != the plan's {spec.threshold}")
     # The threshold is a number in one statistic's units: the alarm must read that statistic.
-    units = plan.scale_in_units
-    statistic = read(scale_in.props, "statistic", default=None) if scale_in else None
-    period = read(scale_in.props, "period", default=None) if scale_in else None
-    if statistic != units.statistic or not _same(period, units.period_s):
+    statistic = read(props, "statistic", default=None)
+    period = read(props, "period", default=None)
+    if statistic != spec.statistic or not _same(period, spec.period_s):
         problems.append(
-            f"scale-in alarm evaluates {statistic} over {period} s, the plan's threshold is in "
-            f"{units.statistic} over {units.period_s} s units"
+            f"{words} alarm evaluates {statistic} over {period} s, the plan's threshold is in "
+            f"{spec.statistic} over {spec.period_s} s units"
         )
+    evaluation = read(props, "evaluationPeriods", default=None)
+    datapoints = read(props, "datapointsToAlarm", default=evaluation)
+    for key, value, want in (
+        ("metricName", read(props, "metricName", default=None), spec.metric),
+        ("evaluationPeriods", evaluation, spec.evaluation_periods),
+        ("datapointsToAlarm", datapoints, spec.datapoints_to_alarm),
+        ("comparisonOperator", read(props, "comparisonOperator", default=None), spec.comparison),
+        (
+            "treatMissingData",
+            read(props, "treatMissingData", default="missing"),
+            spec.treat_missing_data,
+        ),
+    ):
+        if value != want and not (isinstance(want, int) and _same(value, want)):
+            problems.append(f"{words} alarm {key} {value} != the plan's {want}")
+    return problems
+
+
+def _container_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
+    problems = []
+    alarms = {
+        read(a.props, "name", default=None): a for a in _by_type(deployed.resources, METRIC_ALARM)
+    }
     # The latency alarm is observability, not scaling: checked when present, not required.
-    latency = alarms.get(first_chunk_alarm_name(endpoint, variant))
+    latency = alarms.get(first_chunk_alarm_name(deployed.endpoint, deployed.variant))
     latency_threshold = read(latency.props, "threshold", default=None) if latency else None
     if latency and not _same(latency_threshold, plan.first_chunk_alarm_ms):
         problems.append(
             f"first-chunk alarm threshold {latency_threshold} != the plan's {plan.first_chunk_alarm_ms}"
         )
-    bound = read(model.props, "primaryContainer", "environment", default={}).get(
+    bound = read(deployed.model.props, "primaryContainer", "environment", default={}).get(
         ENV_MAX_QUEUE_DEPTH
     )
     if bound != str(plan.queue_max_depth):
@@ -319,8 +422,9 @@ POLICY = StackValidationPolicy(
     name=NAME,
     description=(
         "Requires SageMaker scaling resources to follow a feasible measured plan for the deployed "
-        "image: target value, scale-in threshold and the statistic and period its alarm "
-        "evaluates, cooldowns, queue bound and clamped min/max."
+        "image and the stack's plan rule: every policy of its deploy shape (type, metric, "
+        "target, steps, cooldowns) and every alarm (metric, statistic, period, datapoints, "
+        "threshold), the queue bound and clamped min/max."
     ),
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate,

@@ -237,6 +237,88 @@ class EmulatedAws:
             endpoint=endpoint,
         )
 
+    def deploy_shape(
+        self, plan: PlanArtifact, *, endpoint: str = ENDPOINT, edit: dict[str, Any] | None = None
+    ) -> None:
+        """Any plan's deploy shape as the stack and AWS make it: each policy, each step's alarm,
+        and target tracking's own alarms; `edit` replaces request fields by role
+        (`{"burst.alarm": {"Threshold": 1.0}}`, `{"invocations-target": {"ScaleInCooldown": 60}}`)."""
+        from tts_bench.artifacts.schema import AlarmSpec, TargetTrackingSpec
+        from tts_bench.deployment import policy_name, step_alarm_name
+        from tts_bench.planning.deploy import deploy_shape_of
+
+        edit = edit or {}
+        self.endpoint(endpoint, instances=2, env={ENV_MAX_QUEUE_DEPTH: str(plan.queue_max_depth)})
+        self.target(endpoint, min_capacity=plan.min_instances, max_capacity=plan.max_instances)
+        rid = resource_id(endpoint)
+
+        def alarm(name: str, spec: AlarmSpec, arn: str, changes: dict[str, Any]) -> None:
+            self.client("cloudwatch").put_metric_alarm(
+                **{
+                    "AlarmName": name, "Namespace": SAGEMAKER_NAMESPACE, "MetricName": spec.metric,
+                    "Dimensions": [{"Name": "EndpointName", "Value": endpoint},
+                                   {"Name": "VariantName", "Value": DEFAULT_VARIANT}],
+                    "Statistic": spec.statistic, "Period": spec.period_s,
+                    "EvaluationPeriods": spec.evaluation_periods,
+                    "DatapointsToAlarm": spec.datapoints_to_alarm, "Threshold": spec.threshold,
+                    "ComparisonOperator": spec.comparison,
+                    "TreatMissingData": spec.treat_missing_data, "AlarmActions": [arn],
+                    **changes,
+                }
+            )  # fmt: skip
+
+        for spec in deploy_shape_of(plan).policies:
+            name = policy_name(endpoint, DEFAULT_VARIANT, spec.role)
+            common = {
+                "PolicyName": name, "ServiceNamespace": SERVICE_NAMESPACE, "ResourceId": rid,
+                "ScalableDimension": SCALABLE_DIMENSION,
+            }  # fmt: skip
+            if isinstance(spec, TargetTrackingSpec):
+                config: dict[str, Any] = {
+                    "TargetValue": spec.target_value,
+                    "PredefinedMetricSpecification": {
+                        "PredefinedMetricType": spec.predefined_metric
+                    },
+                    "ScaleOutCooldown": spec.scale_out_cooldown_s,
+                    "DisableScaleIn": spec.disable_scale_in,
+                }
+                if spec.scale_in_cooldown_s is not None:
+                    config["ScaleInCooldown"] = spec.scale_in_cooldown_s
+                arn = self.client("application-autoscaling").put_scaling_policy(
+                    **common, PolicyType="TargetTrackingScaling",
+                    TargetTrackingScalingPolicyConfiguration=config | edit.get(spec.role, {}),
+                )["PolicyARN"]  # fmt: skip
+                for kind, spec_alarm in (
+                    ("AlarmHigh", spec.high_alarm),
+                    ("AlarmLow", spec.low_alarm),
+                ):
+                    if spec_alarm is not None:
+                        key = f"{spec.role}.{kind}"
+                        alarm(
+                            f"TargetTracking-{rid}-{kind}-0a1b", spec_alarm, arn, edit.get(key, {})
+                        )
+                continue
+            steps = [
+                {"ScalingAdjustment": s.adjustment}
+                | ({"MetricIntervalLowerBound": s.lower} if s.lower is not None else {})
+                | ({"MetricIntervalUpperBound": s.upper} if s.upper is not None else {})
+                for s in spec.steps
+            ]
+            config = {
+                "AdjustmentType": spec.adjustment_type, "StepAdjustments": steps,
+                "Cooldown": spec.cooldown_s, "MetricAggregationType": spec.metric_aggregation_type,
+            }  # fmt: skip
+            if spec.min_adjustment_magnitude is not None:
+                config["MinAdjustmentMagnitude"] = spec.min_adjustment_magnitude
+            arn = self.client("application-autoscaling").put_scaling_policy(
+                **common, PolicyType="StepScaling",
+                StepScalingPolicyConfiguration=config | edit.get(spec.role, {}),
+            )["PolicyARN"]  # fmt: skip
+            alarm(
+                step_alarm_name(endpoint, DEFAULT_VARIANT, spec.role), spec.alarm, arn,
+                edit.get(f"{spec.role}.alarm", {}),
+            )  # fmt: skip
+
     # ------------------------------------------------------------------ reading
 
     def scaling(self, endpoint: str = ENDPOINT) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tts_bench.artifacts.schema import PlanArtifact, load_artifact
-from tts_bench.aws.validate import SCALING_SETTINGS
+from tts_bench.aws.validate import SCALING_SETTINGS, planned_values
 from tts_bench.cli import main
 from tts_bench.deployment import resource_id, scale_in_alarm_name, scale_in_policy_name
 
@@ -167,7 +167,9 @@ def test_without_scaling_resources_a_plan_reports_each_missing_setting(
     aws.endpoint()
     code, out, _ = drift(capsys, "--plan", str(reference_plan_path))
     assert code == 1
-    assert out.count("plan-mismatch") == len(SCALING_SETTINGS) and "deployed (none)" in out
+    plan = load_artifact(reference_plan_path, PlanArtifact)
+    expected = [s for s in planned_values(plan, None) if s in SCALING_SETTINGS]
+    assert out.count("plan-mismatch") == len(expected) and "deployed (none)" in out
 
 
 def test_a_policy_without_its_target_is_an_orphan(deployed: EmulatedAws, capsys) -> None:
@@ -203,3 +205,21 @@ def test_a_scale_in_alarm_in_another_statistic_is_a_plan_mismatch(
     assert "scale-in statistic: deployed Average" in out and "says Maximum" in out
     assert "scale-in period (s): deployed 60" in out
     assert "scale-in threshold" not in out  # the value itself matches
+
+
+FLEET_PLAN_NAME = "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
+
+
+def test_a_fleet_deployment_is_clean_against_its_plan_and_a_published_one_is_not(
+    aws: EmulatedAws, reference_plan_path: Path, capsys
+) -> None:
+    fleet_path = reference_plan_path.parent / FLEET_PLAN_NAME
+    aws.deploy_shape(load_artifact(fleet_path, PlanArtifact))
+    code, out, _ = drift(capsys, "--plan", str(fleet_path))
+    assert (code, out.splitlines()[-1].split()[0]) == (0, "preflight-ok"), out
+    code, out, _ = drift(capsys)  # without a plan, any policy a plan may deploy is accounted for
+    assert code == 0, out
+    code, out, _ = drift(capsys, "--plan", str(reference_plan_path))
+    assert code == 1
+    assert "orphan-policy" in out and "speech-kokoro-82m-AllTraffic-invocations-target" in out
+    assert "plan-mismatch" in out and "scale-in step: deployed (none)" in out

@@ -34,6 +34,8 @@ from tts_bench.deployment import (
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 REFERENCE = load_artifact(REFERENCE_PLAN, PlanArtifact)
+# The settings the published plan deploys (a fleet plan has others: `planned_values`).
+PUBLISHED_SETTINGS = list(planned_values(REFERENCE, None))
 
 
 @pytest.fixture
@@ -54,9 +56,9 @@ def test_a_matching_deployment_validates(
     code, out, _ = validate(capsys, reference_plan_path)
     assert code == 0
     rows = out.splitlines()[1:-1]
-    assert len(rows) == len(Setting) and all(row.endswith("match") for row in rows)
+    assert len(rows) == len(PUBLISHED_SETTINGS) and all(row.endswith("match") for row in rows)
     assert out.splitlines()[-1].startswith(
-        f"validate: all {len(Setting)} settings match plan d0b4a6baef69"
+        f"validate: all {len(PUBLISHED_SETTINGS)} settings match plan d0b4a6baef69"
     )
 
 
@@ -160,7 +162,9 @@ def test_nothing_deployed_is_missing_not_matching(
     aws.endpoint()
     code, out, _ = validate(capsys, reference_plan_path)
     assert code == 1
-    assert [line.split()[-1] for line in out.splitlines()[1:-1]] == ["missing"] * len(Setting)
+    assert [line.split()[-1] for line in out.splitlines()[1:-1]] == ["missing"] * len(
+        PUBLISHED_SETTINGS
+    )
 
 
 def test_bounds_that_disable_scaling_are_refused(
@@ -190,6 +194,7 @@ def snapshot_for(values: dict[Setting, Any], endpoint: str = "e") -> DeployedSna
         resource_id=rid,
         policy_type="TargetTrackingScaling",
         target_value=values[Setting.TARGET_VALUE],
+        predefined_metric=values[Setting.TARGET_METRIC],
         scale_out_cooldown_s=int(values[Setting.SCALE_OUT_COOLDOWN]),
         scale_in_disabled=True,
     )
@@ -199,6 +204,8 @@ def snapshot_for(values: dict[Setting, Any], endpoint: str = "e") -> DeployedSna
         resource_id=rid,
         policy_type="StepScaling",
         step_cooldown_s=int(values[Setting.SCALE_IN_COOLDOWN]),
+        adjustment_type="ChangeInCapacity",
+        step_adjustments=((None, 0.0, -1),),
     )
     alarm = Alarm(
         name=scale_in_alarm_name(endpoint),
@@ -208,7 +215,7 @@ def snapshot_for(values: dict[Setting, Any], endpoint: str = "e") -> DeployedSna
         metric_name=None,
         statistic=values[Setting.SCALE_IN_STATISTIC],
         period_s=values[Setting.SCALE_IN_PERIOD],
-        evaluation_periods=3,
+        evaluation_periods=values[Setting.SCALE_IN_DATAPOINTS],
         actions=("arn:step",),
     )
     tracking_alarm = Alarm(
@@ -219,7 +226,7 @@ def snapshot_for(values: dict[Setting, Any], endpoint: str = "e") -> DeployedSna
         metric_name=None,
         statistic=values[Setting.TARGET_STATISTIC],
         period_s=values[Setting.TARGET_PERIOD],
-        evaluation_periods=3,
+        evaluation_periods=values[Setting.TARGET_DATAPOINTS],
         actions=("arn:tracking",),
     )
     return DeployedSnapshot(
@@ -267,6 +274,58 @@ def test_a_deployment_of_the_clamped_plan_always_matches(
     )
     bounds = OperatorBounds(min_instances=bound_low, max_instances=bound_low + bound_span)
     rows = compare_to_plan(snapshot_for(planned_values(varied, bounds)), varied, bounds)
-    assert [r.outcome for r in rows] == [Outcome.MATCH] * len(Setting)
-    deployed_min, deployed_max = rows[4].deployed, rows[5].deployed
+    assert [r.outcome for r in rows] == [Outcome.MATCH] * len(PUBLISHED_SETTINGS)
+    by_setting = {r.setting: r.deployed for r in rows}
+    deployed_min = by_setting[Setting.MIN_INSTANCES]
+    deployed_max = by_setting[Setting.MAX_INSTANCES]
     assert bound_low <= deployed_min <= deployed_max <= bound_low + bound_span  # type: ignore[operator]
+
+
+FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
+
+
+@pytest.mark.parametrize(
+    ("edit", "setting"),
+    [
+        ({}, None),
+        ({"invocations-target": {"TargetValue": 500.0}}, Setting.TARGET_VALUE),
+        ({"invocations-target": {"ScaleInCooldown": 60}}, Setting.SCALE_IN_COOLDOWN),
+        (
+            {
+                "invocations-target": {
+                    "PredefinedMetricSpecification": {
+                        "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+                    }
+                }
+            },
+            Setting.TARGET_METRIC,
+        ),
+        ({"invocations-target.AlarmHigh": {"Period": 300}}, Setting.TARGET_PERIOD),
+        ({"invocations-target.AlarmLow": {"Threshold": 1.0}}, Setting.SCALE_IN_THRESHOLD),
+        ({"invocations-target.AlarmLow": {"DatapointsToAlarm": 5}}, Setting.SCALE_IN_DATAPOINTS),
+        ({"burst.alarm": {"Threshold": 1.0}}, Setting.BURST_THRESHOLD),
+        ({"burst.alarm": {"Statistic": "Average"}}, Setting.BURST_STATISTIC),
+        (
+            {"burst.alarm": {"EvaluationPeriods": 3, "DatapointsToAlarm": 3}},
+            Setting.BURST_DATAPOINTS,
+        ),
+        ({"burst": {"Cooldown": 30}}, Setting.BURST_COOLDOWN),
+        ({"burst": {"AdjustmentType": "ChangeInCapacity"}}, Setting.BURST_STEP),
+    ],
+)
+def test_every_construct_of_a_fleet_plan_is_compared(
+    aws: EmulatedAws, capsys, edit: dict[str, Any], setting: Setting | None
+) -> None:
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    aws.deploy_shape(plan, edit=edit)
+    code, out, _ = validate(capsys, FLEET_PLAN, "--json")
+    verdicts = {row["setting"]: row["outcome"] for row in json.loads(out)}
+    expected = [s.value for s in planned_values(plan, None)]
+    assert list(verdicts) == expected
+    assert {Setting.BURST_STEP.value, Setting.TARGET_METRIC.value} <= set(verdicts)
+    assert Setting.SCALE_IN_STEP.value not in verdicts  # the fleet rule deploys no scale-in step
+    if setting is None:
+        assert code == 0 and set(verdicts.values()) == {"match"}, out
+    else:
+        assert code == 1
+        assert [name for name, v in verdicts.items() if v != "match"] == [setting.value], out

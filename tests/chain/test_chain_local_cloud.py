@@ -225,18 +225,27 @@ def test_the_redeployed_plan_validates_and_a_changed_value_does_not(
 ) -> None:
     from tts_bench.jobs.local_cloud_run import redeploy_with_plan
 
-    code = main(
-        [
-            "plan", "--qmax", str(ladder), "--ttotal", str(ttotal), "--peak-rps", "1",
-            "--trough-rps", "0.2", "--slo-ms", SLO_MS, "--out", str(out),
-        ]
-    )  # fmt: skip
+    args = [
+        "plan", "--qmax", str(ladder), "--ttotal", str(ttotal), "--peak-rps", "1",
+        "--trough-rps", "0.2", "--slo-ms", SLO_MS,
+    ]  # fmt: skip
+    published_out = out / "published"
+    assert main([*args, "--rule", "published", "--out", str(published_out)]) == 0
+    (published_path,) = published_out.glob("plan-*.json")
+    published = load_artifact(published_path, PlanArtifact)
+    # Both thresholds converted by the ratio measured where they sit, not by the ladder's rungs.
+    assert published.target_units.ratio_rule == "verification-rung"
+    assert published.scale_in_units.ratio_rule == "verification-rung"
+    code = main([*args, "--out", str(out)])  # the default rule: fleet
     (path,) = out.glob("plan-*.json")
     plan = load_artifact(path, PlanArtifact)
     assert path.name.endswith("-emulated.json") and plan.provenance.kind == "emulated"
-    assert code == 0 and plan.feasible, [f.message for f in plan.findings]
-    # Both thresholds converted by the ratio measured where they sit, not by the ladder's rungs.
-    assert plan.target_units.ratio_rule == plan.scale_in_units.ratio_rule == "verification-rung"
+    assert code == 0 and plan.feasible and plan.rule == "fleet", [f.message for f in plan.findings]
+    # The ladder's rungs hold under a minute: the invocations metric's ratio is not measured
+    # (a warning), the burst's concurrency ratio is.
+    assert plan.target_units.metric == "InvocationsPerInstance"
+    assert plan.fleet is not None and plan.fleet.burst is not None
+    assert plan.fleet.burst.units.ratio_rule != "unmeasured"
     redeploy_with_plan(cloud, plan, out)
     cloud.wait_in_service(timeout_s=300)
     validate = ["validate", "--plan", str(path), *endpoint_args(cloud), "--bounds", "1:20"]

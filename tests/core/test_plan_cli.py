@@ -129,15 +129,18 @@ def test_ladders_that_cannot_be_planned_from(
         ),
         # An SLO past SageMaker's 60 s ceiling.
         (serial_ladder(service_ms=100, slo_ms=70_000), 70_000, "slo_feasibility"),
-        # The ladder measured no throughput at all.
-        ([rung(1, 0.0, 50), rung(5, 0.0, 60), rung(10, 0.0, 5000)], 3000, "fleet_sizing"),
     ],
 )
-def test_stops_exit_1_and_mark_the_plan_infeasible(capsys, tmp_path, rungs, slo_ms, stop) -> None:
+@pytest.mark.parametrize("rule", ["published", "fleet"])
+def test_stops_exit_1_and_mark_the_plan_infeasible(
+    capsys, tmp_path, rungs, slo_ms, stop, rule
+) -> None:
     q = _write(tmp_path, "q.json", qmax_artifact(rungs, slo_ms=slo_ms))
     t = _write(tmp_path, "t.json", ttotal_artifact())
     code, out, _ = run_plan(
         capsys,
+        "--rule",
+        rule,
         "--qmax",
         q,
         "--ttotal",
@@ -155,6 +158,20 @@ def test_stops_exit_1_and_mark_the_plan_infeasible(capsys, tmp_path, rungs, slo_
     assert plan["feasible"] is False
     assert plan["findings"][0]["name"] == stop
     assert plan["findings"][0]["verdict"] == "stop"
+
+
+def test_a_ladder_without_throughput_stops_the_published_rule_and_the_fleet_rule_refuses(
+    capsys, tmp_path
+) -> None:
+    rungs = [rung(1, 0.0, 50), rung(5, 0.0, 60), rung(10, 0.0, 5000)]
+    q = _write(tmp_path, "q.json", qmax_artifact(rungs))
+    t = _write(tmp_path, "t.json", ttotal_artifact())
+    args = ["--qmax", q, "--ttotal", t, "--peak-rps", "10", "--out", str(tmp_path)]
+    code, out, _ = run_plan(capsys, *args, "--rule", "published", "--json")
+    assert code == 1 and json.loads(out)["findings"][0]["name"] == "fleet_sizing"
+    code, out, err = run_plan(capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "no throughput at Q_max" in err
 
 
 @pytest.mark.parametrize(
@@ -205,13 +222,24 @@ def test_json_mode_keeps_stdout_pure(capsys, tmp_path, pair) -> None:
     assert "next:" in err
 
 
-def test_out_directory_is_created(capsys, tmp_path, pair) -> None:
+@pytest.mark.parametrize(
+    ("rule", "name"),
+    [
+        ([], "plan-kokoro-82m-fleet-g5xlarge-abababab.json"),
+        (["--rule", "fleet"], "plan-kokoro-82m-fleet-g5xlarge-abababab.json"),
+        (["--rule", "published"], "plan-kokoro-82m-g5xlarge-abababab.json"),
+    ],
+)
+def test_out_directory_is_created_with_exactly_one_plan_named_by_rule(
+    capsys, tmp_path, pair, rule, name
+) -> None:
     out_dir = tmp_path / "deep" / "plans"
     code, _, _ = run_plan(
-        capsys, "--qmax", pair[0], "--ttotal", pair[1], "--peak-rps", "50", "--out", str(out_dir)
-    )
+        capsys, "--qmax", pair[0], "--ttotal", pair[1], "--peak-rps", "50", "--out", str(out_dir),
+        *rule,
+    )  # fmt: skip
     assert code == 0
-    assert [p.name for p in out_dir.iterdir()] == ["plan-kokoro-82m-g5xlarge-abababab.json"]
+    assert [p.name for p in out_dir.iterdir()] == [name]
 
 
 def test_console_script_prints_no_traceback(tmp_path) -> None:

@@ -39,7 +39,9 @@ def plan_for(rungs, surge: float, peak: float = 500.0, t_total: float = 30.0, tr
     return derive_plan(
         qmax,
         ttotal_artifact(measured_total_s=t_total, lag_s=0.0),
-        PlanRequest(peak_rps=peak, trough_rps=5.0, surge_ratio=surge, surge_trials=trials),
+        PlanRequest(
+            peak_rps=peak, trough_rps=5.0, surge_ratio=surge, surge_trials=trials, rule="published"
+        ),
         SOURCES,
     )
 

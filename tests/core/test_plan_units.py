@@ -41,7 +41,7 @@ from tts_bench.planning.report import render_plan
 
 SAGEMAKER = FINGERPRINT.model_copy(update={"transport": Transport.RESPONSE_STREAM})
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REQUEST = PlanRequest(peak_rps=100, trough_rps=5, surge_trials=20)
+REQUEST = PlanRequest(peak_rps=100, trough_rps=5, surge_trials=20, rule="published")
 
 
 def sagemaker_plan(rungs: list[Rung], *, verification=(), request: PlanRequest = REQUEST):

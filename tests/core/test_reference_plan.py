@@ -28,6 +28,8 @@ def reference_plan_json(
             "5000",
             "--trough-rps",
             "10",
+            "--rule",
+            "published",
             "--json",
             "--out",
             str(tmp_path),
@@ -111,6 +113,8 @@ def test_human_report_names_every_derived_number(
             "5000",
             "--trough-rps",
             "10",
+            "--rule",
+            "published",
             "--out",
             str(tmp_path),
         ]

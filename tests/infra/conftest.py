@@ -86,6 +86,7 @@ DEV_CONFIG = {
     "tts-bench:sloMs": 3000,
     "tts-bench:surgeRatio": 1.25,
     "tts-bench:measurementsDir": "measurements",
+    "tts-bench:planRule": "published",
     "tts-bench:modelRevision": "fbba31e67ad83eb66394c926627e99d35abeb087",
 }
 

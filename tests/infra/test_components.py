@@ -112,3 +112,75 @@ def test_observability_alarms_use_the_plan_and_the_container_metric_names(
 
     build()
     assert CHECKS_RUN == ["observability"]
+
+
+def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
+    """Target tracking on invocations per instance that scales in by itself, and the burst
+    step with its alarm, every number from the fleet plan's deploy shape."""
+    from components import EndpointAutoscaling, EndpointAutoscalingArgs
+    from tts_bench.artifacts.schema import load_artifact
+
+    plan = load_artifact(
+        reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    tracking_spec, burst_spec = plan.deploy.policies  # type: ignore[union-attr]
+
+    @pulumi.runtime.test
+    def build() -> pulumi.Output[Any]:
+        scaling = EndpointAutoscaling(
+            "speech",
+            EndpointAutoscalingArgs(
+                endpoint_name="speech",
+                variant_name="AllTraffic",
+                plan=plan,
+                bounds=OperatorBounds(min_instances=1, max_instances=20),
+                image_digest=plan.fingerprint.image_digest,
+                tags={},
+            ),
+        )
+        assert scaling.scale_in is None and set(scaling.policies) == {
+            "invocations-target",
+            "burst",
+        }
+
+        def check(values: list[Any]) -> None:
+            tags, tracking, burst, alarm = values
+            assert tags["tts-bench:plan-rule"] == "fleet"
+            assert tracking["target_value"] == tracking_spec.target_value
+            assert tracking["disable_scale_in"] is False
+            assert tracking["scale_in_cooldown"] == tracking_spec.scale_in_cooldown_s
+            assert tracking["predefined_metric_specification"]["predefined_metric_type"] == (
+                "SageMakerVariantInvocationsPerInstance"
+            )
+            assert burst["adjustment_type"] == "PercentChangeInCapacity"
+            assert burst["min_adjustment_magnitude"] == 1
+            assert burst["step_adjustments"][0]["scaling_adjustment"] == (
+                burst_spec.steps[0].adjustment
+            )
+            assert alarm["threshold"] == burst_spec.alarm.threshold
+            assert (alarm["period"], alarm["evaluation_periods"]) == (10, 1)
+            assert alarm["comparison_operator"] == "GreaterThanOrEqualToThreshold"
+            CHECKS_RUN.append("fleet")
+
+        return pulumi.Output.all(
+            scaling.target.tags,
+            scaling.target_tracking.target_tracking_scaling_policy_configuration,  # type: ignore[union-attr]
+            scaling.policies["burst"].step_scaling_policy_configuration,
+            pulumi.Output.all(
+                scaling.alarms["burst"].threshold,
+                scaling.alarms["burst"].period,
+                scaling.alarms["burst"].evaluation_periods,
+                scaling.alarms["burst"].comparison_operator,
+            ).apply(
+                lambda v: dict(
+                    zip(
+                        ("threshold", "period", "evaluation_periods", "comparison_operator"),
+                        v,
+                        strict=True,
+                    )
+                )
+            ),
+        ).apply(check)
+
+    build()
+    assert CHECKS_RUN == ["fleet"]

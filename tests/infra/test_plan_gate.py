@@ -25,6 +25,7 @@ def query(**changes: Any) -> GateQuery:
         "instance_type": "ml.g5.xlarge",
         "image_digest": REFERENCE_DIGEST,
         "bounds": OperatorBounds(min_instances=1, max_instances=20),
+        "rule": "published",
     }
     return GateQuery(**{**base, **changes})
 
@@ -109,6 +110,49 @@ def test_the_bound_is_no_performance_setting() -> None:
     assert performance_env_of({"MAX_QUEUE_DEPTH": "50", "ENGINE_MODE": "serial"}) == {
         "ENGINE_MODE": "serial"
     }
+
+
+@pytest.mark.parametrize(
+    ("rule", "name"),
+    [
+        ("fleet", "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"),
+        ("published", "plan-kokoro-82m-g5xlarge-8b1b96bc.json"),
+    ],
+)
+def test_the_gate_deploys_the_plan_of_the_stacks_rule(
+    reference_plan_path: Path, rule: str, name: str
+) -> None:
+    result = evaluate(reference_plan_path.parent, query(rule=rule))
+    assert result.enabled and result.plan is not None, result.reason
+    assert Path(result.plan_path or "").name == name and result.plan.rule == rule
+
+
+def test_no_plan_of_the_stacks_rule_and_two_of_it_are_refused_in_one_line(
+    reference_plan: PlanArtifact, plans_dir: Callable[..., Path]
+) -> None:
+    only_published = evaluate(plans_dir(reference_plan), query(rule="fleet"))
+    assert only_published.condition is GateCondition.RULE_MISMATCH
+    assert "no fleet plan for this image" in only_published.reason
+    assert "--rule fleet" in only_published.reason and "\n" not in only_published.reason
+    twice = evaluate(plans_dir(reference_plan, reference_plan), query())
+    assert twice.condition is GateCondition.AMBIGUOUS and twice.plan is None
+    assert "2 published plans match this image (plan-test-0.json, plan-test-1.json)" in (
+        twice.reason
+    )
+
+
+def test_the_stack_config_says_which_rule_it_deploys() -> None:
+    from tts_bench.infra.stack_config import StackConfig
+
+    base = {
+        "model": "kokoro-82m", "instanceType": "ml.g5.xlarge",
+        "image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}", "minInstances": 1, "maxInstances": 20,
+        "sloMs": 3000, "surgeRatio": 1.25, "region": "us-east-1", "modelRevision": "a" * 40,
+    }  # fmt: skip
+    assert StackConfig.parse(base).plan_rule == "fleet"
+    assert StackConfig.parse({**base, "planRule": "published"}).plan_rule == "published"
+    with pytest.raises(StackConfigError, match="planRule"):
+        StackConfig.parse({**base, "planRule": "guess"})
 
 
 def test_infeasible_and_unreadable_plans(

@@ -88,12 +88,14 @@ DEPLOYMENT: dict[str, dict[str, Any]] = {
         "maxCapacity": 20.0,
         "tags": {
             "tts-bench:plan-id": "d0b4a6baef69",
+            "tts-bench:plan-rule": "published",
             "tts-bench:image-digest": REFERENCE_DIGEST,
             "tts-bench:operator-min-instances": "1",
             "tts-bench:operator-max-instances": "20",
         },
     },
     "tracking": {
+        "name": "speech-AllTraffic-concurrency-target",
         "serviceNamespace": "sagemaker",
         "resourceId": RID,
         "policyType": "TargetTrackingScaling",
@@ -107,16 +109,26 @@ DEPLOYMENT: dict[str, dict[str, Any]] = {
         },
     },
     "step": {
+        "name": "speech-AllTraffic-scale-in",
         "serviceNamespace": "sagemaker",
         "resourceId": RID,
         "policyType": "StepScaling",
-        "stepScalingPolicyConfiguration": {"cooldown": 960.0},
+        "stepScalingPolicyConfiguration": {
+            "adjustmentType": "ChangeInCapacity",
+            "cooldown": 960.0,
+            "metricAggregationType": "Maximum",
+            "stepAdjustments": [{"metricIntervalUpperBound": "0", "scalingAdjustment": -1.0}],
+        },
     },
     "alarm": {
         "name": "speech-AllTraffic-low-concurrency",
+        "metricName": "ConcurrentRequestsPerModel",
         "threshold": 25.0,
         "statistic": "Maximum",
         "period": 10.0,
+        "evaluationPeriods": 3.0,
+        "comparisonOperator": "LessThanOrEqualToThreshold",
+        "treatMissingData": "breaching",
     },
 }
 
@@ -170,6 +182,26 @@ def _set(path: str, value: Any) -> Callable[[dict[str, dict[str, Any]]], None]:
             _set("step.stepScalingPolicyConfiguration.cooldown", 300.0),
             "scale-in cooldown 300.0 != the plan's 960",
         ),
+        (
+            _set("step.stepScalingPolicyConfiguration.stepAdjustments.0.scalingAdjustment", -5.0),
+            "scale-in steps [(None, 0.0, -5.0)] != the plan's [(None, 0.0, -1)]",
+        ),
+        (
+            _set("alarm.evaluationPeriods", 1.0),
+            "scale-in alarm evaluationPeriods 1.0 != the plan's 3",
+        ),
+        (_set("alarm.treatMissingData", "notBreaching"), "treatMissingData notBreaching"),
+        (_set("step.name", "speech-AllTraffic-other"), "no step scale-in policy"),
+        (
+            _set("tracking.targetTrackingScalingPolicyConfiguration.disableScaleIn", False),
+            "target tracking must not scale in",
+        ),
+        # The fleet plan of this image gates now, and the published shape is not its shape.
+        (
+            _set("target.tags.tts-bench:plan-rule", "fleet"),
+            "scaling policy speech-AllTraffic-scale-in is not in the plan",
+        ),
+        (_set("target.tags.tts-bench:plan-rule", "guess"), "tag is 'guess', not a plan rule"),
         (_set("alarm.threshold", 30.0), "scale-in alarm threshold 30.0 != the plan's 25.0"),
         # The right value in the wrong statistic, or over the wrong period, is another number.
         (
@@ -245,6 +277,109 @@ def test_a_plan_whose_target_is_in_other_units_is_refused(
         "the plan's target is in Average (60 s) units" in v and "Maximum (10 s)" in v
         for v in violations
     ), violations
+
+
+FLEET_PLAN = (
+    Path(__file__).resolve().parents[2]
+    / "measurements"
+    / ("plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json")
+)
+
+
+def _fleet(props: dict[str, dict[str, Any]]) -> None:
+    """The stack as the program builds it for the reference fleet plan, from its deploy shape."""
+    from tts_bench.artifacts.schema import load_artifact
+
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    tracking, burst = plan.deploy.policies  # type: ignore[union-attr]
+    props["target"]["tags"].update(
+        {"tts-bench:plan-id": plan.plan_id, "tts-bench:plan-rule": "fleet"}
+    )
+    props["tracking"] |= {
+        "name": "speech-AllTraffic-invocations-target",
+        "targetTrackingScalingPolicyConfiguration": {
+            "targetValue": tracking.target_value,
+            "scaleOutCooldown": float(tracking.scale_out_cooldown_s),
+            "scaleInCooldown": float(tracking.scale_in_cooldown_s),
+            "disableScaleIn": False,
+            "predefinedMetricSpecification": {"predefinedMetricType": tracking.predefined_metric},
+        },
+    }
+    props["step"] |= {
+        "name": "speech-AllTraffic-burst",
+        "stepScalingPolicyConfiguration": {
+            "adjustmentType": "PercentChangeInCapacity",
+            "cooldown": float(burst.cooldown_s),
+            "metricAggregationType": "Maximum",
+            "minAdjustmentMagnitude": 1.0,
+            "stepAdjustments": [
+                {
+                    "metricIntervalLowerBound": "0",
+                    "scalingAdjustment": float(burst.steps[0].adjustment),
+                }
+            ],
+        },
+    }
+    props["alarm"] = {
+        "name": "speech-AllTraffic-burst-concurrency",
+        "metricName": "ConcurrentRequestsPerModel",
+        "threshold": burst.alarm.threshold,
+        "statistic": "Maximum",
+        "period": 10.0,
+        "evaluationPeriods": 1.0,
+        "comparisonOperator": "GreaterThanOrEqualToThreshold",
+        "treatMissingData": "missing",
+    }
+
+
+def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[..., None]:
+    def change(props: dict[str, dict[str, Any]]) -> None:
+        for c in changes:
+            c(props)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (None, None),
+        (
+            _set(
+                "tracking.targetTrackingScalingPolicyConfiguration.predefinedMetricSpecification",
+                {
+                    "predefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+                },
+            ),
+            "target tracking metric SageMakerVariantConcurrentRequestsPerModelHighResolution",
+        ),
+        (
+            _set("tracking.targetTrackingScalingPolicyConfiguration.disableScaleIn", True),
+            "target tracking must scale in",
+        ),
+        (
+            _set("tracking.targetTrackingScalingPolicyConfiguration.scaleInCooldown", 60.0),
+            "target tracking's scale-in cooldown 60.0 != the plan's 300",
+        ),
+        (_set("alarm.threshold", 5.0), "burst alarm threshold 5.0"),
+        (_set("alarm.period", 60.0), "burst alarm evaluates Maximum over 60.0 s"),
+        (
+            _set("step.stepScalingPolicyConfiguration.adjustmentType", "ChangeInCapacity"),
+            "burst adjustmentType ChangeInCapacity != the plan's PercentChangeInCapacity",
+        ),
+        (
+            _set("step.stepScalingPolicyConfiguration.minAdjustmentMagnitude", None),
+            "burst minAdjustmentMagnitude None != the plan's 1",
+        ),
+    ],
+)
+def test_the_fleet_rules_constructs_are_checked(change: Any, expected: str | None) -> None:
+    stack = deployment(_then(_fleet, change) if change else _fleet)
+    violations = validate(scaling_plan.POLICY, stack.args())
+    if expected is None:
+        assert violations == []
+    else:
+        assert any(expected in v for v in violations), violations
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,11 @@ pytestmark = pytest.mark.slow  # each case starts two Python processes
                 [
                     "[pass] sagemaker-scaling-requires-measured-plan",
                     "aws:appautoscaling/target:Target  speech-kokoro-82m-target",
+                    # The dev stack deploys the fleet rule's plan: target tracking on invocations
+                    # per instance and the burst step with its alarm.
                     "aws:appautoscaling/policy:Policy  speech-kokoro-82m-target-tracking",
-                    "aws:appautoscaling/policy:Policy  speech-kokoro-82m-scale-in",
+                    "aws:appautoscaling/policy:Policy  speech-kokoro-82m-burst",
+                    "aws:cloudwatch/metricAlarm:MetricAlarm  speech-kokoro-82m-burst-alarm",
                     "aws:cloudwatch/metricAlarm:MetricAlarm  speech-kokoro-82m-first-chunk-p95",
                     "No mandatory policy violations.",
                 ],

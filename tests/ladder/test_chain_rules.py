@@ -83,6 +83,32 @@ def test_qmax_ratios_are_the_window_mean_over_the_client_mean(reference_qmax_pat
     assert joined.rungs[0].cloudwatch_ratio is None  # no point inside its window or hold
 
 
+def test_invocations_are_joined_over_whole_minutes_of_each_rungs_hold(reference_qmax_path) -> None:
+    """The fleet rule's metric: a one-minute Sum per instance against the client's requests a
+    minute; a rung that holds no whole minute gets no ratio (never a guess)."""
+    from tts_bench.artifacts.schema import INVOCATIONS_RATIO_STAT, load_artifact
+    from tts_bench.measure.cloudwatch_join import invocation_ratios_for
+
+    qmax = load_artifact(reference_qmax_path, QmaxArtifact)
+    ladder = LadderSettings(rungs=[r.concurrency for r in qmax.rungs], hold_s=200, measure_s=60,
+                            idle_s=10, start_epoch=960.0)  # fmt: skip
+    qmax = qmax.model_copy(update={"ladder": ladder})
+    w1 = ladder.measure_window(1)[1]
+    h0 = w1 - ladder.hold_s
+    first = h0 + (-h0 % 60)  # the first whole minute inside the hold
+    per_minute = qmax.rungs[1].achieved_rps * 60
+    points = [MetricPoint(first, per_minute * 0.98), MetricPoint(first + 60, per_minute * 1.0)]
+    points.append(MetricPoint(w1 - 30, 1e9))  # ends after the hold: not the rung's
+    joined = invocation_ratios_for(qmax, points)
+    key = INVOCATIONS_RATIO_STAT.key
+    assert joined.rungs[1].cloudwatch_ratios[key] == pytest.approx(0.99, abs=1e-3)
+    assert key not in joined.rungs[0].cloudwatch_ratios
+    short = qmax.model_copy(
+        update={"ladder": ladder.model_copy(update={"hold_s": 50, "measure_s": 40})}
+    )
+    assert all(key not in r.cloudwatch_ratios for r in invocation_ratios_for(short, points).rungs)
+
+
 def test_quota_refuses_with_the_numbers() -> None:
     check = QuotaCheck("ml.g5.xlarge", quota=2, running=2, region="us-east-1")
     with pytest.raises(RefusalError, match="quota 2, 2 running, 0 free, 1 needed"):

@@ -36,7 +36,9 @@ def refined_ladder(probe_stable: bool | None):
 def test_plan_uses_the_refined_q_max_and_judges_its_rung_stability(stable, verdict):
     qmax = refined_ladder(stable)
     assert (qmax.q_max, qmax.refined_q_max, qmax.q_max_resolution) == (40, 45, 5)
-    plan = derive_plan(qmax, ttotal_artifact(), PlanRequest(peak_rps=100), SOURCES)
+    plan = derive_plan(
+        qmax, ttotal_artifact(), PlanRequest(peak_rps=100, rule="published"), SOURCES
+    )
     assert plan.queue_max_depth == plan.inputs.q_max == 45
     assert plan.c_scale_max == pytest.approx(0.75 * 45)
     found = plan.finding("stability")

@@ -31,7 +31,7 @@ AVERAGE_60 = CloudWatchStat(statistic="Average", period_s=60)
 @given(st.integers(1, 500), st.floats(1.01, 1.49))
 def test_levels_are_the_plans_thresholds_rounded_to_whole_users(q_max: int, surge: float) -> None:
     qmax = qmax_artifact(serial_ladder(sorted({1, q_max}), service_ms=1))
-    request = PlanRequest(peak_rps=10, surge_ratio=surge)
+    request = PlanRequest(peak_rps=10, surge_ratio=surge, rule="published")
     planned = derive_thresholds(check_basis(qmax, ttotal_artifact(), request), request, qmax)
     out, in_ = verification_levels(q_max, surge)
     assert (out.role, in_.role) == ("scale_out", "scale_in")
@@ -107,7 +107,10 @@ def test_held_rungs_become_verification_rungs_the_plan_uses() -> None:
     )
     qmax = qmax.model_copy(update={"verification": [rung]})
     plan = derive_plan(
-        qmax, ttotal_artifact(fingerprint=fp), PlanRequest(peak_rps=10, surge_trials=1), SOURCES
+        qmax,
+        ttotal_artifact(fingerprint=fp),
+        PlanRequest(peak_rps=10, surge_trials=1, rule="published"),
+        SOURCES,
     )
     assert plan.target_units.ratio_rule == "verification-rung"
     assert plan.scale_in_units.ratio_rule == "nearest-rung"  # only the point at 38 was measured

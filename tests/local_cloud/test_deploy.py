@@ -10,10 +10,13 @@ import boto3
 import pytest
 
 from tts_bench.deployment import (
+    INVOCATIONS_TRACKING_METRIC,
     TARGET_TRACKING_METRIC,
+    policy_name,
     resource_id,
     scale_in_alarm_name,
     scale_in_policy_name,
+    step_alarm_name,
     target_tracking_policy_name,
 )
 from tts_bench.infra.preview_recorder import Recording
@@ -74,6 +77,8 @@ def test_endpoint_values_are_the_recorded_ones(
 
 
 def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: Deployment) -> None:
+    """The dev stack deploys the fleet plan: target tracking on invocations that scales in by
+    itself, and the burst step (PercentChangeInCapacity, at least one instance) on its alarm."""
     target = _props(recording, "aws:appautoscaling/target:Target")
     assert deployment.scalable_target == {
         "ServiceNamespace": "sagemaker",
@@ -82,6 +87,28 @@ def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: 
         "MinCapacity": int(target["minCapacity"]),
         "MaxCapacity": int(target["maxCapacity"]),
     }
+    policies = {p["PolicyName"]: p for p in deployment.policies}
+    tracking = policies[policy_name(ENDPOINT, "AllTraffic", "invocations-target")][
+        "TargetTrackingScalingPolicyConfiguration"
+    ]
+    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == (
+        INVOCATIONS_TRACKING_METRIC
+    )
+    assert tracking["DisableScaleIn"] is False and tracking["ScaleInCooldown"] == 300
+    burst = policies[policy_name(ENDPOINT, "AllTraffic", "burst")]["StepScalingPolicyConfiguration"]
+    assert burst["AdjustmentType"] == "PercentChangeInCapacity"
+    assert burst["MinAdjustmentMagnitude"] == 1
+    assert burst["StepAdjustments"][0]["MetricIntervalLowerBound"] == 0.0
+    alarms = {a["AlarmName"]: (a, actions) for a, actions in deployment.alarms}
+    burst_alarm, actions = alarms[step_alarm_name(ENDPOINT, "AllTraffic", "burst")]
+    assert actions == [policy_name(ENDPOINT, "AllTraffic", "burst")]
+    assert (burst_alarm["Period"], burst_alarm["EvaluationPeriods"]) == (10, 1)
+
+
+def test_the_published_rules_scaling_is_recorded_when_the_stack_asks_for_it() -> None:
+    deployment = deployment_from_recording(
+        record_stack(REPO_ROOT, "dev", {"planRule": "published"}), DIGEST, None, "abc1234"
+    )
     policies = {p["PolicyName"]: p for p in deployment.policies}
     tracking = policies[target_tracking_policy_name(ENDPOINT)][
         "TargetTrackingScalingPolicyConfiguration"
@@ -150,9 +177,9 @@ def test_apply_creates_it_in_moto_and_hands_capacity_changes_over(
         ServiceNamespace="sagemaker"
     )["ScalingPolicies"]
     assert {p["PolicyName"] for p in policies} == {p["PolicyName"] for p in deployment.policies}
-    (alarm,) = client("cloudwatch").describe_alarms(AlarmNames=[scale_in_alarm_name(ENDPOINT)])[
-        "MetricAlarms"
-    ]
+    burst_alarm = step_alarm_name(ENDPOINT, "AllTraffic", "burst")
+    alarms = client("cloudwatch").describe_alarms()["MetricAlarms"]
+    (alarm,) = [a for a in alarms if a["AlarmName"] == burst_alarm]
     step_arn = next(p["PolicyARN"] for p in policies if p["PolicyType"] == "StepScaling")
     assert alarm["AlarmActions"] == [step_arn]
 

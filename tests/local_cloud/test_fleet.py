@@ -38,7 +38,10 @@ cloud = cloud_fixture(
         server_args=ONNX,
         instances=1,
         scaling_time_scale=0.01,
-        stack_overrides={"measurementsDir": str(emulated_plan_dir(folder, ONNX))},
+        stack_overrides={
+            "measurementsDir": str(emulated_plan_dir(folder, ONNX)),
+            "planRule": "published",  # the emulated plan is the published reference plan
+        },
     )
 )
 

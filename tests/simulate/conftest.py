@@ -40,7 +40,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
 
 def traffic_of(spec: str, duration_s: float, inputs: Inputs, seed: int) -> Traffic:
     rng = np.random.default_rng(seed)
-    return synthetic_traffic(parse_synthetic(spec), duration_s, inputs.shape.start_delay_s, rng)
+    return synthetic_traffic(parse_synthetic(spec), duration_s, inputs.shape.surge_hold_s, rng)
 
 
 def run_policy(

@@ -181,3 +181,73 @@ def test_refusals_are_one_line_and_write_nothing(
     assert expected_error in err, err
     assert len(err.strip().splitlines()) == 1
     assert not out_dir.exists(), "a refused simulation writes nothing"
+
+
+FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
+
+
+def _edited_plan(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    data = json.loads(REFERENCE_PLAN.read_text())
+    edit(data)
+    path = tmp_path / "edited-plan.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_fleet_plan_simulates_with_the_same_json_shape(capsys, tmp_path) -> None:
+    code, out, err = simulate(
+        capsys, tmp_path, "--synthetic", "steady:200+surge:1.25:300", "--duration-s", "900",
+        "--policy", "plan", "--json",
+        artifacts=(FLEET_PLAN, REFERENCE_QMAX, REFERENCE_TTOTAL),
+    )  # fmt: skip
+    assert code == 0, err
+    payload = json.loads(out)
+    assert set(payload) == {"policies", "inputs", "provenance"}
+    assert set(payload["policies"][0]) == OUTCOME_KEYS
+    assert payload["inputs"]["plan_id"] == load_artifact(FLEET_PLAN, PlanArtifact).plan_id
+
+
+@pytest.mark.parametrize(
+    ("edit", "plan", "policy", "expected_error"),
+    [
+        (
+            lambda d: d["deploy"]["policies"][1]["alarm"].update(statistic="Average"),
+            None,
+            "plan",
+            "the plan's scale-in alarm reads ConcurrentRequestsPerModel Average; the simulation "
+            "models only",
+        ),
+        (
+            lambda d: d["deploy"]["policies"][1]["alarm"].update(period_s=15),
+            None,
+            "plan",
+            "has a 15 s period",
+        ),
+        (None, FLEET_PLAN, "plan+burst", "deploys a burst step of its own"),
+    ],
+)
+def test_constructs_the_simulation_does_not_model_are_refused_in_one_line(
+    capsys, tmp_path, edit, plan, policy, expected_error
+) -> None:
+    chosen = plan or _edited_plan(tmp_path, edit)
+    out_dir = tmp_path / "out"
+    code, out, err = simulate(
+        capsys, out_dir, "--synthetic", "steady:5", "--duration-s", "60", "--policy", policy,
+        artifacts=(chosen, REFERENCE_QMAX, REFERENCE_TTOTAL),
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert expected_error in err and len(err.strip().splitlines()) == 1, err
+    assert not out_dir.exists()
+
+
+def test_a_version_1_plan_simulates_as_the_published_shape_it_describes(capsys, tmp_path) -> None:
+    v1 = Path(__file__).resolve().parents[1] / "core" / "fixtures" / "plan-v1-reference.json"
+    runs = []
+    for plan in (v1, REFERENCE_PLAN):
+        code, out, err = simulate(
+            capsys, tmp_path / plan.stem, "--synthetic", "surge:40:1.25:60",
+            "--duration-s", "600", "--json", artifacts=(plan, REFERENCE_QMAX, REFERENCE_TTOTAL),
+        )  # fmt: skip
+        assert code == 0, err
+        runs.append(json.loads(out)["policies"])
+    assert runs[0] == runs[1]

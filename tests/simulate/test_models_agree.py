@@ -17,19 +17,30 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.simulate.conftest import run_policy, traffic_of
+from tests.conftest import REFERENCE_PLAN
+from tests.simulate.conftest import request_for, run_policy, traffic_of
+from tts_bench.simulate.from_files import Inputs, load_inputs
 from tts_bench.simulate.replay import PolicyRun
 
 SEEDS = range(8)
 
+FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
 CASES = [
     # fixed fleet past saturation: heavy shedding; over-SLO counted from occupancy 20 up
-    ("fixed:2", "steady:40", 900, 20),
+    ("published", "fixed:2", "steady:40", 900, 20),
     # the plan through a surge: target tracking, T_total, scale-in
-    ("plan", "surge:30:1.25:600", 1500, None),
+    ("published", "plan", "surge:30:1.25:600", 1500, None),
     # the burst step on a short diurnal swing
-    ("plan+burst", "diurnal:5:50:1800", 1800, None),
+    ("published", "plan+burst", "diurnal:5:50:1800", 1800, None),
+    # the fleet rule: target tracking on invocations per instance (both directions) and its
+    # burst, on a steep swing with a surge past the headroom
+    ("fleet", "plan", "diurnal:5:60:1800+surge:1.5:900", 1800, None),
 ]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
+    return load_inputs(request_for(tmp_path_factory.mktemp("unused"), plan=FLEET_PLAN))
 
 
 def figures(run: PolicyRun) -> dict[str, float]:
@@ -41,8 +52,12 @@ def figures(run: PolicyRun) -> dict[str, float]:
     }
 
 
-@pytest.mark.parametrize(("policy", "spec", "duration_s", "over_slo_from"), CASES)
-def test_fleet_and_request_models_agree(reference, policy, spec, duration_s, over_slo_from) -> None:
+@pytest.mark.parametrize(("rule", "policy", "spec", "duration_s", "over_slo_from"), CASES)
+def test_fleet_and_request_models_agree(
+    reference, fleet, rule, policy, spec, duration_s, over_slo_from
+) -> None:
+    if rule == "fleet":
+        reference = fleet
     curves = reference.curves
     if over_slo_from is not None:
         curves = replace(curves, over_slo_from=over_slo_from)

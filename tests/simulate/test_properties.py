@@ -77,13 +77,14 @@ def test_a_surge_multiplies_the_rate_for_one_hold() -> None:
         parse_synthetic("surge:1:2:3+surge:1.5:10")
 
 
-def test_an_instance_asked_for_serves_one_planned_t_total_after_its_alarm(reference) -> None:
+def test_an_instance_asked_for_serves_one_measured_t_total_after_its_alarm(reference) -> None:
     traffic = traffic_of("surge:30:1.25:60", 900, reference, 5)
     line = run_policy(reference, "plan", traffic, 5).timeline
     asked = int(np.flatnonzero(line.desired > line.desired[0])[0])
     alarm_s = line.end_s[asked]
     # Target tracking waited for three datapoints above the target before it asked.
-    assert (line.datapoint[asked - 2 : asked + 1] > reference.shape.target_value).all()
+    (tracking,) = [r for r in reference.shape.rules if r.policy_name == "concurrency-target"]
+    assert (line.datapoint[asked - 2 : asked + 1] > tracking.target_value).all()
     serving = int(np.flatnonzero(line.in_service > line.in_service[asked])[0])
     start_delay_s = reference.shape.start_delay_s
     assert line.end_s[serving] - 10 < alarm_s + start_delay_s <= line.end_s[serving]

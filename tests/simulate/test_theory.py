@@ -62,7 +62,7 @@ def test_a_surge_at_the_trigger_sheds_as_surge_survival_predicts(reference) -> N
     plan, shape, curves = reference.plan, reference.shape, reference.curves
     predicted = plan.finding("surge_survival").figure("shed_probability")
     x_trigger = reference.throughput_at_trigger_rps
-    ratio, hold_s, at_s = shape.surge_ratio, shape.start_delay_s, 300.0
+    ratio, hold_s, at_s = shape.surge_ratio, shape.surge_hold_s, 300.0
     fluid_share = 1 - curves.service_rps[shape.queue_max_depth] / (ratio * x_trigger)
     instances = 3
     hit, shares = [], []

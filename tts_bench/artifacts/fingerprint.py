@@ -124,5 +124,9 @@ def ttotal_filename(fp: Fingerprint, trigger: str, provenance_kind: str = "measu
     return f"ttotal-{fp.model}-{trigger}-{file_slug(fp, provenance_kind)}.json"
 
 
-def plan_filename(fp: Fingerprint, provenance_kind: str = "measured") -> str:
-    return f"plan-{fp.model}-{file_slug(fp, provenance_kind)}.json"
+def plan_filename(
+    fp: Fingerprint, provenance_kind: str = "measured", rule: str = "published"
+) -> str:
+    """`plan-<model>-<slug>.json`; a fleet plan of the same build `plan-<model>-fleet-<slug>.json`."""
+    kind = "" if rule == "published" else f"{rule}-"
+    return f"plan-{fp.model}-{kind}{file_slug(fp, provenance_kind)}.json"

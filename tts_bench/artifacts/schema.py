@@ -44,6 +44,7 @@ SCHEMA_VERSION = 1
 STAGE_ROUNDING_S = 0.05
 
 __all__ = [
+    "PLAN_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "CloudWatchStat",
     "CloudWatchUnits",
@@ -101,34 +102,51 @@ class Provenance(_Strict):
 
 # --------------------------------------------------------------------------- CloudWatch units
 
+# The SageMaker metrics (AWS/SageMaker) a plan may deploy scaling on, and their statistics.
+MetricName = Literal["ConcurrentRequestsPerModel", "InvocationsPerInstance"]
+Statistic = Literal["Maximum", "Average", "Minimum", "Sum"]
+
 
 class CloudWatchStat(BaseModel):
-    """A CloudWatch statistic over a period: the units a concurrency threshold is stated in.
+    """A CloudWatch metric read as one statistic over a period: the units a threshold is in.
 
     ConcurrentRequestsPerModel read as its 10 s Maximum is another number than its 60 s
     Average for the same load, so a ratio, and a threshold converted by it, belongs to one.
+    Keys name the metric unless it is ConcurrentRequestsPerModel (``Maximum/10s``,
+    ``InvocationsPerInstance:Sum/60s``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    statistic: Literal["Maximum", "Average", "Minimum"]
+    metric: MetricName = "ConcurrentRequestsPerModel"
+    statistic: Statistic
     period_s: PositiveInt
 
     @property
     def key(self) -> str:
         """How ratios are keyed in artifacts, e.g. ``Maximum/10s``."""
-        return f"{self.statistic}/{self.period_s}s"
+        stat = f"{self.statistic}/{self.period_s}s"
+        return stat if self.metric == "ConcurrentRequestsPerModel" else f"{self.metric}:{stat}"
 
     @classmethod
     def parse(cls, key: str) -> CloudWatchStat:
-        statistic, _, period = key.partition("/")
+        metric, _, stat = key.rpartition(":")
+        statistic, _, period = stat.partition("/")
         if not period.endswith("s") or not period[:-1].isdigit():
             raise ValueError(f"a statistic key looks like Maximum/10s, got {key!r}")
-        return cls(statistic=statistic, period_s=int(period[:-1]))  # type: ignore[arg-type]
+        return cls(
+            metric=metric or "ConcurrentRequestsPerModel",  # type: ignore[arg-type]
+            statistic=statistic,  # type: ignore[arg-type]
+            period_s=int(period[:-1]),
+        )
 
 
 # What the ladder's per-rung `cloudwatch_ratio` was always measured against (SPEC §4).
 LADDER_RATIO_STAT: Final = CloudWatchStat(statistic="Maximum", period_s=10)
+# What the fleet rule deploys on, joined per rung in `cloudwatch_ratios` under its key.
+INVOCATIONS_RATIO_STAT: Final = CloudWatchStat(
+    metric="InvocationsPerInstance", statistic="Sum", period_s=60
+)
 
 
 def _ratio_keys(ratios: dict[str, float]) -> dict[str, float]:
@@ -603,10 +621,11 @@ class PlanInputs(_Strict):
 
 
 class CloudWatchUnits(_Strict):
-    """The units one threshold is deployed in: the statistic and period its alarm evaluates,
-    and the CloudWatch/client ratio that converted it, with the rule that chose the ratio."""
+    """The units one threshold is deployed in: the metric, statistic and period its alarm
+    evaluates, and the CloudWatch/client ratio that converted it, with the rule that chose it."""
 
-    statistic: Literal["Maximum", "Average", "Minimum"]
+    metric: MetricName = "ConcurrentRequestsPerModel"
+    statistic: Statistic
     period_s: PositiveInt
     cw_ratio: PositiveFloat
     ratio_rule: Literal[
@@ -614,19 +633,178 @@ class CloudWatchUnits(_Strict):
         "ladder-rung",  # a ladder rung sits exactly at this point
         "smaller-bracketing",  # the smaller ratio of the two rungs either side
         "nearest-rung",  # beyond the measured rungs: the nearest one's
+        "smallest-rung",  # a count per request: the smallest ratio any rung measured
+        "by-definition",  # AWS defines the metric as the client's figure (a reference run)
         "local-no-cloudwatch",  # a local transport has no CloudWatch: 1.0 by construction
         "unmeasured",  # a SageMaker transport without a measured ratio: a stop
     ]
 
     @property
     def stat(self) -> CloudWatchStat:
-        return CloudWatchStat(statistic=self.statistic, period_s=self.period_s)
+        return CloudWatchStat(metric=self.metric, statistic=self.statistic, period_s=self.period_s)
+
+
+# --------------------------------------------------------------------------- deploy shape
+
+PLAN_SCHEMA_VERSION: Final = 2
+PlanRule = Literal["published", "fleet"]
+Comparison = Literal[
+    "GreaterThanThreshold",
+    "GreaterThanOrEqualToThreshold",
+    "LessThanThreshold",
+    "LessThanOrEqualToThreshold",
+]
+
+
+class AlarmSpec(_Strict):
+    """A CloudWatch alarm on one SageMaker metric of the variant (EndpointName, VariantName)."""
+
+    metric: MetricName
+    statistic: Statistic
+    period_s: PositiveInt
+    evaluation_periods: PositiveInt
+    datapoints_to_alarm: PositiveInt
+    comparison: Comparison
+    threshold: NonNegativeFloat
+    treat_missing_data: Literal["missing", "breaching", "notBreaching", "ignore"]
+
+    @model_validator(mode="after")
+    def _m_of_n(self) -> AlarmSpec:
+        if self.datapoints_to_alarm > self.evaluation_periods:
+            raise ValueError("datapoints_to_alarm exceeds evaluation_periods")
+        return self
+
+
+class TargetTrackingSpec(_Strict):
+    """A target-tracking policy on a predefined metric. Its alarms are Application Auto
+    Scaling's own; the plan records them as `aws_scaling.tracking_alarms` says AWS builds them."""
+
+    kind: Literal["target-tracking"] = "target-tracking"
+    role: Literal["concurrency-target", "invocations-target"]
+    predefined_metric: Literal[
+        "SageMakerVariantConcurrentRequestsPerModelHighResolution",
+        "SageMakerVariantInvocationsPerInstance",
+    ]
+    target_value: PositiveFloat
+    disable_scale_in: bool
+    scale_out_cooldown_s: NonNegativeInt
+    scale_in_cooldown_s: NonNegativeInt | None = Field(
+        default=None, description="null: not set (only with scale-in disabled)"
+    )
+    high_alarm: AlarmSpec
+    low_alarm: AlarmSpec | None
+
+    @model_validator(mode="after")
+    def _scale_in(self) -> TargetTrackingSpec:
+        if self.disable_scale_in != (self.low_alarm is None):
+            raise ValueError("a low alarm exists exactly when scale-in is enabled")
+        if not self.disable_scale_in and self.scale_in_cooldown_s is None:
+            raise ValueError("a policy that scales in needs scale_in_cooldown_s")
+        return self
+
+
+class StepAdjustment(_Strict):
+    """One step: bounds on (metric − threshold), and the adjustment there."""
+
+    lower: float | None
+    upper: float | None
+    adjustment: int
+
+
+class StepSpec(_Strict):
+    """A step policy and the alarm that drives it."""
+
+    kind: Literal["step"] = "step"
+    role: Literal["scale-in", "burst"]
+    adjustment_type: Literal["ChangeInCapacity", "PercentChangeInCapacity", "ExactCapacity"]
+    steps: list[StepAdjustment] = Field(min_length=1)
+    cooldown_s: NonNegativeInt
+    metric_aggregation_type: Literal["Average", "Minimum", "Maximum"]
+    min_adjustment_magnitude: PositiveInt | None = None
+    alarm: AlarmSpec
+
+
+ScalingPolicySpec = Annotated[TargetTrackingSpec | StepSpec, Field(discriminator="kind")]
+
+
+class DeployShape(_Strict):
+    """Every scaling construct the plan deploys, and what a simulation of it needs besides."""
+
+    policies: list[ScalingPolicySpec] = Field(min_length=1)
+    launch_s: PositiveFloat = Field(
+        description="desired count set → instance serving: the ttotal's measured total"
+    )
+    sizing_rps: NonNegativeFloat = Field(
+        description="requests/s per instance the plan sizes the fleet at (min/max instances)"
+    )
+
+    def policy(self, role: str) -> TargetTrackingSpec | StepSpec | None:
+        return next((p for p in self.policies if p.role == role), None)
+
+
+class BurstLevels(_Strict):
+    """The fleet rule's burst step on the high-resolution concurrency metric."""
+
+    occupancy: PositiveFloat = Field(description="client concurrency per instance where it fires")
+    threshold: PositiveFloat = Field(description="the same in CloudWatch units")
+    units: CloudWatchUnits
+    percent: PositiveInt = Field(description="PercentChangeInCapacity when it fires")
+    cooldown_s: PositiveInt
+
+
+class FleetLevels(_Strict):
+    """The fleet rule's load levels, each derivation with its inputs (docs/plan.md)."""
+
+    x_q_max_rps: PositiveFloat = Field(description="X(Q_max): the most one instance serves")
+    surge_ratio: float = Field(gt=1, lt=1.5)
+    margin: float = Field(ge=0, lt=1, description="the diurnal's growth in one planned T_total")
+    scale_out_rps: PositiveFloat = Field(description="λ_out = X(Q_max) · (1 − margin) / surge")
+    low_alarm_ratio: float = Field(gt=0, lt=1, description="AWS's scale-in alarm: this × target")
+    scale_in_rps: PositiveFloat = Field(description="λ_in = low_alarm_ratio · λ_out")
+    invocations_units: CloudWatchUnits
+    target_invocations_per_minute: PositiveFloat = Field(description="60 · λ_out · cw_ratio")
+    detection_lag_s: PositiveFloat = Field(description="period × datapoints + publication delay")
+    launch_s: PositiveFloat = Field(description="the ttotal's measured total")
+    planned_total_s: PositiveFloat = Field(description="launch_s + detection_lag_s")
+    burst: BurstLevels | None = None
+
+
+class RuleFigures(_Strict):
+    """One rule's plan simulated over one seed's day (or the mean over seeds)."""
+
+    rule: PlanRule
+    requests: NonNegativeFloat
+    shed: NonNegativeFloat
+    shed_share: NonNegativeFloat
+    instance_hours: NonNegativeFloat
+    peak_instances: NonNegativeFloat
+
+
+class SeedCheck(_Strict):
+    seed: int
+    rules: list[RuleFigures] = Field(min_length=1)
+
+
+class TrafficCheck(_Strict):
+    """`plan --traffic`: both rules' plans simulated over the same days. Never changes a
+    deployed number; a mean shed share above the budget makes the plan `stop`."""
+
+    traffic: str
+    trace_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    duration_s: PositiveFloat
+    shed_budget: float = Field(gt=0, lt=1)
+    seeds: list[SeedCheck] = Field(min_length=1)
+    mean: list[RuleFigures] = Field(min_length=1)
+
+    def mean_of(self, rule: str) -> RuleFigures | None:
+        return next((r for r in self.mean if r.rule == rule), None)
 
 
 class PlanArtifact(_Strict):
     artifact: Literal["plan"] = "plan"
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = PLAN_SCHEMA_VERSION
     plan_id: str = Field(pattern=r"^[0-9a-f]{12}$", description="hash of inputs and sources")
+    rule: PlanRule = Field(default="published", description="a plan without one is published")
     feasible: bool
     fingerprint: Fingerprint | None
     c_scale_max: PositiveFloat
@@ -643,6 +821,11 @@ class PlanArtifact(_Strict):
     alarm_rule: Literal["ttfab-p95-c1", "server-first-chunk-p95-at-trigger"]
     min_instances: PositiveInt
     max_instances: PositiveInt
+    deploy: DeployShape | None = Field(
+        default=None, description="every scaling construct deployed; null only in version 1"
+    )
+    fleet: FleetLevels | None = Field(default=None, description="the fleet rule's levels")
+    traffic_check: TrafficCheck | None = None
     findings: list[Finding]
     inputs: PlanInputs
     sources: dict[Literal["qmax", "ttotal"], SourceArtifact]
@@ -657,6 +840,10 @@ class PlanArtifact(_Strict):
             raise ValueError("feasible must be true exactly when no finding is 'stop'")
         if self.max_instances < self.min_instances:
             raise ValueError("max_instances is below min_instances")
+        if self.schema_version >= 2 and self.deploy is None:
+            raise ValueError("deploy: a version 2 plan records its deploy shape")
+        if (self.rule == "fleet") != (self.fleet is not None):
+            raise ValueError("fleet: a fleet plan records its levels, a published plan none")
         return self
 
     def finding(self, name: str) -> Finding | None:

@@ -89,8 +89,13 @@ class ScalingPolicy(_Frozen):
     predefined_metric: str | None = None
     scale_out_cooldown_s: int | None = None
     scale_in_disabled: bool | None = None
+    scale_in_cooldown_s: int | None = None
     # Step scaling
     step_cooldown_s: int | None = None
+    adjustment_type: str | None = None
+    # (lower, upper, adjustment) of each step, bounds as numbers (None: open)
+    step_adjustments: tuple[tuple[float | None, float | None, int], ...] = ()
+    min_adjustment_magnitude: int | None = None
     alarm_names: tuple[str, ...] = ()
 
 
@@ -104,6 +109,12 @@ class Alarm(_Frozen):
     period_s: int | None
     evaluation_periods: int | None
     actions: tuple[str, ...]
+    datapoints_to_alarm: int | None = None  # None: all of the evaluation periods
+    comparison: str | None = None
+
+    @property
+    def datapoints(self) -> int | None:
+        return self.datapoints_to_alarm or self.evaluation_periods
 
 
 class Variant(_Frozen):
@@ -167,7 +178,18 @@ def _policy(raw: dict[str, Any]) -> ScalingPolicy:
         predefined_metric=metric.get("PredefinedMetricType"),
         scale_out_cooldown_s=tracking.get("ScaleOutCooldown"),
         scale_in_disabled=tracking.get("DisableScaleIn") if tracking else None,
+        scale_in_cooldown_s=tracking.get("ScaleInCooldown"),
         step_cooldown_s=step.get("Cooldown"),
+        adjustment_type=step.get("AdjustmentType"),
+        step_adjustments=tuple(
+            (
+                s.get("MetricIntervalLowerBound"),
+                s.get("MetricIntervalUpperBound"),
+                int(s["ScalingAdjustment"]),
+            )
+            for s in step.get("StepAdjustments") or []
+        ),
+        min_adjustment_magnitude=step.get("MinAdjustmentMagnitude"),
         alarm_names=tuple(a["AlarmName"] for a in raw.get("Alarms") or []),
     )
 
@@ -183,6 +205,8 @@ def _alarm(raw: dict[str, Any]) -> Alarm:
         statistic=raw.get("Statistic"),
         period_s=raw.get("Period"),
         evaluation_periods=raw.get("EvaluationPeriods"),
+        datapoints_to_alarm=raw.get("DatapointsToAlarm"),
+        comparison=raw.get("ComparisonOperator"),
         actions=tuple(
             raw.get("AlarmActions", [])
             + raw.get("OKActions", [])

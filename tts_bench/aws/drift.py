@@ -26,14 +26,15 @@ from tts_bench.aws.validate import (
 )
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
+    POLICY_ROLES,
     SCALABLE_DIMENSION,
     SERVICE_NAMESPACE,
     OperatorBounds,
     parse_resource_id,
+    policy_name,
     resource_id,
-    scale_in_policy_name,
-    target_tracking_policy_name,
 )
+from tts_bench.planning.deploy import deploy_shape_of
 
 # A fresh alarm sits in INSUFFICIENT_DATA until its first evaluation; past this it is "stuck".
 DEFAULT_INSUFFICIENT_DATA_GRACE_S: Final = 900.0
@@ -116,7 +117,10 @@ def _unaccounted(
 
 
 def _orphans(
-    snapshot: DeployedSnapshot, variant: str, scaling_expected: bool
+    snapshot: DeployedSnapshot,
+    variant: str,
+    scaling_expected: bool,
+    plan: PlanArtifact | None = None,
 ) -> list[DriftFinding]:
     findings = []
     registered = {t.resource_id for t in snapshot.targets}
@@ -132,17 +136,16 @@ def _orphans(
                     f"it, or `{_deregister_hint(target.resource_id)}`",
                 )
             )
-    expected_names = {
-        target_tracking_policy_name(snapshot.endpoint, variant),
-        scale_in_policy_name(snapshot.endpoint, variant),
-    }
+    # The policies the stack makes: the plan's deploy shape, or any role a plan may deploy.
+    roles = [p.role for p in deploy_shape_of(plan).policies] if plan else list(POLICY_ROLES)
+    expected_names = {policy_name(snapshot.endpoint, variant, role) for role in roles}
     own = resource_id(snapshot.endpoint, variant)
     for policy in snapshot.policies:
         why = _unaccounted(snapshot, variant, policy.resource_id, scaling_expected)
         if why is None and policy.resource_id not in registered:
             why = "no scalable target is registered for its variant"
         if why is None and policy.resource_id == own and policy.name not in expected_names:
-            why = f"the stack makes only {' and '.join(sorted(expected_names))}"
+            why = f"the stack makes only {', '.join(sorted(expected_names))}"
         if why:
             findings.append(_orphan_policy(policy, why))
     return findings
@@ -259,7 +262,7 @@ def check_drift(
     """Every drift finding, errors first; `clean` when there is no error."""
     scaling_expected = bounds is None or bounds.scaling_enabled
     findings = [
-        *_orphans(snapshot, variant, scaling_expected),
+        *_orphans(snapshot, variant, scaling_expected, plan),
         *_suspension(snapshot, variant),
         *_alarms(snapshot, variant, insufficient_data_grace_s),
         *(

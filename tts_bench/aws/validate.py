@@ -13,17 +13,17 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from tts_bench.artifacts.schema import PlanArtifact
-from tts_bench.aws.deployed import DeployedSnapshot, read_snapshot
+from tts_bench.artifacts.schema import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.aws.deployed import Alarm, DeployedSnapshot, ScalingPolicy, read_snapshot
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     OperatorBounds,
-    scale_in_alarm_name,
-    scale_in_policy_name,
-    target_tracking_policy_name,
+    policy_name,
+    step_alarm_name,
 )
 from tts_bench.errors import RefusalError
+from tts_bench.planning.deploy import deploy_shape_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 Number = int | float
@@ -31,7 +31,8 @@ Planned = Number | str
 
 
 class Setting(StrEnum):
-    """The deployed settings a plan decides, in the order they are reported."""
+    """The deployed settings a plan decides, in the order they are reported (those a plan's
+    deploy shape has: a published plan has no burst, a fleet plan no scale-in step)."""
 
     TARGET_VALUE = "target value"
     SCALE_IN_THRESHOLD = "scale-in threshold"
@@ -44,6 +45,16 @@ class Setting(StrEnum):
     TARGET_PERIOD = "target period (s)"
     SCALE_IN_STATISTIC = "scale-in statistic"
     SCALE_IN_PERIOD = "scale-in period (s)"
+    TARGET_METRIC = "target metric"
+    TARGET_DATAPOINTS = "target datapoints"
+    SCALE_IN_DATAPOINTS = "scale-in datapoints"
+    SCALE_IN_STEP = "scale-in step"
+    BURST_THRESHOLD = "burst threshold"
+    BURST_STATISTIC = "burst statistic"
+    BURST_PERIOD = "burst period (s)"
+    BURST_DATAPOINTS = "burst datapoints"
+    BURST_COOLDOWN = "burst cooldown (s)"
+    BURST_STEP = "burst step"
     QUEUE_MAX_DEPTH = ENV_MAX_QUEUE_DEPTH
 
 
@@ -70,26 +81,82 @@ class Comparison(BaseModel):
         return self.outcome is Outcome.MATCH
 
 
+def steps_text(
+    adjustment_type: str | None, steps: list[tuple[float | None, float | None, int]]
+) -> str:
+    """A step policy's adjustments as one comparable line."""
+
+    def bound(value: float | None) -> str:
+        return "" if value is None else f"{value:g}"
+
+    return f"{adjustment_type} " + "; ".join(
+        f"{adjustment:+d} on [{bound(low)}, {bound(high)}]" for low, high, adjustment in steps
+    )
+
+
+def _alarm_values(
+    alarm: AlarmSpec, threshold: Setting, statistic: Setting, period: Setting, datapoints: Setting
+) -> dict[Setting, Planned]:
+    return {
+        threshold: alarm.threshold,
+        statistic: alarm.statistic,
+        period: alarm.period_s,
+        datapoints: alarm.datapoints_to_alarm,
+    }
+
+
+def _spec_values(spec: TargetTrackingSpec | StepSpec) -> dict[Setting, Planned]:
+    if isinstance(spec, TargetTrackingSpec):
+        values: dict[Setting, Planned] = {
+            Setting.TARGET_VALUE: spec.target_value,
+            Setting.SCALE_OUT_COOLDOWN: spec.scale_out_cooldown_s,
+            Setting.TARGET_STATISTIC: spec.high_alarm.statistic,
+            Setting.TARGET_PERIOD: spec.high_alarm.period_s,
+            Setting.TARGET_METRIC: spec.predefined_metric,
+            Setting.TARGET_DATAPOINTS: spec.high_alarm.datapoints_to_alarm,
+        }
+        if spec.low_alarm is not None:  # its own scale-in: AWS's low alarm and its cooldown
+            values |= _alarm_values(spec.low_alarm, *_SCALE_IN_ALARM)
+            values[Setting.SCALE_IN_COOLDOWN] = spec.scale_in_cooldown_s or 0
+        return values
+    steps = [(s.lower, s.upper, s.adjustment) for s in spec.steps]
+    if spec.role == "scale-in":
+        return _alarm_values(spec.alarm, *_SCALE_IN_ALARM) | {
+            Setting.SCALE_IN_COOLDOWN: spec.cooldown_s,
+            Setting.SCALE_IN_STEP: steps_text(spec.adjustment_type, steps),
+        }
+    return _alarm_values(spec.alarm, *_BURST_ALARM) | {
+        Setting.BURST_COOLDOWN: spec.cooldown_s,
+        Setting.BURST_STEP: steps_text(spec.adjustment_type, steps),
+    }
+
+
+_SCALE_IN_ALARM = (
+    Setting.SCALE_IN_THRESHOLD, Setting.SCALE_IN_STATISTIC, Setting.SCALE_IN_PERIOD,
+    Setting.SCALE_IN_DATAPOINTS,
+)  # fmt: skip
+_BURST_ALARM = (
+    Setting.BURST_THRESHOLD, Setting.BURST_STATISTIC, Setting.BURST_PERIOD,
+    Setting.BURST_DATAPOINTS,
+)  # fmt: skip
+
+
 def planned_values(plan: PlanArtifact, bounds: OperatorBounds | None) -> dict[Setting, Planned]:
-    """What a deployment of `plan` carries, min/max clamped into `bounds` when given."""
+    """What a deployment of `plan` carries, min/max clamped into `bounds` when given, in
+    `Setting` order."""
     low, high = (
         bounds.clamp(plan.min_instances, plan.max_instances)
         if bounds
         else (plan.min_instances, plan.max_instances)
     )
-    return {
-        Setting.TARGET_VALUE: plan.scaling_target_value,
-        Setting.SCALE_IN_THRESHOLD: plan.scale_in_threshold,
-        Setting.SCALE_OUT_COOLDOWN: plan.scale_out_cooldown_s,
-        Setting.SCALE_IN_COOLDOWN: plan.scale_in_cooldown_s,
+    values: dict[Setting, Planned] = {
         Setting.MIN_INSTANCES: low,
         Setting.MAX_INSTANCES: high,
-        Setting.TARGET_STATISTIC: plan.target_units.statistic,
-        Setting.TARGET_PERIOD: plan.target_units.period_s,
-        Setting.SCALE_IN_STATISTIC: plan.scale_in_units.statistic,
-        Setting.SCALE_IN_PERIOD: plan.scale_in_units.period_s,
         Setting.QUEUE_MAX_DEPTH: plan.queue_max_depth,
     }
+    for spec in deploy_shape_of(plan).policies:
+        values |= _spec_values(spec)
+    return {s: values[s] for s in Setting if s in values}
 
 
 def require_feasible(plan: PlanArtifact, source: str) -> None:
@@ -113,67 +180,97 @@ def require_scaling_bounds(bounds: OperatorBounds | None) -> None:
         )
 
 
-def _deployed_values(
-    snapshot: DeployedSnapshot, variant: str
-) -> dict[Setting, tuple[Number | str | None, str]]:
-    endpoint = snapshot.endpoint
-    target = snapshot.target(variant)
-    tracking = snapshot.policy(target_tracking_policy_name(endpoint, variant), variant)
-    step = snapshot.policy(scale_in_policy_name(endpoint, variant), variant)
-    alarm_name = scale_in_alarm_name(endpoint, variant)
-    step_alarms = snapshot.alarms_of(step) if step else ()
+Read = tuple[Number | str | None, str]  # a deployed value and where it was read from
+
+
+def _alarm_reads(
+    alarm: Alarm | None, fallback: str, settings: tuple[Setting, Setting, Setting, Setting]
+) -> dict[Setting, Read]:
+    where = f"alarm {alarm.name if alarm else fallback}"
+    threshold, statistic, period, datapoints = settings
+    return {
+        threshold: (alarm.threshold if alarm else None, where),
+        statistic: (alarm.statistic if alarm else None, where),
+        period: (alarm.period_s if alarm else None, where),
+        datapoints: (alarm.datapoints if alarm else None, where),
+    }
+
+
+def _tracking_reads(
+    snapshot: DeployedSnapshot, spec: TargetTrackingSpec, variant: str
+) -> dict[Setting, Read]:
+    name = policy_name(snapshot.endpoint, variant, spec.role)
+    policy = snapshot.policy(name, variant)
+    where = f"policy {name}"
+    # The alarms Application Auto Scaling made for target tracking say what it evaluates.
+    alarms = snapshot.alarms_of(policy) if policy else ()
+    high = next((a for a in alarms if "AlarmHigh" in a.name), None)
+    low = next((a for a in alarms if "AlarmLow" in a.name), None)
+    reads: dict[Setting, Read] = {
+        Setting.TARGET_VALUE: (policy.target_value if policy else None, where),
+        Setting.SCALE_OUT_COOLDOWN: (policy.scale_out_cooldown_s if policy else None, where),
+        Setting.TARGET_METRIC: (policy.predefined_metric if policy else None, where),
+    }
+    high_where = f"alarm {high.name if high else '(none)'} of policy {name}"
+    reads |= {
+        Setting.TARGET_STATISTIC: (high.statistic if high else None, high_where),
+        Setting.TARGET_PERIOD: (high.period_s if high else None, high_where),
+        Setting.TARGET_DATAPOINTS: (high.datapoints if high else None, high_where),
+    }
+    if spec.low_alarm is not None:
+        reads |= _alarm_reads(low, f"(none) of policy {name}", _SCALE_IN_ALARM)
+        reads[Setting.SCALE_IN_COOLDOWN] = (policy.scale_in_cooldown_s if policy else None, where)
+    return reads
+
+
+def _step_reads(snapshot: DeployedSnapshot, spec: StepSpec, variant: str) -> dict[Setting, Read]:
+    name = policy_name(snapshot.endpoint, variant, spec.role)
+    policy: ScalingPolicy | None = snapshot.policy(name, variant)
+    alarm_name = step_alarm_name(snapshot.endpoint, variant, spec.role)
+    step_alarms = snapshot.alarms_of(policy) if policy else ()
     # The stack's alarm by name; failing that, whichever alarm drives the step policy.
     alarm = next((a for a in step_alarms if a.name == alarm_name), None) or next(
         iter(step_alarms), None
     )
-    # The alarms Application Auto Scaling made for target tracking say what it evaluates.
-    tracking_alarm = next(iter(snapshot.alarms_of(tracking)), None) if tracking else None
-    tracking_where = f"alarm {tracking_alarm.name if tracking_alarm else '(none)'} of policy " + (
-        target_tracking_policy_name(endpoint, variant)
+    where = f"policy {name}"
+    steps = (
+        steps_text(policy.adjustment_type, list(policy.step_adjustments))
+        if policy and policy.adjustment_type
+        else None
     )
+    if spec.role == "scale-in":
+        return _alarm_reads(alarm, alarm_name, _SCALE_IN_ALARM) | {
+            Setting.SCALE_IN_COOLDOWN: (policy.step_cooldown_s if policy else None, where),
+            Setting.SCALE_IN_STEP: (steps, where),
+        }
+    return _alarm_reads(alarm, alarm_name, _BURST_ALARM) | {
+        Setting.BURST_COOLDOWN: (policy.step_cooldown_s if policy else None, where),
+        Setting.BURST_STEP: (steps, where),
+    }
+
+
+def _deployed_values(
+    snapshot: DeployedSnapshot, plan: PlanArtifact, variant: str
+) -> dict[Setting, Read]:
+    endpoint = snapshot.endpoint
+    target = snapshot.target(variant)
     deployed_variant = snapshot.variant(variant)
     env = deployed_variant.environment if deployed_variant else {}
     target_where = f"scalable target endpoint/{endpoint}/variant/{variant}"
-    return {
-        Setting.TARGET_VALUE: (
-            tracking.target_value if tracking else None,
-            f"policy {target_tracking_policy_name(endpoint, variant)}",
-        ),
-        Setting.SCALE_IN_THRESHOLD: (
-            alarm.threshold if alarm else None,
-            f"alarm {alarm.name if alarm else alarm_name}",
-        ),
-        Setting.SCALE_OUT_COOLDOWN: (
-            tracking.scale_out_cooldown_s if tracking else None,
-            f"policy {target_tracking_policy_name(endpoint, variant)}",
-        ),
-        Setting.SCALE_IN_COOLDOWN: (
-            step.step_cooldown_s if step else None,
-            f"policy {scale_in_policy_name(endpoint, variant)}",
-        ),
+    reads: dict[Setting, Read] = {
         Setting.MIN_INSTANCES: (target.min_capacity if target else None, target_where),
         Setting.MAX_INSTANCES: (target.max_capacity if target else None, target_where),
-        Setting.TARGET_STATISTIC: (
-            tracking_alarm.statistic if tracking_alarm else None,
-            tracking_where,
-        ),
-        Setting.TARGET_PERIOD: (
-            tracking_alarm.period_s if tracking_alarm else None,
-            tracking_where,
-        ),
-        Setting.SCALE_IN_STATISTIC: (
-            alarm.statistic if alarm else None,
-            f"alarm {alarm.name if alarm else alarm_name}",
-        ),
-        Setting.SCALE_IN_PERIOD: (
-            alarm.period_s if alarm else None,
-            f"alarm {alarm.name if alarm else alarm_name}",
-        ),
         Setting.QUEUE_MAX_DEPTH: (
             env.get(ENV_MAX_QUEUE_DEPTH),
             f"model {deployed_variant.model_name if deployed_variant else '?'} env",
         ),
     }
+    for spec in deploy_shape_of(plan).policies:
+        if isinstance(spec, TargetTrackingSpec):
+            reads |= _tracking_reads(snapshot, spec, variant)
+        else:
+            reads |= _step_reads(snapshot, spec, variant)
+    return reads
 
 
 def _equal(deployed: Number | str, planned: Planned) -> bool:
@@ -192,11 +289,11 @@ def compare_to_plan(
     variant: str = DEFAULT_VARIANT,
     settings: tuple[Setting, ...] = tuple(Setting),
 ) -> list[Comparison]:
-    """One comparison per setting, in `settings` order."""
+    """One comparison per setting the plan deploys, of those in `settings`, in `Setting` order."""
     planned = planned_values(plan, bounds)
-    deployed = _deployed_values(snapshot, variant)
+    deployed = _deployed_values(snapshot, plan, variant)
     rows = []
-    for setting in settings:
+    for setting in (s for s in planned if s in settings):
         value, where = deployed[setting]
         if value is None:
             outcome = Outcome.MISSING

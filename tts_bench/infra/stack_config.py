@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -62,6 +62,8 @@ class StackConfig(BaseModel):
     surge_ratio: float = Field(alias="surgeRatio", gt=1.0, lt=1.5)
     region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
     measurements_dir: str = Field("measurements", alias="measurementsDir", min_length=1)
+    # Which rule's plan the gate deploys (SPEC §6a): `fleet` unless the stack says otherwise.
+    plan_rule: Literal["published", "fleet"] = Field("fleet", alias="planRule")
     model_repo: str = Field("hexgrad/Kokoro-82M", alias="modelRepo", pattern=r"^[\w.-]+/[\w.-]+$")
     model_revision: str = Field(alias="modelRevision", pattern=r"^[0-9a-f]{40}$")
     performance_env: dict[str, str] = Field(default_factory=dict, alias="performanceEnv")

@@ -83,10 +83,12 @@ def aws_environment(env: dict[str, str]) -> Iterator[None]:
 
 def redeploy_with_plan(cloud: Any, plan: PlanArtifact, plans_dir: Path) -> None:
     """The local stand-in for `pulumi up` after a new plan: the program recorded again with the
-    plans folder and the stack's SLO set to the plan's (a local SLO is this machine's). The
+    plans folder and the stack's SLO and plan rule set to the plan's (a local SLO is this machine's). The
     local cloud pins the image to the local digest and marks the stack `localCloud` itself, so
     the emulated plan gates this deploy and no other."""
-    overrides = {**cloud.settings.stack_overrides, "sloMs": plan.inputs.slo_ms}
+    overrides = {
+        **cloud.settings.stack_overrides, "sloMs": plan.inputs.slo_ms, "planRule": plan.rule,
+    }  # fmt: skip
     # `deploy` records the program with the settings' overrides; a new plan needs a new SLO.
     cloud.settings = replace(cloud.settings, stack_overrides=overrides)
     cloud.deploy(plans_dir=plans_dir)

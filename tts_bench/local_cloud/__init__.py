@@ -4,8 +4,8 @@ What it holds: moto in this process for the control plane (`moto_host`, behind `
 which refuses malformed calls as AWS would), whose state the `control_plane` drives where moto
 stands still; the `fleet` of real `python -m tts_server`
 instance processes and the digest of the image they stand for (`image_digest`); their
-CloudWatch `logs` and `metrics`; the deployed scaling policies applied by `autoscaling` (rules
-in `scaling_rules`); the SageMaker runtime's wire layer (`runtime`, with `event_stream` frames
+CloudWatch `logs` and `metrics`; the deployed scaling policies applied by `autoscaling` (AWS's
+rules in `planning.aws_scaling`); the SageMaker runtime's wire layer (`runtime`, with `event_stream` frames
 and `wire_errors` shapes), the bidirectional stream (`bidi_bridge`, its frames in
 `bidi_frames`) and the loopback TLS it is served over (`tls`); the Service Quotas answer
 (`quotas`); `deploy`, which creates what the Pulumi program records for a stack; the

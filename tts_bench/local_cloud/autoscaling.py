@@ -1,12 +1,14 @@
 """Application Auto Scaling for the local endpoint: the deployed policies, applied.
 
-moto stores scalable targets, policies and alarms but evaluates none of them. On every 10 s
-metric window the `Autoscaler` reads the scalable target (min, max, suspended state) and the
-endpoint's desired count from moto, evaluates the policies' alarms on the local cloud's own
-metric history (`scaling_rules`), sets the alarms' states in moto, and asks for a new desired
-count through `UpdateEndpointWeightsAndCapacities`, as Application Auto Scaling does. The
-target-tracking policy's alarms are created in moto as AWS creates them. Cooldowns run on the
-cloud's clock; each alarm state change and each capacity asked for is recorded in the
+moto stores scalable targets, policies and alarms but evaluates none of them. After every 10 s
+metric window the `Autoscaler` evaluates each alarm whose period that window closes on the local
+cloud's own metric history, sets the alarms' states in moto, and hands the readings to
+`planning.aws_scaling.ScalingEngine` (the statement of AWS's rules the simulator applies too),
+which decides; a new desired count goes through `UpdateEndpointWeightsAndCapacities`, as
+Application Auto Scaling sends it. The target-tracking policy's alarms are created in moto as
+AWS creates them (`aws_scaling.tracking_alarms`, named `TargetTracking-<resource>-AlarmHigh-…`).
+Tests may scale cooldowns and alarm periods (`time_scale`), never below the 10 s metric period.
+Each alarm state change and each capacity asked for is recorded, on the cloud's clock, in the
 `ScalingHistory` that answers DescribeAlarmHistory and DescribeScalingActivities.
 """
 
@@ -16,14 +18,21 @@ import contextlib
 import secrets
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
-from tts_bench.local_cloud import scaling_rules as rules
 from tts_bench.local_cloud.metrics import VariantMetrics
 from tts_bench.local_cloud.scaling_history import ScalingHistory
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE
+from tts_bench.planning import aws_scaling
+from tts_bench.telemetry import (
+    CONCURRENT_REQUESTS_PER_MODEL,
+    SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+    SAGEMAKER_NAMESPACE,
+)
+
+DEFAULT_COOLDOWN_S = 300  # Application Auto Scaling's default for a SageMaker variant
 
 
 class Autoscaler:
@@ -38,246 +47,203 @@ class Autoscaler:
         clock: ServiceClock | None = None,
         history: ScalingHistory | None = None,
     ) -> None:
-        self._client = client
         self._clock = clock or ServiceClock()
         self.history = history or ScalingHistory()
+        self._client = client
         self._metrics = metrics
         self._endpoint = endpoint
         self._variant = variant
         self._scale = time_scale
         self._say = say
         self._lock = threading.Lock()
-        self._tracking: list[
-            tuple[rules.TrackingRule, rules.AlarmRule, rules.AlarmRule | None]
-        ] = []
-        self._steps: list[tuple[rules.StepRule, rules.AlarmRule]] = []
-        self._states: dict[str, rules.AlarmState] = {}
-        self._last_action: dict[str, float] = {}  # policy → when it last changed capacity
-        self._last_scale_out = -1e18
-        self._last_scale_out_cooldown = 0.0
+        self._engine = aws_scaling.ScalingEngine(())
+        self._states: dict[str, aws_scaling.AlarmState] = {}
         self.decisions: list[tuple[float, str, int, int]] = []  # (when, policy, from, to)
 
     @property
     def _resource(self) -> str:
         return resource_id(self._endpoint, self._variant)
 
+    # ------------------------------------------------------------------ the deployed rules
+
     def reload(self) -> None:
         """Read the deployed policies and alarms back from moto (after every deploy)."""
-        aas = self._client("application-autoscaling")
-        cw = self._client("cloudwatch")
-        policies = aas.describe_scaling_policies(
+        policies = self._client("application-autoscaling").describe_scaling_policies(
             ServiceNamespace=SERVICE_NAMESPACE, ResourceId=self._resource
         )["ScalingPolicies"]
-        alarms = cw.describe_alarms()["MetricAlarms"]
-        tracking: list[tuple[rules.TrackingRule, rules.AlarmRule, rules.AlarmRule | None]] = []
-        steps: list[tuple[rules.StepRule, rules.AlarmRule]] = []
+        alarms = self._client("cloudwatch").describe_alarms()["MetricAlarms"]
+        rules: list[aws_scaling.Rule] = []
         for policy in policies:
             if policy["PolicyType"] == "TargetTrackingScaling":
-                c = policy["TargetTrackingScalingPolicyConfiguration"]
-                rule = rules.TrackingRule(
-                    policy["PolicyName"],
-                    float(c["TargetValue"]),
-                    float(c.get("ScaleOutCooldown", 300)) * self._scale,
-                    float(c.get("ScaleInCooldown", 300)) * self._scale,
-                    bool(c.get("DisableScaleIn", False)),
-                )
-                high = self._tracking_alarm(rule, policy["PolicyARN"], "AlarmHigh", alarms)
-                low = (
-                    None
-                    if rule.disable_scale_in
-                    else self._tracking_alarm(rule, policy["PolicyARN"], "AlarmLow", alarms)
-                )
-                tracking.append((rule, high, low))
+                rules.append(self._tracking_rule(policy, alarms))
             elif policy["PolicyType"] == "StepScaling":
-                c = policy["StepScalingPolicyConfiguration"]
-                step_rule = rules.StepRule(
-                    policy["PolicyName"],
-                    c["AdjustmentType"],
-                    tuple(
-                        rules.Step(
-                            s.get("MetricIntervalLowerBound"),
-                            s.get("MetricIntervalUpperBound"),
-                            int(s["ScalingAdjustment"]),
-                        )
-                        for s in c["StepAdjustments"]
-                    ),
-                    float(c.get("Cooldown", 300)) * self._scale,
-                )
-                for alarm in alarms:
-                    if policy["PolicyARN"] in alarm.get("AlarmActions", []):
-                        steps.append((step_rule, self._alarm_rule(alarm)))
+                rules += self._step_rules(policy, alarms)
         with self._lock:
-            self._tracking, self._steps = tracking, steps
-        if tracking or steps:
+            self._engine = self._engine.with_rules(tuple(rules))
+        if rules:
             self._say(
                 "autoscaling: "
-                + "; ".join(
-                    [f"{r.policy_name} target {r.target_value:g}" for r, _, _ in tracking]
-                    + [f"{r.policy_name} on alarm {a.name}" for r, a in steps]
-                )
+                + "; ".join(_describe(r) for r in rules)
                 + (f" (times × {self._scale:g})" if self._scale != 1 else "")
             )
 
-    def _alarm_rule(self, alarm: dict[str, Any]) -> rules.AlarmRule:
-        period = int(alarm["Period"])
-        scaled = max(
-            rules.METRIC_PERIOD_S,
-            round(period * self._scale / rules.METRIC_PERIOD_S) * rules.METRIC_PERIOD_S,
-        )
-        return rules.AlarmRule(
-            alarm["AlarmName"],
-            alarm.get("Statistic", "Average"),
-            scaled,
-            int(alarm["EvaluationPeriods"]),
-            int(alarm.get("DatapointsToAlarm") or alarm["EvaluationPeriods"]),
-            float(alarm["Threshold"]),
-            alarm["ComparisonOperator"],
-            alarm.get("TreatMissingData", "missing"),
-        )
+    def _scaled(self, alarm: aws_scaling.AlarmRule) -> aws_scaling.AlarmRule:
+        step = aws_scaling.METRIC_PERIOD_S
+        period = max(step, round(alarm.period_s * self._scale / step) * step)
+        return replace(alarm, period_s=period)
 
-    def _tracking_alarm(
-        self, rule: rules.TrackingRule, policy_arn: str, kind: str, alarms: list[dict[str, Any]]
-    ) -> rules.AlarmRule:
-        """AWS creates `TargetTracking-<resource>-AlarmHigh-<uuid>` for the policy; so do we."""
+    def _tracking_rule(
+        self, policy: dict[str, Any], alarms: list[dict[str, Any]]
+    ) -> aws_scaling.TrackingRule:
+        c = policy["TargetTrackingScalingPolicyConfiguration"]
+        metric = (c.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType", "")
+        target, disabled = float(c["TargetValue"]), bool(c.get("DisableScaleIn", False))
+        names = (
+            self._tracking_alarm_name("AlarmHigh", alarms),
+            self._tracking_alarm_name("AlarmLow", alarms),
+        )
+        high, low = aws_scaling.tracking_alarms(metric, target, disabled, names)
+        for alarm in (high, low):
+            if alarm is not None:
+                self._create_tracking_alarm(alarm, policy["PolicyARN"], alarms)
+        return aws_scaling.TrackingRule(
+            policy["PolicyName"], metric, target,
+            float(c.get("ScaleOutCooldown", DEFAULT_COOLDOWN_S)) * self._scale,
+            float(c.get("ScaleInCooldown", DEFAULT_COOLDOWN_S)) * self._scale,
+            disabled, self._scaled(high), self._scaled(low) if low is not None else None,
+        )  # fmt: skip
+
+    def _tracking_alarm_name(self, kind: str, alarms: list[dict[str, Any]]) -> str:
+        """AWS names the policy's alarms `TargetTracking-<resource>-AlarmHigh-<uuid>`."""
         prefix = f"TargetTracking-{self._resource}-{kind}-"
         existing = [a["AlarmName"] for a in alarms if a["AlarmName"].startswith(prefix)]
-        name = existing[0] if existing else prefix + secrets.token_hex(16)
-        alarm = rule.high_alarm(name) if kind == "AlarmHigh" else rule.low_alarm(name)
-        if not existing:
-            self._client("cloudwatch").put_metric_alarm(
-                AlarmName=name,
-                Namespace=SAGEMAKER_NAMESPACE,
-                MetricName=CONCURRENT_REQUESTS_PER_MODEL,
-                Dimensions=[
-                    {"Name": "EndpointName", "Value": self._endpoint},
-                    {"Name": "VariantName", "Value": self._variant},
-                ],
-                Statistic=alarm.statistic,
-                Period=alarm.period_s,
-                EvaluationPeriods=alarm.evaluation_periods,
-                Threshold=alarm.threshold,
-                ComparisonOperator=alarm.comparison,
-                AlarmActions=[policy_arn],
+        return existing[0] if existing else prefix + secrets.token_hex(16)
+
+    def _create_tracking_alarm(
+        self, alarm: aws_scaling.AlarmRule, policy_arn: str, alarms: list[dict[str, Any]]
+    ) -> None:
+        if any(a["AlarmName"] == alarm.name for a in alarms):
+            return
+        self._client("cloudwatch").put_metric_alarm(
+            AlarmName=alarm.name,
+            Namespace=SAGEMAKER_NAMESPACE,
+            MetricName=alarm.metric,
+            Dimensions=[
+                {"Name": "EndpointName", "Value": self._endpoint},
+                {"Name": "VariantName", "Value": self._variant},
+            ],
+            Statistic=alarm.statistic,
+            Period=alarm.period_s,
+            EvaluationPeriods=alarm.evaluation_periods,
+            DatapointsToAlarm=alarm.datapoints_to_alarm,
+            Threshold=alarm.threshold,
+            ComparisonOperator=alarm.comparison,
+            AlarmActions=[policy_arn],
+        )
+
+    def _step_rules(
+        self, policy: dict[str, Any], alarms: list[dict[str, Any]]
+    ) -> list[aws_scaling.StepRule]:
+        c = policy["StepScalingPolicyConfiguration"]
+        steps = tuple(
+            aws_scaling.Step(
+                s.get("MetricIntervalLowerBound"),
+                s.get("MetricIntervalUpperBound"),
+                int(s["ScalingAdjustment"]),
             )
-        return alarm
+            for s in c["StepAdjustments"]
+        )
+        return [
+            aws_scaling.StepRule(
+                policy["PolicyName"],
+                c["AdjustmentType"],
+                steps,
+                float(c.get("Cooldown", DEFAULT_COOLDOWN_S)) * self._scale,
+                self._scaled(_alarm_rule(alarm)),
+                c.get("MinAdjustmentMagnitude"),
+            )
+            for alarm in alarms
+            if policy["PolicyARN"] in alarm.get("AlarmActions", [])
+        ]
 
     # ------------------------------------------------------------------ evaluating
 
     def evaluate(self, window_start_s: float) -> None:
         """One evaluation, after the window starting at `window_start_s` closed."""
-        end_s = window_start_s + rules.METRIC_PERIOD_S
-        now = self._clock.now()
+        end_s = window_start_s + aws_scaling.METRIC_PERIOD_S
         with self._lock:
-            tracking, steps = list(self._tracking), list(self._steps)
-        if not tracking and not steps:
+            engine = self._engine
+        readings = self._readings(engine, end_s)
+        if not readings:
             return
         target = self._scalable_target()
         if target is None:
             return
         low, high, suspended = target
         desired, status, in_service = self._endpoint_state()
-        self.history.observe_endpoint(status, in_service, now)
-        history = [rules.Datapoint(w.start_s, w.concurrency_max) for w in self._metrics.windows()]
-        wanted: tuple[str, str, int, str] | None = None  # (policy, reason, capacity, alarm)
-        for rule, high_alarm, low_alarm in tracking:
-            points = rules.period_datapoints(
-                history, high_alarm.period_s, high_alarm.statistic,
-                high_alarm.evaluation_periods, end_s,
-            )  # fmt: skip
-            if self._state(high_alarm, points) == rules.AlarmState.ALARM:
-                value = rules.last_value(points, rule.target_value)
-                capacity = rules.tracking_capacity(desired, value, rule.target_value)
-                reason = (
-                    f"{high_alarm.name}: {CONCURRENT_REQUESTS_PER_MODEL} {value:g} > "
-                    f"{rule.target_value:g} for {high_alarm.evaluation_periods} × "
-                    f"{high_alarm.period_s} s"
-                )
-                if capacity > desired and (wanted is None or capacity > wanted[2]):
-                    wanted = (rule.policy_name, reason, capacity, high_alarm.name)
-            if low_alarm is not None:
-                points = rules.period_datapoints(
-                    history, low_alarm.period_s, low_alarm.statistic,
-                    low_alarm.evaluation_periods, end_s,
-                )  # fmt: skip
-                if self._state(low_alarm, points) == rules.AlarmState.ALARM and wanted is None:
-                    value = rules.last_value(points, 0.0)
-                    capacity = rules.tracking_capacity(desired, value, rule.target_value)
-                    if capacity < desired:
-                        reason = f"{low_alarm.name}: {value:g}"
-                        wanted = (rule.policy_name, reason, capacity, low_alarm.name)
-        for step_rule, alarm in steps:
-            points = rules.period_datapoints(
-                history, alarm.period_s, alarm.statistic, alarm.evaluation_periods, end_s
-            )
-            if self._state(alarm, points) != rules.AlarmState.ALARM or wanted is not None:
-                continue
-            value = rules.last_value(points, alarm.threshold)
-            capacity = rules.step_capacity(step_rule, desired, value - alarm.threshold)
-            if capacity is not None and capacity != desired:
-                reason = (
-                    f"{alarm.name}: {CONCURRENT_REQUESTS_PER_MODEL} {alarm.statistic} "
-                    f"{value:g} {alarm.comparison} {alarm.threshold:g} for "
-                    f"{alarm.evaluation_periods} × {alarm.period_s} s"
-                )
-                wanted = (step_rule.policy_name, reason, capacity, alarm.name)
-        if wanted is None:
-            return
-        policy, reason, capacity, alarm_name = wanted
-        capacity = rules.clamp(capacity, low, high)
-        if capacity == desired:
-            return
-        out = capacity > desired
-        if suspended.get("DynamicScalingOutSuspended" if out else "DynamicScalingInSuspended"):
-            return
-        cooldown = self._cooldown(policy, tracking, steps, out)
-        if now - self._last_action.get(policy, -1e18) < cooldown:
-            return
-        if not out and now - self._last_scale_out < self._last_scale_out_cooldown:
-            return  # no scale-in while a scale-out cooldown runs
-        self._say(f"autoscaling: {policy}: {reason}: desired {desired} → {capacity}")
+        self.history.observe_endpoint(status, in_service, self._clock.now())
+        paused = (
+            bool(suspended.get("DynamicScalingOutSuspended")),
+            bool(suspended.get("DynamicScalingInSuspended")),
+        )
+        with self._lock:
+            action = self._engine.decide(end_s, readings, desired, (low, high), paused)
+        if action is not None:
+            self._apply(action, end_s)
+
+    def _readings(
+        self, engine: aws_scaling.ScalingEngine, end_s: float
+    ) -> dict[str, aws_scaling.AlarmReading]:
+        """Each alarm whose period closes at `end_s`, read over the metric history; the states
+        are set in moto as CloudWatch would."""
+        windows = self._metrics.windows()
+        history = {
+            CONCURRENT_REQUESTS_PER_MODEL: [
+                aws_scaling.Datapoint(w.start_s, w.concurrency_max) for w in windows
+            ],
+            SAGEMAKER_INVOCATIONS_PER_INSTANCE: [
+                aws_scaling.Datapoint(w.start_s, w.invocations_per_instance) for w in windows
+            ],
+        }
+        readings = {}
+        for alarm in engine.alarms:
+            if alarm.metric in history and aws_scaling.due(alarm, end_s):
+                reading = aws_scaling.read_alarm(alarm, history[alarm.metric], end_s)
+                self._publish_state(alarm.name, reading)
+                readings[alarm.name] = reading
+        return readings
+
+    def _apply(self, action: aws_scaling.Action, when_s: float) -> None:
+        self._say(
+            f"autoscaling: {action.policy}: {action.reason}: desired {action.before} → {action.after}"
+        )
         self._client("sagemaker").update_endpoint_weights_and_capacities(
             EndpointName=self._endpoint,
             DesiredWeightsAndCapacities=[
-                {"VariantName": self._variant, "DesiredInstanceCount": capacity}
+                {"VariantName": self._variant, "DesiredInstanceCount": action.after}
             ],
         )
-        self._last_action[policy] = now
-        if out:
-            self._last_scale_out, self._last_scale_out_cooldown = now, cooldown
-        self.decisions.append((now, policy, desired, capacity))
-        self.history.capacity_set(self._resource, policy, alarm_name, desired, capacity, now)
+        self.history.capacity_set(
+            self._resource, action.policy, action.alarm, action.before, action.after,
+            self._clock.now(),
+        )  # fmt: skip
+        self.decisions.append((when_s, action.policy, action.before, action.after))
 
-    def _cooldown(
-        self,
-        policy: str,
-        tracking: list[tuple[rules.TrackingRule, rules.AlarmRule, rules.AlarmRule | None]],
-        steps: list[tuple[rules.StepRule, rules.AlarmRule]],
-        out: bool,
-    ) -> float:
-        for rule, _, _ in tracking:
-            if rule.policy_name == policy:
-                return rule.scale_out_cooldown_s if out else rule.scale_in_cooldown_s
-        for step_rule, _ in steps:
-            if step_rule.policy_name == policy:
-                return step_rule.cooldown_s
-        return 0.0
-
-    def _state(self, alarm: rules.AlarmRule, points: list[float | None]) -> rules.AlarmState:
-        state = rules.alarm_state(alarm, points)
-        before = self._states.get(alarm.name, rules.AlarmState.INSUFFICIENT_DATA)
-        if self._states.get(alarm.name) != state:
-            self._states[alarm.name] = state
-            if before != state:
-                self.history.alarm_changed(
-                    alarm.name, self._clock.now(), before.value, state.value, f"datapoints {points}"
-                )
-            with contextlib.suppress(Exception):  # a redeploy may have deleted the alarm
-                self._client("cloudwatch").set_alarm_state(
-                    AlarmName=alarm.name,
-                    StateValue=state.value,
-                    StateReason=f"local cloud: datapoints {points}",
-                )
-        return state
+    def _publish_state(self, name: str, reading: aws_scaling.AlarmReading) -> None:
+        before = self._states.get(name, aws_scaling.AlarmState.INSUFFICIENT_DATA)
+        if before == reading.state:
+            return
+        self._states[name] = reading.state
+        self.history.alarm_changed(
+            name, self._clock.now(), before.value, reading.state.value,
+            f"datapoints {list(reading.points)}",
+        )  # fmt: skip
+        with contextlib.suppress(Exception):  # a redeploy may have deleted the alarm
+            self._client("cloudwatch").set_alarm_state(
+                AlarmName=name,
+                StateValue=reading.state.value,
+                StateReason=f"local cloud: datapoints {list(reading.points)}",
+            )
 
     def _scalable_target(self) -> tuple[int, int, dict[str, bool]] | None:
         targets = self._client("application-autoscaling").describe_scalable_targets(
@@ -298,3 +264,23 @@ class Autoscaler:
                 desired = int(variant.get("DesiredInstanceCount", 1))
                 return desired, status, int(variant.get("CurrentInstanceCount") or 0)
         return 1, status, 0
+
+
+def _alarm_rule(alarm: dict[str, Any]) -> aws_scaling.AlarmRule:
+    return aws_scaling.AlarmRule(
+        alarm["AlarmName"],
+        alarm.get("MetricName", ""),
+        alarm.get("Statistic", "Average"),
+        int(alarm["Period"]),
+        int(alarm["EvaluationPeriods"]),
+        int(alarm.get("DatapointsToAlarm") or alarm["EvaluationPeriods"]),
+        float(alarm["Threshold"]),
+        alarm["ComparisonOperator"],
+        alarm.get("TreatMissingData", "missing"),
+    )
+
+
+def _describe(rule: aws_scaling.Rule) -> str:
+    if isinstance(rule, aws_scaling.TrackingRule):
+        return f"{rule.policy_name} target {rule.target_value:g} ({rule.predefined_metric})"
+    return f"{rule.policy_name} on alarm {rule.alarm.name}"

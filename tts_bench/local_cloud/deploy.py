@@ -304,6 +304,8 @@ def _policy(p: dict[str, Any]) -> dict[str, Any]:
             step_config["Cooldown"] = int(c["cooldown"])
         if "metricAggregationType" in c:
             step_config["MetricAggregationType"] = c["metricAggregationType"]
+        if "minAdjustmentMagnitude" in c:
+            step_config["MinAdjustmentMagnitude"] = int(c["minAdjustmentMagnitude"])
         request["StepScalingPolicyConfiguration"] = step_config
     return request
 

@@ -9,6 +9,7 @@ a datapoint when a reader can.
 
 ConcurrentRequestsPerModel: requests in flight at the containers (queued plus executing,
 arrival to last byte), divided by the InService instances, the maximum over the window.
+InvocationsPerInstance: each invocation adds 1/N, N the InService instances when it came.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tts_bench.telemetry import (
     SAGEMAKER_4XX,
     SAGEMAKER_5XX,
     SAGEMAKER_INVOCATIONS,
+    SAGEMAKER_INVOCATIONS_PER_INSTANCE,
     SAGEMAKER_NAMESPACE,
 )
 
@@ -47,6 +49,7 @@ class WindowFigures:
     latency_us_sum: float
     latency_us_min: float
     latency_us_max: float
+    invocations_per_instance: float = 0.0
 
 
 class VariantMetrics:
@@ -54,6 +57,8 @@ class VariantMetrics:
         self._lock = threading.Lock()
         self._current = 0.0
         self._window_max = 0.0
+        self._in_service = 0
+        self._per_instance = 0.0
         self._invocations = 0
         self._errors_4xx = 0
         self._errors_5xx = 0
@@ -62,6 +67,7 @@ class VariantMetrics:
 
     def observe_concurrency(self, in_flight_total: int, in_service: int) -> None:
         with self._lock:
+            self._in_service = in_service
             self._current = in_flight_total / in_service if in_service else 0.0
             self._window_max = max(self._window_max, self._current)
 
@@ -69,6 +75,7 @@ class VariantMetrics:
         """One invocation answered: `status` is what the client got (200, or the container's)."""
         with self._lock:
             self._invocations += 1
+            self._per_instance += 1 / self._in_service if self._in_service else 0.0
             self._latencies_us.append(latency_s * 1e6)
             if 400 <= status < 500:
                 self._errors_4xx += 1
@@ -87,9 +94,11 @@ class VariantMetrics:
                 latency_us_sum=sum(latencies),
                 latency_us_min=min(latencies, default=0.0),
                 latency_us_max=max(latencies, default=0.0),
+                invocations_per_instance=self._per_instance,
             )
             self._window_max = self._current  # what is in flight now carries into the next
             self._invocations = self._errors_4xx = self._errors_5xx = 0
+            self._per_instance = 0.0
             self._latencies_us = []
             self.history.append(figures)
             del self.history[:-HISTORY_WINDOWS]
@@ -121,6 +130,7 @@ def metric_data(figures: WindowFigures, endpoint: str, variant: str) -> list[dic
     data = [
         datum(CONCURRENT_REQUESTS_PER_MODEL, "None", Value=figures.concurrency_max),
         datum(SAGEMAKER_INVOCATIONS, "None", Value=float(figures.invocations)),
+        datum(SAGEMAKER_INVOCATIONS_PER_INSTANCE, "None", Value=figures.invocations_per_instance),
         datum(SAGEMAKER_4XX, "None", Value=float(figures.errors_4xx)),
         datum(SAGEMAKER_5XX, "None", Value=float(figures.errors_5xx)),
     ]

@@ -5,6 +5,12 @@ periods that start inside the rung's measure window, divided by the client's mea
 (SPEC §4). Near 1 says the ladder measured the load it meant to; far from it says the client or
 the routing did not hold N. `ratios_for` is the pure join; `read_concurrency` and
 `await_concurrency` are the edge that reads the metric, waiting out its publication delay.
+
+The fleet rule deploys `InvocationsPerInstance` (a standard metric: one Sum a minute): per rung,
+its mean over the whole minutes inside the rung's hold, divided by the client's requests a
+minute (achieved rps × 60; the ladder runs one instance), recorded in `cloudwatch_ratios` as
+`InvocationsPerInstance:Sum/60s` (`invocation_ratios_for`). A rung that holds no whole minute
+gets none.
 """
 
 from __future__ import annotations
@@ -15,12 +21,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from tts_bench.artifacts.schema import LadderSettings, QmaxArtifact
+from tts_bench.artifacts.schema import INVOCATIONS_RATIO_STAT, LadderSettings, QmaxArtifact
 from tts_bench.aws.session import AwsSession
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE
+from tts_bench.telemetry import (
+    CONCURRENT_REQUESTS_PER_MODEL,
+    SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+    SAGEMAKER_NAMESPACE,
+)
 
 PERIOD_S: Final = 10
 STATISTIC: Final = "Maximum"
+INVOCATIONS_PERIOD_S: Final = INVOCATIONS_RATIO_STAT.period_s
+INVOCATIONS_KEY: Final = INVOCATIONS_RATIO_STAT.key
 # CloudWatch publishes high-resolution points within about a minute; wait at most this long.
 DEFAULT_METRIC_WAIT_S: Final = 180.0
 POLL_S: Final = 5.0
@@ -34,9 +46,11 @@ class MetricPoint:
     value: float
 
 
-def window_mean(points: Sequence[MetricPoint], w0: float, w1: float) -> float | None:
+def window_mean(
+    points: Sequence[MetricPoint], w0: float, w1: float, period_s: float = PERIOD_S
+) -> float | None:
     """Mean of the points whose whole period lies inside [w0, w1]; None when there is none."""
-    inside = [p.value for p in points if w0 <= p.ts and p.ts + PERIOD_S <= w1 + 1e-6]
+    inside = [p.value for p in points if w0 <= p.ts and p.ts + period_s <= w1 + 1e-6]
     return sum(inside) / len(inside) if inside else None
 
 
@@ -66,28 +80,59 @@ def ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArt
     return QmaxArtifact.model_validate(data)
 
 
+def invocation_ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArtifact:
+    """The artifact with each rung's InvocationsPerInstance ratio, where a whole minute fits."""
+    if artifact.ladder is None or artifact.ladder.start_epoch is None:
+        return artifact
+    rungs = []
+    for index, rung in enumerate(artifact.rungs):
+        w1 = artifact.ladder.measure_window(index)[1]
+        mean = window_mean(
+            points, w1 - artifact.ladder.rung_hold_s(index), w1, INVOCATIONS_PERIOD_S
+        )
+        per_minute = rung.achieved_rps * INVOCATIONS_PERIOD_S
+        ratios = dict(rung.cloudwatch_ratios)
+        if mean and per_minute > 0:
+            ratios[INVOCATIONS_KEY] = round(mean / per_minute, 3)
+        rungs.append(rung.model_copy(update={"cloudwatch_ratios": ratios}))
+    data = artifact.model_dump(mode="json")
+    data["rungs"] = [r.model_dump(mode="json") for r in rungs]
+    return QmaxArtifact.model_validate(data)
+
+
 def read_concurrency(
-    session: AwsSession, endpoint: str, variant: str, start: float, end: float
+    session: AwsSession,
+    endpoint: str,
+    variant: str,
+    start: float,
+    end: float,
+    metric: str = CONCURRENT_REQUESTS_PER_MODEL,
 ) -> list[MetricPoint]:
-    """ConcurrentRequestsPerModel, 10 s Maximum, for the variant over [start, end]."""
+    """ConcurrentRequestsPerModel, 10 s Maximum (or `metric` as the join reads it: the
+    invocations' one-minute Sum), for the variant over [start, end]."""
+    period, stat = (
+        (INVOCATIONS_PERIOD_S, "Sum")
+        if metric == SAGEMAKER_INVOCATIONS_PER_INSTANCE
+        else (PERIOD_S, STATISTIC)
+    )
     response = session.call(
         "cloudwatch",
         "get_metric_data",
-        resource=f"{CONCURRENT_REQUESTS_PER_MODEL} of endpoint {endpoint}",
+        resource=f"{metric} of endpoint {endpoint}",
         MetricDataQueries=[
             {
-                "Id": "concurrency",
+                "Id": "metric",
                 "MetricStat": {
                     "Metric": {
                         "Namespace": SAGEMAKER_NAMESPACE,
-                        "MetricName": CONCURRENT_REQUESTS_PER_MODEL,
+                        "MetricName": metric,
                         "Dimensions": [
                             {"Name": "EndpointName", "Value": endpoint},
                             {"Name": "VariantName", "Value": variant},
                         ],
                     },
-                    "Period": PERIOD_S,
-                    "Stat": STATISTIC,
+                    "Period": period,
+                    "Stat": stat,
                 },
                 "ReturnData": True,
             }

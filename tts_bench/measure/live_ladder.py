@@ -33,9 +33,12 @@ from tts_bench.aws.session import AwsSession
 from tts_bench.errors import RefusalError
 from tts_bench.measure.cloudwatch_join import (
     DEFAULT_METRIC_WAIT_S,
+    INVOCATIONS_KEY,
     MetricPoint,
     await_concurrency,
+    invocation_ratios_for,
     ratios_for,
+    read_concurrency,
     rung_mean,
 )
 from tts_bench.measure.ladder import LadderSchedule
@@ -49,6 +52,7 @@ from tts_bench.measure.verification import (
     verification_levels,
     verification_rungs,
 )
+from tts_bench.telemetry import SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
 Log = Callable[[str], None]
 
@@ -203,9 +207,19 @@ def join_cloudwatch(
         wait_s=request.metric_wait_s, log=log,
     )  # fmt: skip
     joined = ratios_for(artifact, points)
+    # The fleet rule's metric: minute sums, read once the concurrency's last period is in.
+    minutes = read_concurrency(
+        session, request.endpoint, request.variant, start, end, SAGEMAKER_INVOCATIONS_PER_INSTANCE
+    )
+    joined = invocation_ratios_for(joined, minutes)
     for rung in joined.rungs:
         ratio = "-" if rung.cloudwatch_ratio is None else f"{rung.cloudwatch_ratio:.2f}"
-        log(f"rung c={rung.concurrency}: CloudWatch/client in-flight ratio {ratio}")
+        invocations = rung.cloudwatch_ratios.get(INVOCATIONS_KEY)
+        counted = "-" if invocations is None else f"{invocations:.2f}"
+        log(
+            f"rung c={rung.concurrency}: CloudWatch/client in-flight ratio {ratio}, "
+            f"invocations per instance / client requests {counted}"
+        )
     if held is not None:
         verification = held_rungs(held, points, artifact)
         for v in verification:

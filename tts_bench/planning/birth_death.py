@@ -133,3 +133,22 @@ def loss_system(
         occupancy_at=tuple(float(v) for v in at_grid.mean(axis=0)),
         trials=trials,
     )
+
+
+def stationary_occupancy(
+    arrival_rps: float, service_rps: Callable[[np.ndarray], np.ndarray], limit: int
+) -> float:
+    """Mean occupancy of one instance offered `arrival_rps` (Poisson) that serves at X(n) and
+    refuses arrivals at `limit`: the birth–death chain's stationary mean, in closed form
+    (π(n) ∝ Π_{k ≤ n} λ / X(k), computed in logs so a long queue never overflows)."""
+    if limit < 1:
+        raise ValueError("limit must be positive")
+    if arrival_rps <= 0:
+        return 0.0
+    n = np.arange(1, limit + 1, dtype=float)
+    rates = np.asarray(service_rps(n), dtype=float)
+    if np.any(rates <= 0):
+        return float(limit)  # an occupancy that serves nothing only grows
+    log_pi = np.concatenate(([0.0], np.cumsum(np.log(arrival_rps) - np.log(rates))))
+    weights = np.exp(log_pi - log_pi.max())
+    return float(np.dot(np.arange(limit + 1), weights) / weights.sum())

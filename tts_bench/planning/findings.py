@@ -1,25 +1,21 @@
-"""The plan's findings (SPEC §6): each `ok` / `warn` / `stop`, worst first.
+"""The plan's findings (SPEC §6, §6a): each `ok` / `warn` / `stop`, worst first.
 
-One builder per finding, each over the figures `plan.derive_plan` has already derived; none
-of them computes a threshold. `collect_findings` orders them as a person reads them.
+One builder per finding, each over the figures `plan.derive_plan` has already derived
+(`steps.PlanSteps`); none of them computes a threshold. Where the two rules differ, a finding
+says how it applies to a fleet plan (docs/plan.md). `collect_findings` orders them as a person
+reads them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from tts_bench.artifacts.schema import CloudWatchUnits, Finding, QmaxArtifact, Verdict
+from tts_bench.artifacts.schema import CloudWatchUnits, Finding, FleetLevels, QmaxArtifact, Verdict
 from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import shed_probability
-from tts_bench.planning.curve import Curve
 from tts_bench.planning.rounding import ceil9, floor9, round9
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
-
-if TYPE_CHECKING:
-    from tts_bench.planning.plan import Basis, Fleet, PlanRequest, Thresholds
+from tts_bench.planning.steps import Alarm, Basis, Fleet, PlanRequest, PlanSteps, Thresholds
 
 SAGEMAKER_CEILING_MS = 60_000  # SageMaker ends any invocation after 60 s
 SURGE_WARN_PROBABILITY = 0.1
@@ -31,6 +27,7 @@ FINDING_ORDER = (
     "threshold_order",
     "fingerprint",
     "surge_survival",
+    "rule_comparison",
     "scale_in_safety",
     "fleet_sizing",
     "slo_budget",
@@ -43,15 +40,6 @@ FINDING_ORDER = (
 
 def finding(name: str, verdict: Verdict, message: str, **figures: object) -> Finding:
     return Finding(name=name, verdict=verdict, message=message, **figures)
-
-
-@dataclass(frozen=True)
-class Alarm:
-    """The FirstChunkLatency p95 alarm threshold and the rule that chose it."""
-
-    threshold_ms: int
-    rule: str
-    why: str
 
 
 def alarm_threshold(qmax: QmaxArtifact, c_scale_max: float, c1_p95_ms: float) -> Alarm:
@@ -98,7 +86,9 @@ def slo_feasibility(request: PlanRequest, w_max_s: float) -> Finding:
     )
 
 
-def fleet_sizing(request: PlanRequest, thresholds: Thresholds, fleet: Fleet) -> Finding:
+def fleet_sizing(
+    request: PlanRequest, thresholds: Thresholds, fleet: Fleet, rule: str = "published"
+) -> Finding:
     """Measured fleet size next to the published (uncontended) formula's."""
     if fleet.naive_max_instances is None:
         return finding(
@@ -109,12 +99,17 @@ def fleet_sizing(request: PlanRequest, thresholds: Thresholds, fleet: Fleet) -> 
             naive_max_instances=None,
         )
     naive, needed = fleet.naive_max_instances, fleet.max_instances
+    each = (
+        f"at the measured {fleet.throughput_at_trigger_rps:.3f} rps each"
+        if rule == "published"
+        else f"at λ_out = {fleet.throughput_at_trigger_rps:.3f} rps each (the surge headroom kept)"
+    )
     return finding(
         "fleet_sizing",
         Verdict.OK if naive >= needed else Verdict.WARN,
-        f"{request.peak_rps:g} rps at peak needs {needed} instances at the measured "
-        f"{fleet.throughput_at_trigger_rps:.3f} rps each; the uncontended formula ceil(rps·S/C_scale_max) would give "
-        f"{naive}" + (" and under-provision" if naive < needed else ""),
+        f"{request.peak_rps:g} rps at peak needs {needed} instances {each}; the uncontended "
+        f"formula ceil(rps·S/{'C_scale_max' if rule == 'published' else '((1 − h)·Q_max)'}) "
+        f"would give {naive}" + (" and under-provision" if naive < needed else ""),
         throughput_at_trigger_rps=round(fleet.throughput_at_trigger_rps, 6),
         naive_max_instances=naive,
         min_instances=fleet.min_instances,
@@ -122,26 +117,37 @@ def fleet_sizing(request: PlanRequest, thresholds: Thresholds, fleet: Fleet) -> 
     )
 
 
-def surge_survival(
-    request: PlanRequest, basis: Basis, thresholds: Thresholds, fleet: Fleet, x_curve: Curve
-) -> Finding:
+def surge_survival(steps: PlanSteps) -> Finding:
     """Can one instance absorb a surge between the trigger and the new instance serving?"""
-    c_scale_max = thresholds.c_scale_max
-    utilisation = round9(c_scale_max / (1 + c_scale_max))
+    request, basis, levels = steps.request, steps.basis, steps.levels
+    c_scale_max = steps.thresholds.c_scale_max
+    if levels is None:
+        arrival = request.surge_ratio * steps.fleet.throughput_at_trigger_rps
+        utilisation, horizon = round9(c_scale_max / (1 + c_scale_max)), basis.t_total_s
+        where = f"at C_scale_max {c_scale_max:g}"
+    else:
+        arrival = request.surge_ratio * levels.scale_out_rps
+        utilisation = round9(levels.scale_out_rps / levels.x_q_max_rps)
+        horizon = levels.planned_total_s
+        where = (
+            f"at λ_out {levels.scale_out_rps:.3f} rps (occupancy {c_scale_max:.2f}; "
+            f"{arrival / levels.x_q_max_rps:.0%} of X(Q_max) in the surge)"
+        )
     surge = shed_probability(
-        arrival_rps=request.surge_ratio * fleet.throughput_at_trigger_rps,
-        service_rps=x_curve.at,
+        arrival_rps=arrival,
+        service_rps=steps.x_curve.at,
         start=math.floor(c_scale_max + 0.5),
         limit=basis.q_max,
-        horizon_s=basis.t_total_s,
+        horizon_s=horizon,
         trials=request.surge_trials,
         seed=request.surge_seed,
     )
+    alone = "" if levels is None else " by one instance alone (a fleet pools it)"
     return finding(
         "surge_survival",
         Verdict.WARN if surge.probability > SURGE_WARN_PROBABILITY else Verdict.OK,
-        f"a ×{request.surge_ratio:g} surge at C_scale_max {c_scale_max:g} reaches Q_max {basis.q_max} "
-        f"before T_total {basis.t_total_s:.1f} s ends in {surge.probability:.1%} of {surge.trials} trials; "
+        f"a ×{request.surge_ratio:g} surge {where} reaches Q_max {basis.q_max} before T_total "
+        f"{horizon:.1f} s ends in {surge.probability:.1%} of {surge.trials} trials{alone}; "
         f"utilisation at the trigger ρ = {utilisation:.1%}",
         utilisation_at_trigger=round(utilisation, 6),
         shed_probability=surge.probability,
@@ -149,8 +155,18 @@ def surge_survival(
     )
 
 
-def scale_in_safety(thresholds: Thresholds, fleet: Fleet) -> Finding:
+def scale_in_safety(steps: PlanSteps) -> Finding:
     """Removing one of N instances multiplies the survivors' load by N/(N−1)."""
+    thresholds, fleet = steps.thresholds, steps.fleet
+    if steps.levels is not None:
+        return finding(
+            "scale_in_safety",
+            Verdict.OK,
+            "target tracking scales in to ceil(N × value / target) only below "
+            f"{steps.levels.low_alarm_ratio:.0%} of the target, so a removal never lands the "
+            f"survivors above λ_out {steps.levels.scale_out_rps:.3f} rps, at any N",
+            safe_floor=1,
+        )
     r = thresholds.c_scale_max / thresholds.c_scale_min  # h < 0.5, so C_scale_min > 0
     safe_floor = ceil9(r / (r - 1))
     unsafe = fleet.min_instances < safe_floor
@@ -168,22 +184,35 @@ def scale_in_safety(thresholds: Thresholds, fleet: Fleet) -> Finding:
     )
 
 
-def fleet_cost(basis: Basis) -> Finding:
-    cost = 1 / (1 - basis.h)
+def fleet_cost(steps: PlanSteps) -> Finding:
+    levels = steps.levels
+    if levels is not None:
+        cost = levels.x_q_max_rps / levels.scale_out_rps
+        return finding(
+            "fleet_cost",
+            Verdict.OK,
+            f"holding λ_out = {levels.scale_out_rps:.3f} rps per instance against X(Q_max) "
+            f"{levels.x_q_max_rps:.3f} pays ×{cost:.3f} the instances a saturated fleet would",
+            headroom_cost_factor=round(cost, 6),
+        )
+    cost = 1 / (1 - steps.basis.h)
     return finding(
         "fleet_cost",
         Verdict.OK,
-        f"scaling out at {1 - basis.h:.0%} of Q_max reserves headroom costing up to ×{cost:.3f} instances",
+        f"scaling out at {1 - steps.basis.h:.0%} of Q_max reserves headroom costing up to ×{cost:.3f} instances",
         headroom_cost_factor=round(cost, 6),
     )
 
 
 def _units(units: CloudWatchUnits) -> str:
-    return f"{CONCURRENT_REQUESTS_PER_MODEL} {units.statistic} ({units.period_s} s)"
+    return f"{units.metric} {units.statistic} ({units.period_s} s)"
 
 
-def cw_ratio(qmax: QmaxArtifact, thresholds: Thresholds) -> Finding:
+def cw_ratio(steps: PlanSteps) -> Finding:
     """Which rule converted each threshold into CloudWatch units; unmeasured on SageMaker stops."""
+    if steps.levels is not None:
+        return _fleet_cw_ratio(steps, steps.levels)
+    qmax, thresholds = steps.qmax, steps.thresholds
     target, scale_in = thresholds.target_units, thresholds.scale_in_units
     figures = {
         "cw_ratio": round(target.cw_ratio, 6),
@@ -225,7 +254,7 @@ def cw_ratio(qmax: QmaxArtifact, thresholds: Thresholds) -> Finding:
     )
 
 
-def threshold_order(request: PlanRequest, thresholds: Thresholds) -> Finding:
+def threshold_order(steps: PlanSteps) -> Finding:
     """In CloudWatch units the scale-in threshold must sit below the target by the surge ratio.
 
     A load resting at the scale-in threshold that grows by `surge_ratio` must not reach the
@@ -233,6 +262,9 @@ def threshold_order(request: PlanRequest, thresholds: Thresholds) -> Finding:
     In client units the margin is (1 − h)/(1 − 2h) ≥ surge ratio; a ratio that differs between
     the two points can eat it, or put the scale-in threshold above the target.
     """
+    if steps.levels is not None:
+        return _fleet_threshold_order(steps, steps.levels)
+    request, thresholds = steps.request, steps.thresholds
     target, scale_in = thresholds.scaling_target_value, thresholds.scale_in_threshold
     margin = round9(target / scale_in) if scale_in > 0 else math.inf
     figures = {"margin": round(margin, 6) if math.isfinite(margin) else None}
@@ -321,29 +353,95 @@ def alarm(chosen: Alarm) -> Finding:
     )
 
 
-def collect_findings(
-    pairing: Finding,
-    qmax: QmaxArtifact,
-    request: PlanRequest,
-    basis: Basis,
-    thresholds: Thresholds,
-    fleet: Fleet,
-    chosen_alarm: Alarm,
-    x_curve: Curve,
-) -> list[Finding]:
+def _fleet_cw_ratio(steps: PlanSteps, levels: FleetLevels) -> Finding:
+    """The target's InvocationsPerInstance units and the burst's concurrency units."""
+    units = levels.invocations_units
+    burst = levels.burst
+    figures: dict[str, object] = {
+        "cw_ratio": round(units.cw_ratio, 6),
+        "target_ratio_rule": units.ratio_rule,
+        "burst_cw_ratio": round(burst.units.cw_ratio, 6) if burst else None,
+        "burst_ratio_rule": burst.units.ratio_rule if burst else None,
+    }
+    if figures["burst_ratio_rule"] == "unmeasured":
+        return finding(
+            "cw_ratio",
+            Verdict.STOP,
+            "no rung measured CloudWatch's ConcurrentRequestsPerModel against the client's "
+            "concurrency, so the burst threshold would deploy in the wrong units; re-run the "
+            "ladder with the CloudWatch join",
+            **figures,  # type: ignore[arg-type]
+        )
+    if units.ratio_rule == "unmeasured":
+        # A count per request, unlike a concurrency Maximum: 1.0 by AWS's definition (each
+        # request adds 1/N) is the expected reading, the join only checks it.
+        return finding(
+            "cw_ratio",
+            Verdict.WARN,
+            f"no rung held a whole minute of {_units(units)}, so its ratio to the client's "
+            "requests was not measured; the target assumes 1.0 by AWS's definition; hold rungs "
+            "of a minute or more to check it",
+            **figures,  # type: ignore[arg-type]
+        )
+    burst_text = (
+        f"; burst in {_units(burst.units)}: ×{burst.units.cw_ratio:.3f} at occupancy "
+        f"{burst.occupancy:g} ({burst.units.ratio_rule})"
+        if burst
+        else ""
+    )
+    return finding(
+        "cw_ratio",
+        Verdict.OK,
+        f"target in {_units(units)}: ×{units.cw_ratio:.3f} ({units.ratio_rule}: "
+        f"{steps.thresholds.target_ratio_from}){burst_text}",
+        **figures,  # type: ignore[arg-type]
+    )
+
+
+def _fleet_threshold_order(steps: PlanSteps, levels: FleetLevels) -> Finding:
+    """Scale-in sits at AWS's 90 % of the target and sizes proportionally, so it cannot flap
+    with the target; the burst must lie above what one instance reads at λ_out."""
+    thresholds = steps.thresholds
+    burst = levels.burst
+    reads = round9(thresholds.c_scale_max * (burst.units.cw_ratio if burst else 1.0))
+    figures = {"margin": round(1 / levels.low_alarm_ratio, 6)}
+    if burst is not None and burst.threshold <= reads:
+        return finding(
+            "threshold_order",
+            Verdict.STOP,
+            f"the burst threshold {burst.threshold:.3f} is not above the {reads:.3f} one instance "
+            "reads at λ_out: it would add capacity in normal operation",
+            **figures,
+        )
+    above = (
+        f"; the burst fires at {burst.threshold:.3f}, above the {reads:.3f} read at λ_out"
+        if burst
+        else ""
+    )
+    return finding(
+        "threshold_order",
+        Verdict.OK,
+        f"scale-in acts below {thresholds.scale_in_threshold:.3f} (×{levels.low_alarm_ratio:g} the "
+        f"target {thresholds.scaling_target_value:.3f}) and lands at or below the target{above}",
+        **figures,
+    )
+
+
+def collect_findings(steps: PlanSteps) -> list[Finding]:
     """Every finding, worst first; equal severities in `FINDING_ORDER`."""
+    request, thresholds, qmax = steps.request, steps.thresholds, steps.qmax
     found = [
-        pairing,
+        steps.pairing,
         slo_feasibility(request, thresholds.w_max_s),
-        fleet_sizing(request, thresholds, fleet),
-        surge_survival(request, basis, thresholds, fleet, x_curve),
-        scale_in_safety(thresholds, fleet),
-        fleet_cost(basis),
-        cw_ratio(qmax, thresholds),
-        threshold_order(request, thresholds),
-        slo_budget(basis, thresholds.w_max_s),
-        bracketing(qmax, basis.q_max),
-        alarm(chosen_alarm),
+        fleet_sizing(request, thresholds, steps.fleet, request.rule),
+        surge_survival(steps),
+        scale_in_safety(steps),
+        fleet_cost(steps),
+        cw_ratio(steps),
+        threshold_order(steps),
+        slo_budget(steps.basis, thresholds.w_max_s),
+        bracketing(qmax, steps.basis.q_max),
+        alarm(steps.alarm),
     ]
     found += [f for f in (stability(qmax),) if f is not None]
     found.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))

@@ -5,6 +5,7 @@ The one path from files to a written plan, shared by `tts-bench plan` and the ma
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from tts_bench.artifacts.schema import (
     sha256_file,
     write_artifact,
 )
-from tts_bench.planning.plan import PlanRequest, derive_plan
+from tts_bench.planning.plan import derive_plan
+from tts_bench.planning.steps import PlanRequest
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,21 @@ class WrittenPlan:
     ttotal: TtotalArtifact
 
 
+# Checks a derived plan before it is written (`plan --traffic`): plan, qmax, ttotal, sources in.
+PlanCheck = Callable[
+    [PlanArtifact, QmaxArtifact, TtotalArtifact, dict[str, SourceArtifact]], PlanArtifact
+]
+
+
 def plan_from_files(
-    qmax_path: Path, ttotal_path: Path, request: PlanRequest, out: Path
+    qmax_path: Path,
+    ttotal_path: Path,
+    request: PlanRequest,
+    out: Path,
+    check: PlanCheck | None = None,
 ) -> WrittenPlan:
-    """Derive the plan over two artifact files and write it into `out` (atomically)."""
+    """Derive the plan over two artifact files, `check` it when given, and write it into `out`
+    (atomically)."""
     qmax = load_artifact(qmax_path, QmaxArtifact)
     ttotal = load_artifact(ttotal_path, TtotalArtifact)
     sources = {
@@ -46,6 +59,12 @@ def plan_from_files(
         ),
     }
     plan = derive_plan(qmax, ttotal, request, sources)
+    if check is not None:
+        plan = check(plan, qmax, ttotal, sources)
     fp = plan.fingerprint or qmax.fingerprint
-    filename = plan_filename(fp, plan.provenance.kind) if fp else "plan-unfingerprinted.json"
+    filename = (
+        plan_filename(fp, plan.provenance.kind, plan.rule)
+        if fp
+        else f"plan-{plan.rule}-unfingerprinted.json"
+    )
     return WrittenPlan(plan, write_artifact(plan, out, filename), qmax, ttotal)

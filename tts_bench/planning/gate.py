@@ -2,19 +2,21 @@
 
 One rule, used by the Pulumi program (to decide whether autoscaling and observability exist)
 and by the policy pack (to refuse scaling resources that the rule would not allow):
-scaling is enabled when the operator's bounds leave room to scale (max > min) and a plan in the
-measurements folder matches the deployment's model, instance type, image digest and container
-performance env, and that plan is feasible. The result names the first condition that failed.
-An emulated plan (measured through the local cloud) gates only a local image: nothing measured
-through the emulator ever scales a real endpoint.
+scaling is enabled when the operator's bounds leave room to scale (max > min) and exactly one
+plan in the measurements folder matches the deployment's model, instance type, image digest,
+container performance env and plan rule (the stack config's; `fleet` by default), and that
+plan is feasible. The result names the first condition that failed. An emulated plan (measured
+through the local cloud) gates only a local image: nothing measured through the emulator ever
+scales a real endpoint.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +38,8 @@ class GateCondition(StrEnum):
     DIGEST_MISMATCH = "digest-mismatch"  # plans exist, but for other images
     ENV_MISMATCH = "env-mismatch"  # plans for this image, but another performance env
     EMULATED_PLAN = "emulated-plan"  # only emulated plans match, and the image is no local digest
+    RULE_MISMATCH = "rule-mismatch"  # plans for this image, but of another rule
+    AMBIGUOUS = "ambiguous"  # two plans match: the gate does not guess
     INPUTS_MISMATCH = "inputs-mismatch"  # the plan was derived for another SLO or surge ratio
     INFEASIBLE = "infeasible"  # the matching plan has a `stop` finding
 
@@ -54,6 +58,9 @@ class GateQuery(BaseModel):
     surge_ratio: float | None = None
     image_is_local: bool = Field(
         default=False, description="the image is a local digest (the local cloud), not a registry's"
+    )
+    rule: Literal["published", "fleet"] = Field(
+        default="fleet", description="the plan rule the stack deploys"
     )
 
 
@@ -114,6 +121,99 @@ def evaluate(folder: str | os.PathLike[str], query: GateQuery) -> GateResult:
     return decide(plans, query, folder=str(folder), unreadable=unreadable)
 
 
+Candidates = list[tuple[Path, PlanArtifact]]
+# One narrowing of the candidates: the survivors, or the refusal when none survive.
+Narrowing = Callable[[Candidates, GateQuery, str], Candidates | tuple[GateCondition, str]]
+
+
+def _same_target(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+    kept = [
+        (p, a)
+        for p, a in plans
+        if a.fingerprint is not None
+        and a.fingerprint.model == query.model
+        and a.fingerprint.instance_type == query.instance_type
+    ]
+    what = f"model {query.model} on {query.instance_type}"
+    return kept or (
+        GateCondition.NO_PLAN,
+        f"no plan in {folder} is for {what}{{broken}}; measure it and run `tts-bench plan`",
+    )
+
+
+def _same_image(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+    kept = [(p, a) for p, a in plans if a.fingerprint.image_digest == query.image_digest]  # type: ignore[union-attr]
+    others = sorted({a.fingerprint.short_digest for _, a in plans})  # type: ignore[union-attr]
+    return kept or (
+        GateCondition.DIGEST_MISMATCH,
+        f"no plan for this image: plans in {folder} for model {query.model} on "
+        f"{query.instance_type} were measured on image(s) {', '.join(others)}, not "
+        f"{query.image_digest}{{broken}}; measure this image",
+    )
+
+
+def _same_env(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+    env = performance_env_of(query.performance_env)
+    kept = [(p, a) for p, a in plans if a.fingerprint.performance_env == env]  # type: ignore[union-attr]
+    return kept or (
+        GateCondition.ENV_MISMATCH,
+        f"no plan for this container env: plans for image {query.image_digest} were measured "
+        f"with another performance env than {env}{{broken}}",
+    )
+
+
+def _not_emulated(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+    if query.image_is_local:
+        return plans
+    kept = [(p, a) for p, a in plans if a.provenance.kind != "emulated"]
+    emulated = ", ".join(p.name for p, a in plans if a.provenance.kind == "emulated")
+    return kept or (
+        GateCondition.EMULATED_PLAN,
+        f"the only plan(s) for this image ({emulated}) are emulated, measured through the local "
+        "cloud; an emulated plan never gates a stack whose image is not a local digest"
+        "{broken}; measure the real endpoint",
+    )
+
+
+def _same_rule(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+    kept = [(p, a) for p, a in plans if a.rule == query.rule]
+    others = ", ".join(f"{p.name} ({a.rule})" for p, a in plans)
+    return kept or (
+        GateCondition.RULE_MISMATCH,
+        f"no {query.rule} plan for this image (only {others}){{broken}}; run `tts-bench plan "
+        f"--rule {query.rule}`, or set planRule in the stack config",
+    )
+
+
+def _only_one(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+    if len(plans) == 1:
+        return plans
+    return (
+        GateCondition.AMBIGUOUS,
+        f"{len(plans)} {query.rule} plans match this image ({', '.join(p.name for p, _ in plans)})"
+        "; move all but one out of the plans folder",
+    )
+
+
+NARROWINGS: tuple[Narrowing, ...] = (
+    _same_target, _same_image, _same_env, _not_emulated, _same_rule, _only_one,
+)  # fmt: skip
+
+
+def _inputs_mismatch(plan: PlanArtifact, name: str, query: GateQuery) -> str | None:
+    if query.slo_ms is not None and abs(plan.inputs.slo_ms - query.slo_ms) > 1e-9:
+        return (
+            f"plan {plan.plan_id} ({name}) was derived for an SLO of {plan.inputs.slo_ms:g} ms, "
+            f"the stack asks {query.slo_ms:g} ms; re-run `tts-bench plan` with the stack's SLO"
+        )
+    if query.surge_ratio is not None and abs(plan.inputs.surge_ratio - query.surge_ratio) > 1e-9:
+        return (
+            f"plan {plan.plan_id} ({name}) was derived for a surge ratio of "
+            f"{plan.inputs.surge_ratio:g}, the stack asks {query.surge_ratio:g}; re-run `tts-bench plan`"
+        )
+    return None
+
+
 def decide(
     plans: list[tuple[Path, PlanArtifact]],
     query: GateQuery,
@@ -124,77 +224,21 @@ def decide(
     """The rule itself over already-loaded plans."""
     unreadable = unreadable or []
     broken = f" ({len(unreadable)} unreadable plan file(s) skipped)" if unreadable else ""
-    what = f"model {query.model} on {query.instance_type}"
-    same_target = [
-        (p, a)
-        for p, a in plans
-        if a.fingerprint is not None
-        and a.fingerprint.model == query.model
-        and a.fingerprint.instance_type == query.instance_type
-    ]
-    if not same_target:
-        return GateResult(
-            condition=GateCondition.NO_PLAN,
-            reason=f"no plan in {folder} is for {what}{broken}; measure it and run `tts-bench plan`",
-            unreadable=unreadable,
-        )
-    same_image = [
-        (p, a) for p, a in same_target if a.fingerprint.image_digest == query.image_digest
-    ]  # type: ignore[union-attr]
-    if not same_image:
-        others = sorted({a.fingerprint.short_digest for _, a in same_target})  # type: ignore[union-attr]
-        return GateResult(
-            condition=GateCondition.DIGEST_MISMATCH,
-            reason=(
-                f"no plan for this image: plans in {folder} for {what} were measured on image(s) "
-                f"{', '.join(others)}, not {query.image_digest}{broken}; measure this image"
-            ),
-            unreadable=unreadable,
-        )
-    env = performance_env_of(query.performance_env)
-    same_env = [(p, a) for p, a in same_image if a.fingerprint.performance_env == env]  # type: ignore[union-attr]
-    if not same_env:
-        return GateResult(
-            condition=GateCondition.ENV_MISMATCH,
-            reason=(
-                f"no plan for this container env: plans for image {query.image_digest} were measured "
-                f"with another performance env than {env}{broken}"
-            ),
-            unreadable=unreadable,
-        )
-    if not query.image_is_local:
-        emulated = [p.name for p, a in same_env if a.provenance.kind == "emulated"]
-        same_env = [(p, a) for p, a in same_env if a.provenance.kind != "emulated"]
-        if not same_env:
+    candidates: Candidates = plans
+    for narrowing in NARROWINGS:
+        narrowed = narrowing(candidates, query, folder)
+        if isinstance(narrowed, tuple):
+            condition, reason = narrowed
             return GateResult(
-                condition=GateCondition.EMULATED_PLAN,
-                reason=(
-                    f"the only plan(s) for this image ({', '.join(emulated)}) are emulated, measured "
-                    "through the local cloud; an emulated plan never gates a stack whose image is "
-                    f"not a local digest{broken}; measure the real endpoint"
-                ),
+                condition=condition,
+                reason=reason.replace("{broken}", broken),
                 unreadable=unreadable,
             )
-    path, plan = same_env[-1]
+        candidates = narrowed
+    path, plan = candidates[0]
     common = {"plan": plan, "plan_path": str(path), "unreadable": unreadable}
-    if query.slo_ms is not None and abs(plan.inputs.slo_ms - query.slo_ms) > 1e-9:
-        return GateResult(
-            condition=GateCondition.INPUTS_MISMATCH,
-            reason=(
-                f"plan {plan.plan_id} ({path.name}) was derived for an SLO of {plan.inputs.slo_ms:g} ms, "
-                f"the stack asks {query.slo_ms:g} ms; re-run `tts-bench plan` with the stack's SLO"
-            ),
-            **common,
-        )
-    if query.surge_ratio is not None and abs(plan.inputs.surge_ratio - query.surge_ratio) > 1e-9:
-        return GateResult(
-            condition=GateCondition.INPUTS_MISMATCH,
-            reason=(
-                f"plan {plan.plan_id} ({path.name}) was derived for a surge ratio of "
-                f"{plan.inputs.surge_ratio:g}, the stack asks {query.surge_ratio:g}; re-run `tts-bench plan`"
-            ),
-            **common,
-        )
+    if (mismatch := _inputs_mismatch(plan, path.name, query)) is not None:
+        return GateResult(condition=GateCondition.INPUTS_MISMATCH, reason=mismatch, **common)
     if not plan.feasible:
         stops = ", ".join(f.name for f in plan.findings if f.verdict == "stop")
         return GateResult(
@@ -203,7 +247,6 @@ def decide(
             **common,
         )
     low, high = query.bounds.clamp(plan.min_instances, plan.max_instances)
-    unreachable = query.bounds.peak_unreachable(plan.max_instances)
     return GateResult(
         condition=GateCondition.ENABLED,
         reason=(
@@ -212,6 +255,6 @@ def decide(
         ),
         deployed_min=low,
         deployed_max=high,
-        peak_unreachable=unreachable,
+        peak_unreachable=query.bounds.peak_unreachable(plan.max_instances),
         **common,
     )

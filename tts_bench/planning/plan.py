@@ -1,10 +1,11 @@
-"""Plan arithmetic (SPEC §6): measured Q_max and T_total in, every autoscaling number out.
+"""Plan arithmetic (SPEC §6, §6a): measured Q_max and T_total in, every autoscaling number out.
 
 `derive_plan` is pure: artifacts and operator choices in, a `PlanArtifact` out, or a
-`RefusalError` when the inputs must not be combined. It runs four named steps — `check_basis`
-(refusals and the measured figures), `check_pairing` (one build, one transport),
-`derive_thresholds` and `size_fleet` — then `findings.collect_findings` says what to worry
-about; any `stop` makes the plan infeasible, and the Pulumi gate then deploys no autoscaling.
+`RefusalError` when the inputs must not be combined. It runs named steps — `check_basis`
+(refusals and the measured figures), `check_pairing` (one build, one transport), then the
+rule's own: `derive_thresholds` and `size_fleet` for the published rule, `fleet_rule.derive_fleet`
+for the fleet rule — and `findings.collect_findings` says what to worry about; any `stop` makes
+the plan infeasible, and the Pulumi gate then deploys no autoscaling.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
 from datetime import UTC, datetime
-
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from tts_bench.artifacts.schema import (
     CloudWatchStat,
     CloudWatchUnits,
+    DeployShape,
     Finding,
     Fingerprint,
     PlanArtifact,
@@ -37,75 +36,28 @@ from tts_bench.deployment import (
     TARGET_TRACKING_STATISTIC,
 )
 from tts_bench.errors import RefusalError
-from tts_bench.planning.birth_death import DEFAULT_SEED, DEFAULT_TRIALS
 from tts_bench.planning.curve import Curve, ratio_at, throughput_curve
+from tts_bench.planning.deploy import published_shape
 from tts_bench.planning.findings import alarm_threshold, collect_findings, finding
+from tts_bench.planning.fleet_rule import derive_fleet
 from tts_bench.planning.rounding import ceil9, floor9, round9
+from tts_bench.planning.steps import (
+    Basis,
+    Fleet,
+    PlanRequest,
+    PlanSteps,
+    Thresholds,
+    refuse_beyond_max_capacity,
+)
 
 MIN_SCALE_OUT_COOLDOWN_S, MAX_SCALE_OUT_COOLDOWN_S = 10, 30
 MIN_SCALE_IN_COOLDOWN_S = 300
-# Application Auto Scaling's MinCapacity and MaxCapacity are 32-bit integers.
-MAX_CAPACITY = 2**31 - 1
 # The units each threshold is deployed in: what target tracking's alarms evaluate, and what
 # our scale-in alarm evaluates (`tts_bench.deployment`).
 TARGET_STAT = CloudWatchStat(statistic=TARGET_TRACKING_STATISTIC, period_s=TARGET_TRACKING_PERIOD_S)  # type: ignore[arg-type]
 SCALE_IN_STAT = CloudWatchStat(statistic=SCALE_IN_STATISTIC, period_s=SCALE_IN_PERIOD_S)  # type: ignore[arg-type]
 
 __all__ = ["PlanRequest", "ceil9", "derive_plan", "floor9", "plan_id", "round9"]
-
-
-class PlanRequest(BaseModel):
-    """The operator's choices that, with the two artifacts, determine a plan."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    peak_rps: NonNegativeFloat
-    trough_rps: NonNegativeFloat = 0.0
-    slo_ms: float = Field(default=3000.0, gt=0)
-    surge_ratio: float = 1.25
-    min_floor: PositiveInt = 1
-    allow_config_mismatch: bool = False
-    surge_trials: PositiveInt = DEFAULT_TRIALS
-    surge_seed: int = DEFAULT_SEED
-
-
-@dataclass(frozen=True)
-class Basis:
-    """The measured figures the arithmetic starts from, once the inputs are known usable."""
-
-    h: float  # surge_ratio − 1
-    q_max: int
-    s_mean: float  # uncontended end-to-end latency, mean and p95 (s)
-    s_p95: float
-    c1_ttfab_p95_ms: float
-    t_total_s: float  # planned: measured + lag bound, read from the artifact
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Where scaling happens, in client concurrency and in CloudWatch units, and its cooldowns."""
-
-    c_scale_max: float
-    c_scale_min: float
-    w_max_s: float
-    target_units: CloudWatchUnits
-    scale_in_units: CloudWatchUnits
-    target_ratio_from: str  # where each ratio came from, for the cw_ratio finding
-    scale_in_ratio_from: str
-    scaling_target_value: float
-    scale_in_threshold: float
-    scale_out_cooldown_s: int
-    scale_in_cooldown_s: int
-
-
-@dataclass(frozen=True)
-class Fleet:
-    """Fleet bounds from measured throughput, and the published formula's figure beside them."""
-
-    throughput_at_trigger_rps: float
-    min_instances: int
-    max_instances: int
-    naive_max_instances: int | None  # None when there is no throughput to size from
 
 
 def check_basis(qmax: QmaxArtifact, ttotal: TtotalArtifact, request: PlanRequest) -> Basis:
@@ -144,6 +96,7 @@ def check_basis(qmax: QmaxArtifact, ttotal: TtotalArtifact, request: PlanRequest
         s_p95=qmax.uncontended_service_s.p95,
         c1_ttfab_p95_ms=c1.ttfab_p95_ms,
         t_total_s=ttotal.planned_total_s,
+        launch_s=ttotal.measured_total_s,
     )
 
 
@@ -234,13 +187,7 @@ def size_fleet(basis: Basis, thresholds: Thresholds, request: PlanRequest, x_cur
     x_trigger = x_curve(thresholds.c_scale_max)
     if x_trigger <= 0:
         return Fleet(0.0, request.min_floor, request.min_floor, None)
-    for flag, rps in (("--peak-rps", request.peak_rps), ("--trough-rps", request.trough_rps)):
-        if not rps / x_trigger <= MAX_CAPACITY:  # also catches an overflow to inf
-            raise RefusalError(
-                f"{flag} {rps:g} needs about {rps / x_trigger:.3g} instances at "
-                f"{x_trigger:.3g} rps each, beyond Application Auto Scaling's MaxCapacity "
-                f"({MAX_CAPACITY}, a 32-bit integer) and any account's quota; check {flag}"
-            )
+    refuse_beyond_max_capacity(request, x_trigger)
     min_instances = max(request.min_floor, ceil9(request.trough_rps / x_trigger))
     max_instances = max(min_instances, ceil9(request.peak_rps / x_trigger))
     naive = max(min_instances, ceil9(request.peak_rps * basis.s_mean / thresholds.c_scale_max))
@@ -248,15 +195,42 @@ def size_fleet(basis: Basis, thresholds: Thresholds, request: PlanRequest, x_cur
 
 
 def plan_id(
-    inputs: PlanInputs, sources: dict[str, SourceArtifact], fingerprint: Fingerprint | None
+    inputs: PlanInputs,
+    sources: dict[str, SourceArtifact],
+    fingerprint: Fingerprint | None,
+    rule: str = "published",
+    extra: dict[str, object] | None = None,
 ) -> str:
-    """Twelve hex over everything that determines the plan, for tags and policy checks."""
-    payload = {
+    """Twelve hex over everything that determines the plan, for tags and policy checks. The
+    published rule's payload is what it always was, so its plans keep their ids."""
+    payload: dict[str, object] = {
         "inputs": inputs.model_dump(mode="json"),
         "sources": {k: v.sha256 for k, v in sorted(sources.items())},
         "fingerprint": fingerprint.model_dump(mode="json") if fingerprint else None,
     }
+    if rule != "published":
+        payload["rule"] = rule
+    if extra:
+        payload["extra"] = extra
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def published_steps(
+    basis: Basis, request: PlanRequest, qmax: QmaxArtifact, x_curve: Curve
+) -> tuple[Thresholds, Fleet, DeployShape]:
+    """SPEC §6's arithmetic and its deploy shape."""
+    thresholds = derive_thresholds(basis, request, qmax)
+    fleet = size_fleet(basis, thresholds, request, x_curve)
+    shape = published_shape(
+        target_value=thresholds.scaling_target_value,
+        scale_in_threshold=thresholds.scale_in_threshold,
+        scale_in_units=thresholds.scale_in_units,
+        scale_out_cooldown_s=thresholds.scale_out_cooldown_s,
+        scale_in_cooldown_s=thresholds.scale_in_cooldown_s,
+        launch_s=basis.launch_s,
+        sizing_rps=round(fleet.throughput_at_trigger_rps, 9),
+    )
+    return thresholds, fleet, shape
 
 
 def derive_plan(
@@ -267,17 +241,25 @@ def derive_plan(
     *,
     created_at: datetime | None = None,
 ) -> PlanArtifact:
-    """All of SPEC §6 over one ladder and one scale-out measurement."""
+    """All of SPEC §6 (or §6a's fleet rule) over one ladder and one scale-out measurement."""
     basis = check_basis(qmax, ttotal, request)
     qmax_source = sources.get("qmax")
     pairing = check_pairing(
         qmax, ttotal, request.allow_config_mismatch, qmax_source.sha256 if qmax_source else None
     )
     x_curve = throughput_curve(qmax.curve_rungs)  # refinement probes are points of X(N) too
-    thresholds = derive_thresholds(basis, request, qmax)
-    fleet = size_fleet(basis, thresholds, request, x_curve)
+    levels = None
+    if request.rule == "fleet":
+        fleet_rule = derive_fleet(basis, request, qmax, x_curve)
+        thresholds, fleet, shape = fleet_rule.thresholds, fleet_rule.fleet, fleet_rule.shape
+        levels = fleet_rule.levels
+    else:
+        thresholds, fleet, shape = published_steps(basis, request, qmax, x_curve)
     alarm = alarm_threshold(qmax, thresholds.c_scale_max, basis.c1_ttfab_p95_ms)
-    findings = collect_findings(pairing, qmax, request, basis, thresholds, fleet, alarm, x_curve)
+    steps = PlanSteps(
+        request, qmax, pairing, basis, thresholds, fleet, alarm, x_curve, shape, levels
+    )
+    findings = collect_findings(steps)
     inputs = PlanInputs(
         slo_ms=request.slo_ms,
         surge_ratio=request.surge_ratio,
@@ -292,7 +274,8 @@ def derive_plan(
         planned_total_s=basis.t_total_s,
     )
     return PlanArtifact(
-        plan_id=plan_id(inputs, sources, qmax.fingerprint),
+        plan_id=plan_id(inputs, sources, qmax.fingerprint, request.rule),
+        rule=request.rule,
         feasible=not any(f.verdict is Verdict.STOP for f in findings),
         fingerprint=qmax.fingerprint,
         c_scale_max=thresholds.c_scale_max,
@@ -309,6 +292,8 @@ def derive_plan(
         alarm_rule=alarm.rule,  # type: ignore[arg-type]
         min_instances=fleet.min_instances,
         max_instances=fleet.max_instances,
+        deploy=shape,
+        fleet=levels,
         findings=findings,
         inputs=inputs,
         sources=sources,  # type: ignore[arg-type]

@@ -6,9 +6,12 @@ from tts_bench.artifacts.schema import (
     CloudWatchUnits,
     PlanArtifact,
     QmaxArtifact,
+    StepSpec,
+    TargetTrackingSpec,
     TtotalArtifact,
     Verdict,
 )
+from tts_bench.planning.deploy import deploy_shape_of
 
 _MARK = {Verdict.OK: "ok  ", Verdict.WARN: "WARN", Verdict.STOP: "STOP"}
 
@@ -22,6 +25,30 @@ def _units(units: CloudWatchUnits) -> str:
     return f"{units.statistic} {units.period_s} s, ×{units.cw_ratio:.3f} {units.ratio_rule}"
 
 
+def _policy(spec: TargetTrackingSpec | StepSpec) -> str:
+    """One deployed policy on one line: what it reads, when it acts and what it does."""
+    if isinstance(spec, TargetTrackingSpec):
+        high = spec.high_alarm
+        scale_in = (
+            "scale-in disabled"
+            if spec.low_alarm is None
+            else f"scale-in below {spec.low_alarm.threshold:g} for {spec.low_alarm.datapoints_to_alarm}"
+            f" × {spec.low_alarm.period_s} s, cooldown {spec.scale_in_cooldown_s} s"
+        )
+        return (
+            f"target tracking on {spec.predefined_metric} at {spec.target_value:g} "
+            f"({high.metric} {high.statistic} {high.period_s} s, {high.datapoints_to_alarm} "
+            f"datapoints), scale-out cooldown {spec.scale_out_cooldown_s} s; {scale_in}"
+        )
+    alarm = spec.alarm
+    steps = ", ".join(f"{s.adjustment:+d}" for s in spec.steps)
+    return (
+        f"{spec.role} step: {alarm.metric} {alarm.statistic} {alarm.period_s} s "
+        f"{alarm.comparison} {alarm.threshold:g} for {alarm.datapoints_to_alarm} of "
+        f"{alarm.evaluation_periods} → {spec.adjustment_type} {steps}, cooldown {spec.cooldown_s} s"
+    )
+
+
 def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) -> str:
     fp = plan.fingerprint
     inp = plan.inputs
@@ -31,7 +58,11 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
         else "(no fingerprint)"
     )
     engine = ", ".join(f"{k}={v}" for k, v in fp.performance_env.items()) if fp else ""
-    lines = [f"Plan {plan.plan_id} for {who}" + (f"\n  engine {engine}" if engine else ""), ""]
+    lines = [
+        f"Plan {plan.plan_id} ({plan.rule} rule) for {who}"
+        + (f"\n  engine {engine}" if engine else ""),
+        "",
+    ]
 
     lines.append("Inputs")
     for name, artifact in (("qmax", qmax), ("ttotal", ttotal)):
@@ -59,9 +90,19 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
         f"  queue_max_depth     {plan.queue_max_depth}",
         f"  first-chunk alarm   {plan.first_chunk_alarm_ms} ms ({plan.alarm_rule})",
         f"  instances           min {plan.min_instances}, max {plan.max_instances}",
-        "",
-        "Findings (worst first)",
     ]
+    if plan.fleet is not None:
+        levels = plan.fleet
+        lines += [
+            f"  load levels         λ_out {levels.scale_out_rps:.3f} rps = X(Q_max) "
+            f"{levels.x_q_max_rps:.3f} × (1 − {levels.margin:.3f}) / {levels.surge_ratio:g}; "
+            f"λ_in {levels.scale_in_rps:.3f} rps",
+            f"  planned T_total     {levels.launch_s:.1f} s measured + {levels.detection_lag_s:.0f} s "
+            f"detection = {levels.planned_total_s:.1f} s",
+        ]
+    lines += ["", "Deploy shape"]
+    lines += [f"  {_policy(spec)}" for spec in deploy_shape_of(plan).policies]
+    lines += ["", "Findings (worst first)"]
     lines += [f"  {_MARK[f.verdict]} {f.name:<16} {f.message}" for f in plan.findings]
     lines += ["", f"Feasible: {'yes' if plan.feasible else 'NO (a finding is stop)'}"]
     return "\n".join(lines)

@@ -26,7 +26,6 @@ from tts_bench.artifacts.schema import (
     write_artifact,
 )
 from tts_bench.errors import RefusalError, TtsBenchError
-from tts_bench.planning.curve import throughput_curve
 from tts_bench.simulate.deploy_shape import ScalingShape, scaling_shape
 from tts_bench.simulate.outcome import policy_outcome
 from tts_bench.simulate.plot import plot_timeline
@@ -79,7 +78,7 @@ class Inputs:
     ttotal: TtotalArtifact
     shape: ScalingShape
     curves: ServiceCurves
-    throughput_at_trigger_rps: float
+    throughput_at_trigger_rps: float  # per instance, as the plan sizes the fleet
 
 
 def check_pairing(
@@ -114,7 +113,7 @@ def load_inputs(request: SimulationRequest) -> Inputs:
     check_pairing(plan, qmax, ttotal, request)
     shape = scaling_shape(plan)
     curves = service_curves(qmax, shape.queue_max_depth)
-    return Inputs(plan, qmax, ttotal, shape, curves, throughput_curve(qmax.rungs)(plan.c_scale_max))
+    return Inputs(plan, qmax, ttotal, shape, curves, shape.sizing_rps)
 
 
 def build_traffic(
@@ -129,8 +128,8 @@ def build_traffic(
     if request.trace is not None:
         return load_trace(request.trace, request.duration_s)
     synthetic = parse_synthetic(request.synthetic)  # type: ignore[arg-type]
-    duration = request.duration_s or synthetic.default_duration_s(shape.start_delay_s)
-    return synthetic_traffic(synthetic, duration, shape.start_delay_s, rng)
+    duration = request.duration_s or synthetic.default_duration_s(shape.surge_hold_s)
+    return synthetic_traffic(synthetic, duration, shape.surge_hold_s, rng)
 
 
 def simulation_filename(artifact: SimulationArtifact) -> str:

@@ -14,9 +14,10 @@
   surge_ratio times the load that fills every instance to Q_max, brought back to C_scale_max
   by target tracking's own proportional rule, desired = ceil(in service × surge_ratio ×
   Q_max / C_scale_max) (×1.67 for the reference plan, against target tracking's ×1.33 at
-  most), at once. It does not fire again until those instances serve (cooldown = planned
-  T_total); scale-in later returns what was not needed. Application Auto Scaling applies the
-  larger of the two policies' desired counts.
+  most), at once, as a PercentChangeInCapacity step. It does not fire again until those
+  instances serve and the metric has seen them (cooldown = T_total + one period); scale-in later
+  returns what was not needed. Application Auto Scaling applies the larger of the policies'
+  desired counts. A fleet plan deploys a burst step of its own, so `plan+burst` refuses it.
 """
 
 from __future__ import annotations
@@ -26,20 +27,15 @@ from dataclasses import dataclass
 
 from tts_bench.artifacts.schema import PlanArtifact
 from tts_bench.errors import TtsBenchError
-from tts_bench.planning.rounding import round9
+from tts_bench.planning import aws_scaling
+from tts_bench.planning.rounding import ceil9, round9
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.service import ServiceCurves
+from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 POLICY_NAMES = ("plan", "naive", "fixed:N", "plan+burst")
 # Instance counts are int64 in the fleet model and instance-seconds over a month must stay exact.
 MAX_FIXED_INSTANCES = 1_000_000
-
-
-@dataclass(frozen=True)
-class BurstStep:
-    threshold: float  # CloudWatch units, on the 10 s Maximum datapoint
-    factor: float  # desired = ceil(in service × factor)
-    cooldown_s: float
 
 
 @dataclass(frozen=True)
@@ -48,7 +44,27 @@ class Policy:
     scales: bool  # False: a fixed fleet, no policy at all
     min_instances: int
     max_instances: int
-    burst: BurstStep | None = None
+    rules: tuple[aws_scaling.Rule, ...] = ()
+
+
+def burst_rule(shape: ScalingShape, curves: ServiceCurves) -> aws_scaling.StepRule:
+    """The published plan's burst step (module docstring), as a step policy AWS would run."""
+    midpoint = round9((shape.c_scale_max + shape.queue_max_depth) / 2)
+    factor = shape.surge_ratio * shape.queue_max_depth / shape.c_scale_max
+    alarm = aws_scaling.AlarmRule(
+        "burst-alarm", CONCURRENT_REQUESTS_PER_MODEL, "Maximum", int(shape.metric_period_s),
+        1, 1, round9(curves.cloudwatch_value(midpoint)), "GreaterThanOrEqualToThreshold",
+        "missing",
+    )  # fmt: skip
+    return aws_scaling.StepRule(
+        "burst",
+        "PercentChangeInCapacity",
+        (aws_scaling.Step(0.0, None, ceil9(100 * (factor - 1))),),
+        # Until its instances serve and the 10 s metric has seen them.
+        shape.start_delay_s + shape.metric_period_s,
+        alarm,
+        1,
+    )
 
 
 def parse_policy(
@@ -56,7 +72,7 @@ def parse_policy(
 ) -> Policy:
     """One `--policy` value; an unknown one is a one-line `TtsBenchError`."""
     if name == "plan":
-        return Policy("plan", True, shape.min_instances, shape.max_instances)
+        return Policy("plan", True, shape.min_instances, shape.max_instances, shape.rules)
     if name == "naive":
         sizing = plan.finding("fleet_sizing")
         naive = sizing.figure("naive_max_instances") if sizing else None
@@ -64,15 +80,14 @@ def parse_policy(
             raise TtsBenchError(
                 "policy naive: the plan's fleet_sizing finding has no naive_max_instances"
             )
-        return Policy("naive", True, min(shape.min_instances, naive), naive)
+        return Policy("naive", True, min(shape.min_instances, naive), naive, shape.rules)
     if name == "plan+burst":
-        midpoint = round9((shape.c_scale_max + shape.queue_max_depth) / 2)
-        burst = BurstStep(
-            threshold=round9(curves.cloudwatch_value(midpoint)),
-            factor=round9(shape.surge_ratio * shape.queue_max_depth / shape.c_scale_max),
-            cooldown_s=shape.start_delay_s,
-        )
-        return Policy("plan+burst", True, shape.min_instances, shape.max_instances, burst)
+        if any(r.policy_name == "burst" for r in shape.rules):
+            raise TtsBenchError(
+                "policy plan+burst: this plan deploys a burst step of its own; use plan"
+            )
+        rules = (*shape.rules, burst_rule(shape, curves))
+        return Policy("plan+burst", True, shape.min_instances, shape.max_instances, rules)
     if match := re.fullmatch(r"fixed:(\d+)", name):
         count = int(match.group(1))
         if count < 1:

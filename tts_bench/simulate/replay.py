@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from tts_bench.planning.rounding import ceil9
-from tts_bench.simulate.controller import Controller
+from tts_bench.simulate.controller import Controller, Window
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.fleet import FleetQueues, Segment
 from tts_bench.simulate.policies import Policy
@@ -41,7 +41,7 @@ class Timeline:
     desired: np.ndarray  # at the period's end, after the controller acted
     in_service: np.ndarray  # during the period (at its end, if an instance came in)
     mean_occupancy: np.ndarray  # time-average of requests in flight per in-service instance
-    datapoint: np.ndarray  # the metric the controller saw (CloudWatch units)
+    datapoint: np.ndarray  # ConcurrentRequestsPerModel as the controller saw it (CloudWatch units)
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,11 @@ class PolicyRun:
     timeline: Timeline
 
 
-def initial_instances(policy: Policy, traffic: Traffic, throughput_at_trigger_rps: float) -> int:
+def initial_instances(policy: Policy, traffic: Traffic, sizing_rps: float) -> int:
     """A scaling fleet starts sized as the plan sizes one for the first minute's rate."""
-    if not policy.scales or throughput_at_trigger_rps <= 0:
+    if not policy.scales or sizing_rps <= 0:
         return policy.min_instances
-    needed = ceil9(traffic.rate_at_start_rps() / throughput_at_trigger_rps)
+    needed = ceil9(traffic.rate_at_start_rps() / sizing_rps)
     return min(max(needed, policy.min_instances), policy.max_instances)
 
 
@@ -79,7 +79,7 @@ def replay(
         start_s = p * shape.metric_period_s
         end_s = min((p + 1) * shape.metric_period_s, duration_s)
         provisioned = controller.desired
-        busiest = area_per_instance = 0.0
+        busiest = area_per_instance = per_instance = 0.0
         arrived = shed_p = over_p = 0
         while True:
             stop_s = min(end_s, controller.next_serving_s())
@@ -93,12 +93,13 @@ def replay(
             if serving:
                 busiest = max(busiest, seg.peak_occupancy / serving)
                 area_per_instance += seg.occupancy_s / serving
+                per_instance += seg.arrived / serving
             if stop_s >= end_s:
                 break
             queues.add(controller.take_serving(stop_s))
         queues.add(controller.take_serving(end_s))
         datapoint = curves.cloudwatch_value(busiest)
-        decision = controller.on_datapoint(end_s, datapoint, queues.in_service)
+        decision = controller.on_window(Window(end_s, datapoint, per_instance))
         queues.retire_least_loaded(decision.retire)
         instance_s += provisioned * (end_s - start_s)
         peak = max(peak, controller.desired)
@@ -116,10 +117,10 @@ def run_fleet_model(
     shape: ScalingShape,
     policy: Policy,
     traffic: Traffic,
-    throughput_at_trigger_rps: float,
+    sizing_rps: float,
     rng: np.random.Generator,
 ) -> PolicyRun:
-    start = initial_instances(policy, traffic, throughput_at_trigger_rps)
+    start = initial_instances(policy, traffic, sizing_rps)
     queues = FleetQueues(curves, traffic, start, rng)
     return replay(queues, Controller(shape, policy, start), curves, shape, traffic.duration_s)
 
@@ -129,9 +130,9 @@ def run_request_model(
     shape: ScalingShape,
     policy: Policy,
     traffic: Traffic,
-    throughput_at_trigger_rps: float,
+    sizing_rps: float,
     rng: np.random.Generator,
 ) -> PolicyRun:
-    start = initial_instances(policy, traffic, throughput_at_trigger_rps)
+    start = initial_instances(policy, traffic, sizing_rps)
     queues = RequestQueues(curves, traffic.arrival_times_s(rng), start, rng)
     return replay(queues, Controller(shape, policy, start), curves, shape, traffic.duration_s)

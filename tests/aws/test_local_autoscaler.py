@@ -1,0 +1,119 @@
+"""The local cloud's Autoscaler on the fleet rule's constructs, against moto, with the metric
+windows driven through `VariantMetrics` as the fleet and the runtime drive them (no instance
+processes: what is under test is which alarms exist, when they fire and what they ask for)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.aws.emulated import ENDPOINT, EmulatedAws
+from tests.conftest import REFERENCE_PLAN
+from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.deployment import DEFAULT_VARIANT
+from tts_bench.local_cloud.autoscaling import Autoscaler
+from tts_bench.local_cloud.metrics import VariantMetrics
+
+FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
+START = 1_800_000_000.0  # a minute boundary
+
+
+class Windows:
+    """Closes 10 s windows of chosen load, letting the Autoscaler evaluate after each."""
+
+    def __init__(self, aws: EmulatedAws, scaler: Autoscaler, metrics: VariantMetrics) -> None:
+        self.aws, self.scaler, self.metrics, self.start = aws, scaler, metrics, START
+
+    def desired(self) -> int:
+        described = self.aws.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+        return int(described["ProductionVariants"][0]["DesiredInstanceCount"])
+
+    def run(
+        self, seconds: float, per_instance_minute: float, in_flight_per_instance: float
+    ) -> None:
+        for _ in range(round(seconds / 10)):
+            serving = self.desired()
+            self.metrics.observe_concurrency(round(in_flight_per_instance * serving), serving)
+            for _ in range(round(per_instance_minute * serving / 6)):
+                self.metrics.record_invocation(0.1, 200)
+            self.metrics.close_window(self.start)
+            self.scaler.evaluate(self.start)
+            self.start += 10
+
+
+@pytest.fixture
+def windows(aws: EmulatedAws) -> Windows:
+    aws.deploy_shape(load_artifact(FLEET_PLAN, PlanArtifact))
+    metrics = VariantMetrics()
+    scaler = Autoscaler(aws.client, metrics, ENDPOINT, DEFAULT_VARIANT, 1.0, lambda _line: None)
+    scaler.reload()
+    return Windows(aws, scaler, metrics)
+
+
+def test_target_tracking_on_invocations_creates_awss_alarms_and_sizes_proportionally(
+    windows: Windows,
+) -> None:
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    target = plan.scaling_target_value
+    alarms = {
+        a["AlarmName"]: a
+        for a in windows.aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+    }
+    high = next(a for n, a in alarms.items() if "-AlarmHigh-" in n)
+    low = next(a for n, a in alarms.items() if "-AlarmLow-" in n)
+    assert (high["MetricName"], high["Statistic"], high["Period"], high["EvaluationPeriods"]) == (
+        "InvocationsPerInstance", "Sum", 60, 3,
+    )  # fmt: skip
+    assert (low["Period"], low["EvaluationPeriods"]) == (60, 15)
+    assert low["Threshold"] == pytest.approx(0.9 * target)
+    assert windows.desired() == 2
+    # 1.5 × the target: three one-minute datapoints over it, published a minute late.
+    windows.run(180, 1.5 * target, 1.0)
+    assert windows.desired() == 2
+    windows.run(60, 1.5 * target, 1.0)
+    assert windows.desired() == math.ceil(2 * 1.5)
+
+
+def test_its_own_scale_in_waits_for_fifteen_low_minutes_and_lands_at_the_target(
+    windows: Windows,
+) -> None:
+    target = load_artifact(FLEET_PLAN, PlanArtifact).scaling_target_value
+    windows.aws.client("sagemaker").update_endpoint_weights_and_capacities(
+        EndpointName=ENDPOINT,
+        DesiredWeightsAndCapacities=[
+            {"VariantName": DEFAULT_VARIANT, "DesiredInstanceCount": 10, "DesiredWeight": 1.0}
+        ],
+    )
+    windows.run(14 * 60, 0.3 * target, 0.3)
+    assert windows.desired() == 10  # 15 datapoints below 90 % are not in yet
+    windows.run(3 * 60, 0.3 * target, 0.3)
+    assert windows.desired() == math.ceil(10 * 0.3)
+
+
+def test_the_burst_step_fires_on_one_high_resolution_datapoint(windows: Windows) -> None:
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    burst = plan.deploy.policies[1]  # type: ignore[union-attr]
+    windows.run(10, 0.5 * plan.scaling_target_value, 1.0)
+    assert windows.desired() == 2
+    windows.run(10, 0.5 * plan.scaling_target_value, burst.alarm.threshold + 1)
+    assert windows.desired() == 3  # +30 % of 2 is less than one: at least one instance
+    windows.run(30, 0.5 * plan.scaling_target_value, burst.alarm.threshold + 1)
+    assert windows.desired() == 3  # its cooldown holds it
+
+
+def test_the_chain_reads_what_the_local_cloud_publishes(tmp_path: Path) -> None:
+    """InvocationsPerInstance is published per window as each invocation's 1/N."""
+    from tts_bench.local_cloud.metrics import metric_data
+
+    metrics = VariantMetrics()
+    metrics.observe_concurrency(4, 4)
+    for _ in range(6):
+        metrics.record_invocation(0.1, 200)
+    metrics.observe_concurrency(2, 2)
+    metrics.record_invocation(0.1, 503)
+    figures = metrics.close_window(START)
+    assert figures.invocations_per_instance == pytest.approx(6 / 4 + 1 / 2)
+    data = {d["MetricName"]: d for d in metric_data(figures, ENDPOINT, DEFAULT_VARIANT)}
+    assert data["InvocationsPerInstance"]["Value"] == pytest.approx(2.0)

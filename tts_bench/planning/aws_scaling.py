@@ -1,0 +1,481 @@
+"""Application Auto Scaling and CloudWatch for a SageMaker variant: the one statement of their rules.
+
+The simulator (`tts_bench.simulate.controller`) and the local cloud
+(`tts_bench.local_cloud.autoscaling`) both apply the deployed policies through this module, so
+they cannot disagree. Each rule cites its AWS source; where AWS documents nothing the rule
+says "assumption".
+
+Metrics (AWS/SageMaker, dimensions EndpointName and VariantName):
+
+- ConcurrentRequestsPerModel: the requests a model container holds (queued and executing,
+  until the last byte), published every 10 s ("high resolution"); its predefined target-tracking
+  metric is `SageMakerVariantConcurrentRequestsPerModelHighResolution` [SM-policy].
+- InvocationsPerInstance: each request adds 1/N, N the variant's active instances at the time of
+  the request [SM-metric], so per minute it is the requests per instance, load-linear by
+  definition; a standard metric, published once a minute [SM-policy, SM-metrics-config]; its
+  predefined metric is `SageMakerVariantInvocationsPerInstance`, its statistic Sum (the only
+  valid one [CDK-canned]), and a target is invocations per instance per minute (CDK's
+  `scaleOnInvocations` sets it to requests/s × 60 [CDK-invocations]). A request the container
+  refuses (503) is still an invocation: SageMaker counts it and, apart, in Invocation5XXErrors.
+- Publication: a high-resolution datapoint is assumed visible to its alarm at once; a standard
+  one a period after it closes (assumption: AWS documents no figure).
+
+Target tracking [AAS-tt]: Application Auto Scaling creates and manages two alarms per policy.
+- AlarmHigh: `TRACKING_HIGH_DATAPOINTS` consecutive datapoints of the metric above the target
+  (assumption for the count: AWS does not publish it; 3 is what its consoles show), one datapoint
+  per metric period.
+- AlarmLow (absent with DisableScaleIn): `TRACKING_LOW_DATAPOINTS` consecutive one-minute
+  datapoints below `TRACKING_LOW_RATIO` of the target (assumption for the figures; AWS says
+  scale-in waits for the metric to fall "typically more than 10 %" below the target, and that a
+  high-resolution policy scales in at the standard metrics' speed [AAS-tt, SM-policy]).
+- Both size proportionally: desired = ceil(C × value / target) [AAS-tt: "proportional to the
+  metric"], value the newest datapoint, C the scalable dimension's current value, for SageMaker
+  the DesiredInstanceCount (it counts instances still launching, while the metric counts only
+  active ones).
+
+Step scaling [AAS-step]: while its alarm is in ALARM, the step whose interval holds
+value − threshold gives the adjustment: ChangeInCapacity, ExactCapacity or
+PercentChangeInCapacity, the last rounded as EC2 Auto Scaling documents (above 1 down, between
+0 and 1 to 1; assumed the same here) and raised to MinAdjustmentMagnitude.
+
+Alarms [CW-eval]: an alarm is in ALARM when at least DatapointsToAlarm of its last
+EvaluationPeriods datapoints breach; missing datapoints count as TreatMissingData says. An alarm
+is evaluated once per period (assumption for the cadence). An Auto Scaling action is invoked
+again on every evaluation while the alarm stays in ALARM, unlike other actions [CW-actions].
+
+Cooldowns [AAS-tt-api, AAS-step]:
+- scale-out: after a scale-out the policy adds capacity again within its cooldown only for a
+  larger scale-out, the capacity the first one added counted as part of the desired capacity:
+  within the cooldown a scale-out is sized from the capacity the first one started from, and
+  acts when it asks for more than the desired count. A later scale-out within the cooldown does
+  not restart it (assumption). After the cooldown it is sized from the desired count again;
+- scale-in: blocked within the policy's own scale-in cooldown; a scale-out during a scale-in
+  cooldown acts at once [AAS-tt-api]; no scale-in while any scale-out cooldown runs
+  (assumption, as target tracking's "scale out aggressively, scale in conservatively" intends);
+- several policies: a scale-out wins over a scale-in, and among several the largest capacity
+  (Application Auto Scaling "scales out if any policy wants out, and in only when all agree"
+  [AAS-tt, multiple policies]).
+Capacities are clamped to the scalable target's min and max; a suspended direction does nothing.
+
+Sources:
+- [SM-policy] https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-add-code-define.html
+- [SM-metric] https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ScalingPolicyMetric.html
+- [SM-metrics-config] https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_MetricsConfig.html
+- [CDK-canned] aws-cdk-lib aws-sagemaker/lib/sagemaker-canned-metrics.generated (invocationsPerInstanceSum)
+- [CDK-invocations] https://docs.aws.amazon.com/cdk/api/v2/docs/@aws-cdk_aws-sagemaker-alpha.InvocationsScalingProps.html
+- [AAS-tt] https://docs.aws.amazon.com/autoscaling/application/userguide/target-tracking-scaling-policy-overview.html
+- [AAS-tt-api] https://docs.aws.amazon.com/autoscaling/application/APIReference/API_TargetTrackingScalingPolicyConfiguration.html
+- [AAS-step] https://docs.aws.amazon.com/autoscaling/application/userguide/application-auto-scaling-step-scaling-policies.html
+- [CW-eval] https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-evaluation.html
+- [CW-actions] https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-actions.html
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Final
+
+from tts_bench.deployment import INVOCATIONS_TRACKING_METRIC, TARGET_TRACKING_METRIC
+from tts_bench.planning.rounding import ceil9
+from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
+
+HIGH_RESOLUTION_TRACKING: Final = TARGET_TRACKING_METRIC
+INVOCATIONS_TRACKING: Final = INVOCATIONS_TRACKING_METRIC
+METRIC_PERIOD_S: Final = 10  # the finest any SageMaker metric is published at
+TRACKING_HIGH_DATAPOINTS: Final = 3
+TRACKING_LOW_DATAPOINTS: Final = 15
+TRACKING_LOW_PERIOD_S: Final = 60
+TRACKING_LOW_RATIO: Final = 0.9
+STANDARD_PERIOD_S: Final = 60
+STANDARD_PUBLICATION_DELAY_S: Final = 60  # assumption, see the module docstring
+
+
+@dataclass(frozen=True)
+class PredefinedMetric:
+    """What a predefined target-tracking metric reads: the CloudWatch metric, its statistic and
+    period, and how long after a period closes its datapoint reaches the alarm."""
+
+    metric: str
+    statistic: str
+    period_s: int
+    publication_delay_s: int
+
+
+PREDEFINED_METRICS: Final[Mapping[str, PredefinedMetric]] = {
+    HIGH_RESOLUTION_TRACKING: PredefinedMetric(CONCURRENT_REQUESTS_PER_MODEL, "Maximum", 10, 0),
+    INVOCATIONS_TRACKING: PredefinedMetric(
+        SAGEMAKER_INVOCATIONS_PER_INSTANCE, "Sum", STANDARD_PERIOD_S, STANDARD_PUBLICATION_DELAY_S
+    ),
+}
+
+
+def publication_delay_s(period_s: int) -> int:
+    """A datapoint of a standard-resolution period (≥ 60 s) reaches alarms one period late."""
+    return STANDARD_PUBLICATION_DELAY_S if period_s >= STANDARD_PERIOD_S else 0
+
+
+class AlarmState(StrEnum):
+    OK = "OK"
+    ALARM = "ALARM"
+    INSUFFICIENT_DATA = "INSUFFICIENT_DATA"
+
+
+@dataclass(frozen=True)
+class Datapoint:
+    """One 10 s window of a metric, as published: its start and its value."""
+
+    start_s: float
+    value: float
+
+
+@dataclass(frozen=True)
+class AlarmRule:
+    name: str
+    metric: str
+    statistic: str
+    period_s: int
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    threshold: float
+    comparison: str
+    treat_missing: str
+
+    @property
+    def delay_s(self) -> int:
+        return publication_delay_s(self.period_s)
+
+    @property
+    def lookback_s(self) -> int:
+        """How far back its evaluation reads, publication delay included."""
+        return self.period_s * (self.evaluation_periods + 1) + self.delay_s
+
+
+@dataclass(frozen=True)
+class Step:
+    lower: float | None
+    upper: float | None
+    adjustment: int
+
+
+@dataclass(frozen=True)
+class StepRule:
+    policy_name: str
+    adjustment_type: str
+    steps: tuple[Step, ...]
+    cooldown_s: float
+    alarm: AlarmRule
+    min_adjustment_magnitude: int | None = None
+
+
+@dataclass(frozen=True)
+class TrackingRule:
+    policy_name: str
+    predefined_metric: str
+    target_value: float
+    scale_out_cooldown_s: float
+    scale_in_cooldown_s: float
+    disable_scale_in: bool
+    high: AlarmRule
+    low: AlarmRule | None
+
+    @property
+    def alarms(self) -> tuple[AlarmRule, ...]:
+        return (self.high,) if self.low is None else (self.high, self.low)
+
+
+Rule = TrackingRule | StepRule
+
+
+def tracking_alarms(
+    predefined_metric: str,
+    target: float,
+    disable_scale_in: bool,
+    names: tuple[str, str] = ("AlarmHigh", "AlarmLow"),
+) -> tuple[AlarmRule, AlarmRule | None]:
+    """AlarmHigh and AlarmLow as Application Auto Scaling builds them for a predefined metric."""
+    metric = PREDEFINED_METRICS[predefined_metric]
+    high = AlarmRule(
+        names[0], metric.metric, metric.statistic, metric.period_s,
+        TRACKING_HIGH_DATAPOINTS, TRACKING_HIGH_DATAPOINTS, target, "GreaterThanThreshold",
+        "missing",
+    )  # fmt: skip
+    if disable_scale_in:
+        return high, None
+    low_period = max(metric.period_s, TRACKING_LOW_PERIOD_S)
+    low = AlarmRule(
+        names[1], metric.metric, metric.statistic, low_period,
+        TRACKING_LOW_DATAPOINTS, TRACKING_LOW_DATAPOINTS, TRACKING_LOW_RATIO * target,
+        "LessThanThreshold", "missing",
+    )  # fmt: skip
+    return high, low
+
+
+# --------------------------------------------------------------------------- alarms
+
+
+def _reduce(values: Sequence[float], statistic: str) -> float:
+    if statistic == "Maximum":
+        return max(values)
+    if statistic == "Minimum":
+        return min(values)
+    if statistic == "Sum":
+        return sum(values)
+    if statistic == "SampleCount":
+        return float(len(values))
+    return sum(values) / len(values)  # Average
+
+
+def period_datapoints(
+    windows: Sequence[Datapoint], period_s: int, statistic: str, count: int, end_s: float
+) -> list[float | None]:
+    """The last `count` complete periods (aligned to multiples of `period_s`) ending at or
+    before `end_s`, oldest first, each its windows reduced by `statistic` (None: no window)."""
+    last_end = math.floor(end_s / period_s + 1e-9) * period_s
+    first = last_end - count * period_s
+    buckets: list[list[float]] = [[] for _ in range(count)]
+    for window in reversed(windows):
+        if window.start_s < first:
+            break
+        index = int((window.start_s - first) // period_s)
+        if 0 <= index < count:
+            buckets[index].append(window.value)
+    return [_reduce(b, statistic) if b else None for b in buckets]
+
+
+def breaches(value: float, comparison: str, threshold: float) -> bool:
+    return {
+        "GreaterThanThreshold": value > threshold,
+        "GreaterThanOrEqualToThreshold": value >= threshold,
+        "LessThanThreshold": value < threshold,
+        "LessThanOrEqualToThreshold": value <= threshold,
+    }[comparison]
+
+
+def alarm_state(rule: AlarmRule, points: Sequence[float | None]) -> AlarmState:
+    verdicts: list[bool] = []
+    for value in points:
+        if value is None:
+            if rule.treat_missing == "breaching":
+                verdicts.append(True)
+            elif rule.treat_missing == "notBreaching":
+                verdicts.append(False)
+            continue
+        verdicts.append(breaches(value, rule.comparison, rule.threshold))
+    if not verdicts:
+        return AlarmState.INSUFFICIENT_DATA
+    return AlarmState.ALARM if sum(verdicts) >= rule.datapoints_to_alarm else AlarmState.OK
+
+
+@dataclass(frozen=True)
+class AlarmReading:
+    """An alarm's state at an evaluation and the newest datapoint it saw (None: none)."""
+
+    state: AlarmState
+    value: float | None
+    points: tuple[float | None, ...] = ()
+
+
+def read_alarm(rule: AlarmRule, windows: Sequence[Datapoint], now_s: float) -> AlarmReading:
+    """Evaluate `rule` at `now_s` over a metric's published windows (publication delay applied)."""
+    points = period_datapoints(
+        windows, rule.period_s, rule.statistic, rule.evaluation_periods, now_s - rule.delay_s
+    )
+    known = [p for p in points if p is not None]
+    return AlarmReading(alarm_state(rule, points), known[-1] if known else None, tuple(points))
+
+
+def due(rule: AlarmRule, now_s: float) -> bool:
+    """Whether `now_s` closes one of the alarm's periods (it is evaluated once a period)."""
+    return math.isclose((now_s + 1e-9) % rule.period_s, 0.0, abs_tol=1e-6)
+
+
+# --------------------------------------------------------------------------- capacities
+
+
+def tracking_capacity(base: int, value: float, target: float) -> int:
+    """Target tracking's proportional sizing: the capacity that brings `value` to `target`."""
+    return max(1, ceil9(base * value / target))
+
+
+def _percent_change(base: int, percent: int, minimum: int | None) -> int:
+    change = base * percent / 100
+    if 0 < change < 1:
+        change = 1
+    elif -1 < change < 0:
+        change = -1
+    rounded = math.floor(change + 1e-9) if change > 0 else math.ceil(change - 1e-9)
+    if minimum is not None and 0 < abs(rounded) < minimum:
+        rounded = minimum if rounded > 0 else -minimum
+    return base + rounded
+
+
+def step_capacity(rule: StepRule, base: int, delta: float) -> int | None:
+    """The capacity the step policy asks for at `delta` = value − threshold (None: no step)."""
+    for step in rule.steps:
+        if delta > 0:
+            inside = (step.lower is None or delta >= step.lower) and (
+                step.upper is None or delta < step.upper
+            )
+        else:
+            inside = (step.lower is None or delta > step.lower) and (
+                step.upper is None or delta <= step.upper
+            )
+        if not inside:
+            continue
+        if rule.adjustment_type == "ExactCapacity":
+            return step.adjustment
+        if rule.adjustment_type == "PercentChangeInCapacity":
+            return _percent_change(base, step.adjustment, rule.min_adjustment_magnitude)
+        return base + step.adjustment
+    return None
+
+
+def clamp(capacity: int, low: int, high: int) -> int:
+    return min(max(capacity, low), high)
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass(frozen=True)
+class Action:
+    """A change of the desired count one policy asked for (already clamped and allowed)."""
+
+    policy: str
+    reason: str
+    before: int
+    after: int
+    alarm: str = ""  # the alarm whose state asked for it
+
+    @property
+    def out(self) -> bool:
+        return self.after > self.before
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    policy: str
+    capacity: int
+    reason: str
+    alarm: str
+
+
+@dataclass
+class _OutCooldown:
+    until_s: float
+    base: int  # the capacity the scale-out that started it began from
+
+
+@dataclass
+class ScalingEngine:
+    """Cooldowns and the choice among policies over one scalable target; methods change state.
+
+    Callers evaluate the alarms (`read_alarm`, over their own metric history), hand the readings
+    to `decide`, and apply the `Action` it returns; `decide` records the action as taken.
+    """
+
+    rules: tuple[Rule, ...]
+    _out: dict[str, _OutCooldown] = field(default_factory=dict)
+    _last_in_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def alarms(self) -> tuple[AlarmRule, ...]:
+        return tuple(
+            a for r in self.rules for a in (r.alarms if isinstance(r, TrackingRule) else (r.alarm,))
+        )
+
+    def with_rules(self, rules: tuple[Rule, ...]) -> ScalingEngine:
+        """Other rules (a redeploy), the cooldowns of policies that stay kept."""
+        names = {r.policy_name for r in rules}
+        return ScalingEngine(
+            rules,
+            {k: v for k, v in self._out.items() if k in names},
+            {k: v for k, v in self._last_in_s.items() if k in names},
+        )
+
+    def _base(self, policy: str, now_s: float, desired: int) -> int:
+        cooldown = self._out.get(policy)
+        return cooldown.base if cooldown is not None and now_s < cooldown.until_s else desired
+
+    def _wanted(
+        self, rule: Rule, readings: Mapping[str, AlarmReading], now_s: float, desired: int
+    ) -> Iterable[_Wanted]:
+        if isinstance(rule, TrackingRule):
+            high = readings.get(rule.high.name)
+            if high is not None and high.state is AlarmState.ALARM and high.value is not None:
+                base = self._base(rule.policy_name, now_s, desired)
+                capacity = tracking_capacity(base, high.value, rule.target_value)
+                yield _Wanted(
+                    rule.policy_name, capacity, _above(rule.high, high.value), rule.high.name
+                )
+            low = readings.get(rule.low.name) if rule.low is not None else None
+            if low is not None and low.state is AlarmState.ALARM and low.value is not None:
+                capacity = tracking_capacity(desired, low.value, rule.target_value)
+                yield _Wanted(
+                    rule.policy_name, capacity, _above(rule.low, low.value), rule.low.name
+                )
+            return
+        reading = readings.get(rule.alarm.name)
+        if reading is None or reading.state is not AlarmState.ALARM:
+            return
+        value = reading.value if reading.value is not None else rule.alarm.threshold
+        delta = value - rule.alarm.threshold
+        capacity = step_capacity(rule, desired, delta)
+        if capacity is not None and capacity > desired:  # a scale-out: sized as cooldowns say
+            capacity = step_capacity(rule, self._base(rule.policy_name, now_s, desired), delta)
+        if capacity is not None:
+            yield _Wanted(rule.policy_name, capacity, _above(rule.alarm, value), rule.alarm.name)
+
+    def _scale_in_allowed(self, rule: Rule, now_s: float) -> bool:
+        cooldown = rule.scale_in_cooldown_s if isinstance(rule, TrackingRule) else rule.cooldown_s
+        if now_s - self._last_in_s.get(rule.policy_name, -math.inf) < cooldown:
+            return False
+        return not any(now_s < c.until_s for c in self._out.values())
+
+    def decide(
+        self,
+        now_s: float,
+        readings: Mapping[str, AlarmReading],
+        desired: int,
+        bounds: tuple[int, int],
+        suspended: tuple[bool, bool] = (False, False),
+    ) -> Action | None:
+        """The action the policies take at `now_s`, if any. `suspended` is (out, in)."""
+        outs: list[_Wanted] = []
+        ins: list[_Wanted] = []
+        for rule in self.rules:
+            for wanted in self._wanted(rule, readings, now_s, desired):
+                capacity = clamp(wanted.capacity, *bounds)
+                if capacity > desired:
+                    outs.append(replace(wanted, capacity=capacity))
+                elif capacity < desired and self._scale_in_allowed(rule, now_s):
+                    ins.append(replace(wanted, capacity=capacity))
+        chosen = max(outs or ins, key=lambda w: w.capacity, default=None)
+        if chosen is None or suspended[0 if outs else 1]:
+            return None
+        action = Action(chosen.policy, chosen.reason, desired, chosen.capacity, chosen.alarm)
+        self._record(action, now_s)
+        return action
+
+    def _record(self, action: Action, now_s: float) -> None:
+        rule = next(r for r in self.rules if r.policy_name == action.policy)
+        if not action.out:
+            self._last_in_s[action.policy] = now_s
+            return
+        running = self._out.get(action.policy)
+        if running is None or now_s >= running.until_s:
+            cooldown = (
+                rule.scale_out_cooldown_s if isinstance(rule, TrackingRule) else rule.cooldown_s
+            )
+            self._out[action.policy] = _OutCooldown(now_s + cooldown, action.before)
+
+
+def _above(alarm: AlarmRule, value: float) -> str:
+    return (
+        f"{alarm.name}: {alarm.metric} {alarm.statistic} {value:g} {alarm.comparison} "
+        f"{alarm.threshold:g} ({alarm.datapoints_to_alarm} of {alarm.evaluation_periods} × "
+        f"{alarm.period_s} s)"
+    )

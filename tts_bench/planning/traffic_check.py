@@ -1,0 +1,117 @@
+"""`plan --traffic`: the simulated days' figures recorded in the plan, and what they decide.
+
+The simulation itself runs in `tts_bench.simulate.check`; this module only records its figures
+(`PlanArtifact.traffic_check`) and judges them in the `rule_comparison` finding: the plan is
+`stop` when its own rule's mean shed share over the seeds exceeds the budget. It never changes a
+deployed number; the plan's id covers the check, so a checked plan is told from an unchecked one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Final
+
+from tts_bench.artifacts.schema import (
+    PlanArtifact,
+    RuleFigures,
+    SeedCheck,
+    TrafficCheck,
+    Verdict,
+)
+from tts_bench.errors import TtsBenchError
+from tts_bench.planning.findings import FINDING_ORDER, finding
+from tts_bench.planning.plan import plan_id
+
+DEFAULT_SHED_BUDGET: Final = 0.0001
+DEFAULT_SEEDS: Final = 5
+DAY_S: Final = 86_400
+
+
+def default_traffic(peak_rps: float, trough_rps: float, surge_ratio: float) -> str:
+    """A bare `--traffic`: a day from the trough to the peak, with a surge of the surge ratio at
+    the steepest point of the morning ramp (a quarter of the day)."""
+    return f"diurnal:{trough_rps:g}:{peak_rps:g}:{DAY_S}+surge:{surge_ratio:g}:{DAY_S // 4}"
+
+
+def check_budget(budget: float) -> float:
+    if not 0 < budget < 1:
+        raise TtsBenchError(
+            f"--shed-budget {budget:g} is not a fraction in (0, 1); give e.g. 0.0001 for 0.01 %"
+        )
+    return budget
+
+
+def mean_figures(seeds: Sequence[SeedCheck], rule: str) -> RuleFigures:
+    rows = [r for s in seeds for r in s.rules if r.rule == rule]
+    return RuleFigures(
+        rule=rule,  # type: ignore[arg-type]
+        requests=statistics.mean(r.requests for r in rows),
+        shed=statistics.mean(r.shed for r in rows),
+        shed_share=round(statistics.mean(r.shed_share for r in rows), 9),
+        instance_hours=round(statistics.mean(r.instance_hours for r in rows), 3),
+        peak_instances=statistics.mean(r.peak_instances for r in rows),
+    )
+
+
+def with_check(
+    plan: PlanArtifact, traffic: str, seeds: Sequence[SeedCheck], budget: float,
+    duration_s: float, trace_sha256: str | None = None,
+) -> PlanArtifact:  # fmt: skip
+    """The plan with the check recorded and the `rule_comparison` finding it decides."""
+    rules = sorted({r.rule for s in seeds for r in s.rules}, key=lambda r: r != plan.rule)
+    check = TrafficCheck(
+        traffic=traffic,
+        trace_sha256=trace_sha256,
+        duration_s=duration_s,
+        shed_budget=check_budget(budget),
+        seeds=list(seeds),
+        mean=[mean_figures(seeds, rule) for rule in rules],
+    )
+    findings = [f for f in plan.findings if f.name != "rule_comparison"]
+    findings.append(rule_comparison(plan.rule, check))
+    findings.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
+    extra = {"traffic_check": check.model_dump(mode="json", exclude={"seeds", "mean"})}
+    extra["traffic_check"]["seeds"] = [s.seed for s in check.seeds]
+    return plan.model_copy(
+        update={
+            "traffic_check": check,
+            "findings": findings,
+            "feasible": not any(f.verdict is Verdict.STOP for f in findings),
+            "plan_id": plan_id(plan.inputs, dict(plan.sources), plan.fingerprint, plan.rule, extra),
+        }
+    )
+
+
+def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
+    own = check.mean_of(rule)
+    others = [m for m in check.mean if m.rule != rule]
+    seeds = ", ".join(str(s.seed) for s in check.seeds)
+    figures: dict[str, object] = {
+        "shed_share": own.shed_share if own else None,
+        "instance_hours": own.instance_hours if own else None,
+        "shed_budget": check.shed_budget,
+    }
+    text = (
+        f"over {len(check.seeds)} simulated days of {check.traffic} (seeds {seeds}) the {rule} "
+        f"rule sheds {100 * own.shed_share:.4f} % (budget {100 * check.shed_budget:.4f} %) "
+        f"on {own.instance_hours:,.1f} instance-hours, peak {own.peak_instances:.0f}"
+        if own
+        else f"the {rule} rule was not simulated"
+    )
+    for other in others:
+        ratio = own.instance_hours / other.instance_hours if own and other.instance_hours else None
+        figures[f"{other.rule}_shed_share"] = other.shed_share
+        figures[f"{other.rule}_instance_hours"] = other.instance_hours
+        text += (
+            f"; the {other.rule} rule would shed {100 * other.shed_share:.4f} % on "
+            f"{other.instance_hours:,.1f} instance-hours"
+            + (f" (this plan ×{ratio:.3f})" if ratio else "")
+        )
+    over = own is None or own.shed_share > check.shed_budget
+    return finding(
+        "rule_comparison",
+        Verdict.STOP if over else Verdict.OK,
+        text + ("; over the shed budget" if over else ""),
+        **figures,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,114 @@
+"""`plan --traffic`: a plan and its published-rule twin simulated over the same days.
+
+Each seed's day is the one `tts-bench simulate --seed S --policy plan` replays for that plan:
+one generator seeded S draws the arrivals, then a child of it the fleet's randomness; both
+rules see the same arrivals (the surge is held for the ttotal's planned total either way).
+Nothing here changes a plan: `planning.traffic_check.with_check` records the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tts_bench.artifacts.schema import (
+    PlanArtifact,
+    QmaxArtifact,
+    RuleFigures,
+    SeedCheck,
+    SourceArtifact,
+    TtotalArtifact,
+    sha256_file,
+)
+from tts_bench.errors import TtsBenchError
+from tts_bench.planning.plan import derive_plan
+from tts_bench.planning.steps import PlanRequest
+from tts_bench.planning.traffic_check import with_check
+from tts_bench.simulate.deploy_shape import scaling_shape
+from tts_bench.simulate.policies import parse_policy
+from tts_bench.simulate.replay import run_fleet_model
+from tts_bench.simulate.service import service_curves
+from tts_bench.simulate.traffic import Traffic, load_trace, parse_synthetic, synthetic_traffic
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class CheckTraffic:
+    """A synthetic spec or a trace file, and how long to simulate (None: its default)."""
+
+    spec: str | None = None
+    trace: Path | None = None
+    duration_s: float | None = None
+
+    def describe(self) -> str:
+        return self.spec if self.spec is not None else f"trace {self.trace}"
+
+    def build(self, plan: PlanArtifact, rng: np.random.Generator) -> Traffic:
+        hold_s = plan.inputs.planned_total_s
+        if self.trace is not None:
+            traffic = load_trace(self.trace, self.duration_s)
+            planned = plan.fleet.planned_total_s if plan.fleet else hold_s
+            if traffic.duration_s < 2 * planned:
+                raise TtsBenchError(
+                    f"--traffic-trace {self.trace}: {traffic.duration_s:g} s is shorter than twice "
+                    f"the planned T_total ({2 * planned:g} s); give a longer trace"
+                )
+            return traffic
+        shape = parse_synthetic(self.spec or "")
+        duration = self.duration_s or shape.default_duration_s(hold_s)
+        return synthetic_traffic(shape, duration, hold_s, rng)
+
+
+def day_figures(
+    plan: PlanArtifact, qmax: QmaxArtifact, traffic: CheckTraffic, seed: int
+) -> RuleFigures:
+    """One plan (policy `plan`) over one seed's day, as `tts-bench simulate` would run it."""
+    shape = scaling_shape(plan)
+    curves = service_curves(qmax, shape.queue_max_depth)
+    rng = np.random.default_rng(seed)
+    day = traffic.build(plan, rng)
+    policy = parse_policy("plan", plan, shape, curves)
+    run = run_fleet_model(curves, shape, policy, day, shape.sizing_rps, rng.spawn(1)[0])
+    return RuleFigures(
+        rule=plan.rule,
+        requests=run.requests,
+        shed=run.shed,
+        shed_share=round(run.shed / run.requests, 9) if run.requests else 0.0,
+        instance_hours=round(run.instance_seconds / SECONDS_PER_HOUR, 3),
+        peak_instances=run.peak_instances,
+    )
+
+
+def check_seeds(
+    plans: Sequence[PlanArtifact], qmax: QmaxArtifact, traffic: CheckTraffic, seeds: Sequence[int]
+) -> list[SeedCheck]:
+    """Every plan over every seed's day (the same arrivals for each plan of a seed)."""
+    return [
+        SeedCheck(seed=seed, rules=[day_figures(plan, qmax, traffic, seed) for plan in plans])
+        for seed in seeds
+    ]
+
+
+def checked_plan(
+    plan: PlanArtifact,
+    qmax: QmaxArtifact,
+    ttotal: TtotalArtifact,
+    request: PlanRequest,
+    sources: dict[str, SourceArtifact],
+    traffic: CheckTraffic,
+    seeds: int,
+    budget: float,
+) -> PlanArtifact:
+    """`plan` checked on `seeds` simulated days beside its other rule's twin (same inputs)."""
+    if seeds < 1:
+        raise TtsBenchError(f"--seeds {seeds} must be at least 1")
+    other = "published" if plan.rule == "fleet" else "fleet"
+    twin = derive_plan(qmax, ttotal, request.model_copy(update={"rule": other}), sources)
+    days = check_seeds([plan, twin], qmax, traffic, range(1, seeds + 1))
+    duration = traffic.build(plan, np.random.default_rng(0)).duration_s
+    trace = sha256_file(traffic.trace) if traffic.trace is not None else None
+    return with_check(plan, traffic.describe(), days, budget, duration, trace)
