@@ -288,7 +288,11 @@ def test_a_surge_over_response_stream_sheds_cleanly_on_one_frozen_instance(
     assert path.name.endswith("-emulated.json") and surge.provenance.kind == "emulated"
     (run,) = surge.runs
     assert run.arrivals > 0 and run.errors == 0, run
-    assert run.admitted + run.shed == run.arrivals and run.max_occupancy <= qmax.refined_q_max
+    assert run.admitted + run.shed == run.arrivals and run.shed > 0
+    # Occupancy is what the client saw: the server frees a slot when it sends the last byte, and
+    # the next request can be admitted while that byte is still in the proxy, so one more than
+    # the bound may show at once. An unbounded Model at three times X(Q_max) shows far more.
+    assert run.max_occupancy <= qmax.refined_q_max + 1 and run.mean_occupancy <= qmax.refined_q_max
     assert scaling_state(cloud) == before
     assert not list(Path(os.environ["TTS_BENCH_STATE_DIR"]).glob("freeze/*.json"))
 

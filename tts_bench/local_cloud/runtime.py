@@ -120,6 +120,9 @@ async def _read_body(request: web.Request, ceiling_s: float) -> bytes | web.Resp
     except web.HTTPRequestEntityTooLarge:
         return _wire(wire_errors.payload_too_large(MAX_BODY_BYTES))
     except web.RequestPayloadError as exc:  # e.g. a Content-Encoding its bytes do not decode
+        # The rest of the body cannot be read either: marked ended, so aiohttp does not try to
+        # drain it after the answer (which re-raises the error, logged as unhandled).
+        request.content.feed_eof()
         return _wire(wire_errors.unreadable_body(str(exc).replace("\n", " ").strip()))
     except TimeoutError:
         return _wire(wire_errors.body_timeout(ceiling_s))
