@@ -237,9 +237,10 @@ def main() -> None:
         f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print(
-        "| shape | rule | margin | burst | shed % mean (min–max) | instance-h mean (min–max) | × published | peak |"
+        "| shape | rule | margin | burst | shed % mean (min–max) | requests shed, mean "
+        "| instance-h mean (min–max) | × published | peak |"
     )
-    print("|---|---|---:|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
     for key, rows in by.items():
         rule, margin, burst, spec = key
         base = by.get(("published", 0.0, False, spec))
@@ -257,6 +258,7 @@ def main() -> None:
             f"| {spec} | {rule} | {margin if rule == 'fleet' else '-'} | "
             f"{('on' if burst else 'off') if rule == 'fleet' else '-'} | "
             f"{statistics.mean(shed):.4f} ({min(shed):.4f}–{max(shed):.4f}) | "
+            f"{statistics.mean(r['shed'] for r in rows):,.0f} | "
             f"{statistics.mean(hours):,.0f} ({min(hours):,.0f}–{max(hours):,.0f}) | {ratio} | "
             f"{max(r['peak_instances'] for r in rows):.0f} |"
         )

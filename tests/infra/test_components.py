@@ -153,7 +153,7 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
                 "SageMakerVariantInvocationsPerInstance"
             )
             assert burst["adjustment_type"] == "PercentChangeInCapacity"
-            assert burst["min_adjustment_magnitude"] == 1
+            assert burst["min_adjustment_magnitude"] == burst_spec.min_adjustment_magnitude == 3
             assert burst["step_adjustments"][0]["scaling_adjustment"] == (
                 burst_spec.steps[0].adjustment
             )

@@ -11,7 +11,14 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from tts_bench.artifacts.schema import CloudWatchUnits, Finding, FleetLevels, QmaxArtifact, Verdict
+from tts_bench.artifacts.schema import (
+    CloudWatchUnits,
+    Finding,
+    FleetLevels,
+    QmaxArtifact,
+    StepSpec,
+    Verdict,
+)
 from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import pooled_stationary, shed_probability
@@ -152,34 +159,36 @@ def surge_survival(steps: PlanSteps) -> Finding:
 
 
 def pooled_floor(steps: PlanSteps, levels: FleetLevels) -> tuple[int, list[float]]:
-    """The smallest fleet held at λ_out that sheds at most `DEFAULT_SHED_BUDGET` of a surge of
-    the surge ratio held as long as it lasts, and the bounds for 1..that size (at most
-    `POOLED_FLOOR_SEARCH` sizes: a curve that never gets there returns one past it)."""
+    """The smallest fleet held at λ_out whose pooled chain sheds at most `DEFAULT_SHED_BUDGET` of
+    a surge of the surge ratio, and the shares for 1..that size (at most `POOLED_FLOOR_SEARCH`
+    sizes: a curve that never gets there returns one past it)."""
     arrival = steps.request.surge_ratio * levels.scale_out_rps
-    bounds: list[float] = []
+    shares: list[float] = []
     for instances in range(1, POOLED_FLOOR_SEARCH + 1):
         pooled = pooled_stationary(instances, arrival, steps.x_curve.at, steps.basis.q_max)
-        bounds.append(pooled.shed_share)
+        shares.append(pooled.shed_share)
         if pooled.shed_share <= DEFAULT_SHED_BUDGET:
-            return instances, bounds
-    return POOLED_FLOOR_SEARCH + 1, bounds
+            return instances, shares
+    return POOLED_FLOOR_SEARCH + 1, shares
 
 
 def _fleet_surge(steps: PlanSteps, levels: FleetLevels) -> Finding:
     """A fleet of N under least-outstanding routing pools a surge: the birth–death chain of its
     total occupancy (`birth_death.pooled_stationary`) at the surge's load per instance. Its
-    stationary shed share bounds what a surge of any length sheds from a fleet at λ_out (the
-    chain starts below its stationary state and climbs towards it)."""
-    request = steps.request
-    floor, bounds = pooled_floor(steps, levels)
-    burst = levels.burst
-    reach = 1 + (steps.shape.policy("burst").min_adjustment_magnitude or 1) if burst else 1  # type: ignore[union-attr]
-    shown = ", ".join(f"{n}: {100 * b:.2g} %" for n, b in enumerate(bounds[:5], start=1))
-    covered = steps.fleet.min_instances >= floor or (burst is not None and reach >= floor)
+    stationary shed share is what a surge held long enough sheds from a fleet at λ_out; a
+    shorter one sheds less (the chain starts below its stationary state and climbs towards it).
+    The fleet model's routing agrees within sampling (`tests/simulate/test_theory.py`)."""
+    request, smallest = steps.request, steps.fleet.min_instances
+    floor, shares = pooled_floor(steps, levels)
+    burst = steps.shape.policy("burst")
+    # A burst from one instance adds at least its MinAdjustmentMagnitude.
+    reach = 1 + (burst.min_adjustment_magnitude or 1) if isinstance(burst, StepSpec) else smallest
+    shown = ", ".join(f"{n}: {100 * b:.2g} %" for n, b in enumerate(shares[:5], start=1))
+    covered = max(smallest, reach) >= floor
     how = (
-        f"the burst step takes a smaller fleet to at least {reach}"
-        if burst is not None and steps.fleet.min_instances < floor
-        else f"min_instances is {steps.fleet.min_instances}"
+        f"min_instances is {smallest}"
+        if smallest >= floor or not isinstance(burst, StepSpec)
+        else f"the burst step takes a smaller fleet to at least {reach}"
     )
     beyond = floor > POOLED_FLOOR_SEARCH
     return finding(
@@ -187,8 +196,8 @@ def _fleet_surge(steps: PlanSteps, levels: FleetLevels) -> Finding:
         Verdict.OK if covered else Verdict.WARN,
         f"a ×{request.surge_ratio:g} surge on a fleet held at λ_out {levels.scale_out_rps:.3f} rps "
         f"({request.surge_ratio * levels.scale_out_rps / levels.x_q_max_rps:.0%} of X(Q_max) in "
-        f"the surge) sheds at most, by instances, {shown} (pooled birth–death chain, an upper "
-        "bound for a surge of any length); "
+        f"the surge) sheds, by instances, {shown} (pooled birth–death chain, stationary: a "
+        "surge held long enough; a shorter one sheds less); "
         + (
             f"no fleet of up to {POOLED_FLOOR_SEARCH} stays within"
             if beyond
@@ -196,7 +205,7 @@ def _fleet_surge(steps: PlanSteps, levels: FleetLevels) -> Finding:
         )
         + f" the {100 * DEFAULT_SHED_BUDGET:g} % budget; {how}",
         utilisation_at_trigger=round(levels.scale_out_rps / levels.x_q_max_rps, 6),
-        shed_share_bound_one=round(bounds[0], 9),
+        shed_share_one_instance=round(shares[0], 9),
         pooled_floor=None if beyond else floor,
     )
 

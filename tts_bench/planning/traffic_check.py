@@ -20,7 +20,7 @@ from tts_bench.artifacts.schema import (
     Verdict,
 )
 from tts_bench.errors import TtsBenchError
-from tts_bench.planning.findings import DEFAULT_SHED_BUDGET, FINDING_ORDER, finding
+from tts_bench.planning.findings import FINDING_ORDER, finding
 from tts_bench.planning.plan import plan_id
 
 DEFAULT_SEEDS: Final = 5
