@@ -69,12 +69,16 @@ def plan_of(
 def _burst_edit(plan: PlanArtifact, **alarm: float) -> dict[str, object]:
     """The burst step's MinAdjustmentMagnitude and alarm fields replaced."""
     minimum = alarm.pop("min_adjustment_magnitude", None)
+    one_step = alarm.pop("one_step", False)
     policies = []
     for policy in plan.deploy.policies:  # type: ignore[union-attr]
         if isinstance(policy, StepSpec) and policy.role == "burst":
             update: dict[str, object] = {"alarm": policy.alarm.model_copy(update=alarm)}
             if minimum is not None:
                 update["min_adjustment_magnitude"] = int(minimum)
+            if one_step:  # the first step only, open above
+                first = policy.steps[0].model_copy(update={"upper": None})
+                update["steps"] = [first]
             policy = policy.model_copy(update=update)
         policies.append(policy)
     return {"policies": policies}
@@ -115,7 +119,7 @@ def _previous(plan: PlanArtifact) -> dict[str, object]:
         throughput_curve(q.curve_rungs).at,
         plan.queue_max_depth,
     )
-    return _burst_edit(plan, threshold=round(surge, 9), min_adjustment_magnitude=1)
+    return _burst_edit(plan, threshold=round(surge, 9), min_adjustment_magnitude=1, one_step=True)
 
 
 def _with(*extra: StepSpec) -> Callable[[PlanArtifact, dict[str, object]], dict[str, object]]:
@@ -131,6 +135,7 @@ VARIANTS: dict[str, Callable[[PlanArtifact], tuple[dict[str, object], dict[str, 
         {},
     ),
     "burst-at-c-min-1": lambda p: (_burst_edit(p, min_adjustment_magnitude=1), {}),
+    "rule-one-step": lambda p: (_burst_edit(p, one_step=True), {}),
     "burst-at-6.75": lambda p: (_burst_edit(p, threshold=6.75), {}),
     "burst-at-8.59-3-datapoints": lambda p: (
         _burst_edit(p, threshold=8.59, evaluation_periods=3, datapoints_to_alarm=3),

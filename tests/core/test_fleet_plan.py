@@ -92,8 +92,11 @@ def test_c_scale_max_is_what_one_instance_holds_at_lambda_out(
 
 
 def test_the_deploy_shape_is_target_tracking_on_invocations_and_a_burst_step(
-    derived: PlanArtifact,
+    derived: PlanArtifact, reference_qmax_path: Path
 ) -> None:
+    from tts_bench.artifacts.schema import QmaxArtifact
+
+    curve = throughput_curve(load_artifact(reference_qmax_path, QmaxArtifact).curve_rungs)
     tracking, burst = deploy_shape_of(derived).policies
     assert isinstance(tracking, TargetTrackingSpec) and isinstance(burst, StepSpec)
     assert tracking.predefined_metric == "SageMakerVariantInvocationsPerInstance"
@@ -114,6 +117,14 @@ def test_the_deploy_shape_is_target_tracking_on_invocations_and_a_burst_step(
     # less there), and takes a fleet of one to four at least.
     assert burst.alarm.threshold == pytest.approx(derived.c_scale_max, abs=1e-6)
     assert burst.min_adjustment_magnitude == fleet_rule.FLEET_BURST_MIN_INSTANCES == 3
+    # From what one instance holds under the surge (a fleet on its way to shedding), the 30 %
+    # again on top: a second push within the first step's cooldown.
+    first, second = burst.steps
+    saturation = stationary_occupancy(1.25 * levels.scale_out_rps, curve.at, 50)
+    assert (
+        first.upper == second.lower == pytest.approx(saturation - burst.alarm.threshold, abs=1e-6)
+    )
+    assert second.upper is None and second.adjustment == 69  # 1.3² − 1
     assert derived.deploy is not None and derived.deploy.launch_s == pytest.approx(260.2)
 
 

@@ -314,9 +314,15 @@ def _fleet(props: dict[str, dict[str, Any]]) -> None:
             "minAdjustmentMagnitude": float(burst.min_adjustment_magnitude or 0),
             "stepAdjustments": [
                 {
-                    "metricIntervalLowerBound": "0",
-                    "scalingAdjustment": float(burst.steps[0].adjustment),
+                    "metricIntervalLowerBound": f"{step.lower:.15g}",
+                    **(
+                        {}
+                        if step.upper is None
+                        else {"metricIntervalUpperBound": f"{step.upper:.15g}"}
+                    ),
+                    "scalingAdjustment": float(step.adjustment),
                 }
+                for step in burst.steps
             ],
         },
     }

@@ -51,6 +51,7 @@ from tts_bench.artifacts.schema import (
     QmaxArtifact,
     StepAdjustment,
     StepSpec,
+    TargetTrackingSpec,
 )
 from tts_bench.errors import RefusalError
 from tts_bench.planning import aws_scaling
@@ -161,11 +162,36 @@ def _burst(
     )
 
 
-def _burst_step(burst: BurstLevels) -> StepSpec:
+def saturation_threshold(
+    qmax: QmaxArtifact, x_curve: Curve, q_max: int, surge_rps: float, burst: BurstLevels
+) -> float | None:
+    """The burst's second step, in CloudWatch units: the occupancy one instance holds under the
+    surge ratio's load, where a fleet is on its way to shedding (None: not above the first)."""
+    occupancy = round9(stationary_occupancy(surge_rps, x_curve.at, q_max))
+    if occupancy <= burst.occupancy:
+        return None
+    reading = ratio_at(qmax, LADDER_RATIO_STAT, occupancy, "burst", 0.0)
+    ratio = reading.ratio if reading else burst.units.cw_ratio
+    return finite(round9(occupancy * ratio), "the burst's saturation step", burst.units.ratio_rule)
+
+
+def _burst_step(burst: BurstLevels, saturation: float | None) -> StepSpec:
+    """One step from the burst threshold; from `saturation` on, a second that adds the first's
+    percentage again on top of it. Application Auto Scaling lets a step that asks for more act
+    within the cooldown of the first, so a fleet the first step did not carry through a ramp gets
+    a second push when it saturates instead of waiting out the cooldown."""
+    steps = [StepAdjustment(lower=0.0, upper=None, adjustment=burst.percent)]
+    if saturation is not None:
+        twice = ceil9(100 * ((1 + burst.percent / 100) ** 2 - 1))
+        edge = round9(saturation - burst.threshold)
+        steps = [
+            StepAdjustment(lower=0.0, upper=edge, adjustment=burst.percent),
+            StepAdjustment(lower=edge, upper=None, adjustment=twice),
+        ]
     return StepSpec(
         role="burst",
         adjustment_type="PercentChangeInCapacity",
-        steps=[StepAdjustment(lower=0.0, upper=None, adjustment=burst.percent)],
+        steps=steps,
         cooldown_s=burst.cooldown_s,
         metric_aggregation_type="Maximum",
         min_adjustment_magnitude=FLEET_BURST_MIN_INSTANCES,
@@ -252,7 +278,11 @@ def derive_fleet(
         scale_out_cooldown_s=scale_out_cooldown_s,
         scale_in_cooldown_s=FLEET_SCALE_IN_COOLDOWN_S,
     )
-    policies = [tracking, *([_burst_step(levels.burst)] if levels.burst else [])]
+    policies: list[TargetTrackingSpec | StepSpec] = [tracking]
+    if levels.burst is not None:
+        surge_rps = request.surge_ratio * levels.scale_out_rps
+        saturation = saturation_threshold(qmax, x_curve, basis.q_max, surge_rps, levels.burst)
+        policies.append(_burst_step(levels.burst, saturation))
     shape = DeployShape(policies=policies, launch_s=basis.launch_s, sizing_rps=levels.scale_out_rps)
     return FleetDerivation(
         thresholds, size_fleet(basis, request, levels.scale_out_rps), levels, shape
