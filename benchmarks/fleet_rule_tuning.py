@@ -7,29 +7,41 @@ each traffic shape, and prints the mean and spread of shed share, instance-hours
 the instance-hours as a ratio of the published rule's on the same days. Two processes share the
 seeds; CPU seconds are printed with the load average.
 
+`--variant NAME` also simulates the derived fleet plan with its deploy shape edited as
+`VARIANTS` says (designs the simulator was asked about; none of them is deployable as
+written: the extra invocations step has no role in the schema).
+
     PYTHONPATH=.:container python benchmarks/fleet_rule_tuning.py [--seeds 5] \\
-        [--margin 0.05 --margin 0.03 ...] [--burst on --burst off] [--shape SPEC ...]
+        [--margin 0.05 --margin 0.03 ...] [--burst on --burst off] [--shape SPEC ...] \\
+        [--variant previous --variant floor-4 ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tts_bench.artifacts.schema import (
+    AlarmSpec,
     PlanArtifact,
     QmaxArtifact,
     SourceArtifact,
+    StepAdjustment,
+    StepSpec,
     TtotalArtifact,
     load_artifact,
     sha256_file,
 )
 from tts_bench.planning import fleet_rule
+from tts_bench.planning.birth_death import stationary_occupancy
+from tts_bench.planning.curve import throughput_curve
 from tts_bench.planning.plan import derive_plan
 from tts_bench.planning.steps import PlanRequest
 from tts_bench.simulate.check import CheckTraffic, day_figures
@@ -54,10 +66,101 @@ def plan_of(
     return derive_plan(q, t, PlanRequest(**fields), sources)  # type: ignore[arg-type]
 
 
+def _burst_edit(plan: PlanArtifact, **alarm: float) -> dict[str, object]:
+    """The burst step's MinAdjustmentMagnitude and alarm fields replaced."""
+    minimum = alarm.pop("min_adjustment_magnitude", None)
+    one_step = alarm.pop("one_step", False)
+    policies = []
+    for policy in plan.deploy.policies:  # type: ignore[union-attr]
+        if isinstance(policy, StepSpec) and policy.role == "burst":
+            update: dict[str, object] = {"alarm": policy.alarm.model_copy(update=alarm)}
+            if minimum is not None:
+                update["min_adjustment_magnitude"] = int(minimum)
+            if one_step:  # the first step only, open above
+                first = policy.steps[0].model_copy(update={"upper": None})
+                update["steps"] = [first]
+            policy = policy.model_copy(update=update)
+        policies.append(policy)
+    return {"policies": policies}
+
+
+def _invocations_step(plan: PlanArtifact, factor: float = 1.0) -> StepSpec:
+    """A step policy on InvocationsPerInstance (Sum, 60 s) that acts on ONE datapoint above the
+    target (target tracking waits for three), adding `factor` × the excess in 5 % steps."""
+    target = plan.scaling_target_value
+    steps = [
+        StepAdjustment(
+            lower=i * 0.05 * target,
+            upper=None if i == 59 else (i + 1) * 0.05 * target,
+            adjustment=max(1, math.ceil(100 * factor * (i + 1) * 0.05 - 1e-9)),
+        )
+        for i in range(60)
+    ]
+    alarm = AlarmSpec(
+        metric="InvocationsPerInstance", statistic="Sum", period_s=60, evaluation_periods=1,
+        datapoints_to_alarm=1, comparison="GreaterThanThreshold", threshold=target,
+        treat_missing_data="missing",
+    )  # fmt: skip
+    # model_construct: the schema has no role for it (it is a candidate, not a rule).
+    return StepSpec.model_construct(
+        kind="step", role="invocations-step", adjustment_type="PercentChangeInCapacity",
+        steps=steps, cooldown_s=math.ceil(plan.deploy.launch_s + 120),  # type: ignore[union-attr]
+        metric_aggregation_type="Maximum", min_adjustment_magnitude=1, alarm=alarm,
+    )  # fmt: skip
+
+
+def _previous(plan: PlanArtifact) -> dict[str, object]:
+    """Issue 23's burst: at the occupancy one instance holds under the surge, one instance at least."""
+    levels = plan.fleet
+    assert levels is not None
+    q = load_artifact(QMAX, QmaxArtifact)
+    surge = stationary_occupancy(
+        levels.surge_ratio * levels.scale_out_rps,
+        throughput_curve(q.curve_rungs).at,
+        plan.queue_max_depth,
+    )
+    return _burst_edit(plan, threshold=round(surge, 9), min_adjustment_magnitude=1, one_step=True)
+
+
+def _with(*extra: StepSpec) -> Callable[[PlanArtifact, dict[str, object]], dict[str, object]]:
+    return lambda plan, edit: {"policies": [*edit["policies"], *extra]}  # type: ignore[list-item]
+
+
+# Deploy-shape edits of the derived fleet plan: name -> (plan -> DeployShape update, plan update).
+VARIANTS: dict[str, Callable[[PlanArtifact], tuple[dict[str, object], dict[str, object]]]] = {
+    "previous": lambda p: (_previous(p), {}),
+    "previous+floor-4": lambda p: (_previous(p), {"min_instances": 4}),
+    "previous+invocations-step": lambda p: (
+        _with(_invocations_step(p))(p, _previous(p)),
+        {},
+    ),
+    "burst-at-c-min-1": lambda p: (_burst_edit(p, min_adjustment_magnitude=1), {}),
+    "rule-one-step": lambda p: (_burst_edit(p, one_step=True), {}),
+    "burst-at-6.75": lambda p: (_burst_edit(p, threshold=6.75), {}),
+    "burst-at-8.59-3-datapoints": lambda p: (
+        _burst_edit(p, threshold=8.59, evaluation_periods=3, datapoints_to_alarm=3),
+        {},
+    ),
+    "rule+floor-4": lambda p: (_burst_edit(p), {"min_instances": 4}),
+    "rule+invocations-step": lambda p: (_with(_invocations_step(p))(p, _burst_edit(p)), {}),
+}
+
+
+def variant_plan(name: str, plan: PlanArtifact) -> PlanArtifact:
+    deploy_update, plan_update = VARIANTS[name](plan)
+    deploy = plan.deploy.model_copy(update=deploy_update)  # type: ignore[union-attr]
+    return plan.model_copy(update={"deploy": deploy, **plan_update})
+
+
 def one(job: tuple[str, float, bool, str, int, str, dict]) -> tuple[tuple, dict, float]:
     rule, margin, burst, spec, seed, qmax, request = job
     if rule.startswith("file:"):  # a plan file edited by hand (a candidate design)
         plan = load_artifact(Path(rule.split("=", 1)[1]), PlanArtifact)
+    elif rule.startswith("variant:"):
+        plan = variant_plan(
+            rule.removeprefix("variant:"),
+            plan_of("fleet", margin, burst, Path(qmax), TTOTAL, **request),
+        )
     else:
         plan = plan_of(rule, margin, burst, Path(qmax), TTOTAL, **request)
     cpu = time.process_time()
@@ -86,6 +189,7 @@ def main() -> None:
     parser.add_argument("--allow-config-mismatch", action="store_true")
     parser.add_argument("--no-published", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--variant", action="append", default=[], choices=sorted(VARIANTS))
     parser.add_argument(
         "--plan-file",
         action="append",
@@ -113,6 +217,13 @@ def main() -> None:
         for spec in shapes
         for s in seeds
     ]
+    jobs += [
+        (f"variant:{name}", fleet_rule.FLEET_MARGIN_FLOOR, fleet_rule.FLEET_BURST, spec, s,
+         args.qmax, request)
+        for name in args.variant
+        for spec in shapes
+        for s in seeds
+    ]  # fmt: skip
     if not args.no_published:
         jobs += [
             ("published", 0.0, False, spec, s, args.qmax, request) for spec in shapes for s in seeds
@@ -131,9 +242,10 @@ def main() -> None:
         f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print(
-        "| shape | rule | margin | burst | shed % mean (min–max) | instance-h mean (min–max) | × published | peak |"
+        "| shape | rule | margin | burst | shed % mean (min–max) | requests shed, mean "
+        "| instance-h mean (min–max) | × published | peak |"
     )
-    print("|---|---|---:|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
     for key, rows in by.items():
         rule, margin, burst, spec = key
         base = by.get(("published", 0.0, False, spec))
@@ -146,10 +258,12 @@ def main() -> None:
         )
         if rule.startswith("file:"):
             rule = rule.removeprefix("file:").split("=", 1)[0]
+        rule = rule.removeprefix("variant:")
         print(
             f"| {spec} | {rule} | {margin if rule == 'fleet' else '-'} | "
             f"{('on' if burst else 'off') if rule == 'fleet' else '-'} | "
             f"{statistics.mean(shed):.4f} ({min(shed):.4f}–{max(shed):.4f}) | "
+            f"{statistics.mean(r['shed'] for r in rows):,.0f} | "
             f"{statistics.mean(hours):,.0f} ({min(hours):,.0f}–{max(hours):,.0f}) | {ratio} | "
             f"{max(r['peak_instances'] for r in rows):.0f} |"
         )

@@ -48,8 +48,9 @@ class EndpointAutoscalingArgs:
 
 
 def _bound(value: float | None) -> str | None:
-    """Step bounds as the provider takes them: text, `0` rather than `0.0`."""
-    return None if value is None else f"{value:g}"
+    """Step bounds as the provider takes them: text, `0` rather than `0.0`, every digit the plan
+    has (a burst's second step starts at 13.778576328, not 13.7786)."""
+    return None if value is None else f"{value:.15g}"
 
 
 class EndpointAutoscaling(pulumi.ComponentResource):

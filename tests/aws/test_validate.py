@@ -311,6 +311,7 @@ FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.js
         ),
         ({"burst": {"Cooldown": 30}}, Setting.BURST_COOLDOWN),
         ({"burst": {"AdjustmentType": "ChangeInCapacity"}}, Setting.BURST_STEP),
+        ({"burst": {"MinAdjustmentMagnitude": 1}}, Setting.BURST_STEP),
     ],
 )
 def test_every_construct_of_a_fleet_plan_is_compared(

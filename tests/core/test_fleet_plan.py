@@ -22,7 +22,7 @@ from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.schema import PlanArtifact, StepSpec, TargetTrackingSpec, load_artifact
 from tts_bench.cli import main
 from tts_bench.planning import aws_scaling, fleet_rule
-from tts_bench.planning.birth_death import stationary_occupancy
+from tts_bench.planning.birth_death import pooled_stationary, stationary_occupancy
 from tts_bench.planning.curve import throughput_curve
 from tts_bench.planning.deploy import deploy_shape_of
 from tts_bench.planning.plan import derive_plan
@@ -92,8 +92,11 @@ def test_c_scale_max_is_what_one_instance_holds_at_lambda_out(
 
 
 def test_the_deploy_shape_is_target_tracking_on_invocations_and_a_burst_step(
-    derived: PlanArtifact,
+    derived: PlanArtifact, reference_qmax_path: Path
 ) -> None:
+    from tts_bench.artifacts.schema import QmaxArtifact
+
+    curve = throughput_curve(load_artifact(reference_qmax_path, QmaxArtifact).curve_rungs)
     tracking, burst = deploy_shape_of(derived).policies
     assert isinstance(tracking, TargetTrackingSpec) and isinstance(burst, StepSpec)
     assert tracking.predefined_metric == "SageMakerVariantInvocationsPerInstance"
@@ -110,6 +113,18 @@ def test_the_deploy_shape_is_target_tracking_on_invocations_and_a_burst_step(
     assert burst.steps[0].adjustment == math.ceil(
         100 * (levels.x_q_max_rps / levels.scale_out_rps - 1) - 1e-9
     )
+    # A serial engine's burst fires at what one instance holds at λ_out (a pooled fleet reads
+    # less there), and takes a fleet of one to four at least.
+    assert burst.alarm.threshold == pytest.approx(derived.c_scale_max, abs=1e-6)
+    assert burst.min_adjustment_magnitude == fleet_rule.FLEET_BURST_MIN_INSTANCES == 3
+    # From what one instance holds under the surge (a fleet on its way to shedding), the 30 %
+    # again on top: a second push within the first step's cooldown.
+    first, second = burst.steps
+    saturation = stationary_occupancy(1.25 * levels.scale_out_rps, curve.at, 50)
+    assert (
+        first.upper == second.lower == pytest.approx(saturation - burst.alarm.threshold, abs=1e-6)
+    )
+    assert second.upper is None and second.adjustment == 69  # 1.3² − 1
     assert derived.deploy is not None and derived.deploy.launch_s == pytest.approx(260.2)
 
 
@@ -127,6 +142,12 @@ def test_the_fleet_findings(derived: PlanArtifact) -> None:
         levels.x_q_max_rps / levels.scale_out_rps, abs=1e-6
     )
     assert found["fleet_sizing"].figure("naive_max_instances") == 9
+    # A ×1.25 surge on one instance at λ_out sheds 0.66 % (pooled chain of one: M/M/1/50 on
+    # the measured curve); four pool it within the budget, where the burst takes a fleet of one.
+    surge = found["surge_survival"]
+    assert surge.verdict == "ok" and surge.figure("pooled_floor") == 4
+    assert surge.figure("shed_share_one_instance") == pytest.approx(0.00655, abs=5e-5)
+    assert "the burst step takes a smaller fleet to at least 4" in surge.message
 
 
 def test_committed_fleet_plan_is_the_derived_one(derived: PlanArtifact, fleet_plan_path) -> None:
@@ -216,6 +237,50 @@ def test_the_main_jobs_plan_at_q_max_2_is_feasible(rule: str) -> None:
     plan = derive_plan(qmax, ttotal, request, SOURCES)
     assert plan.queue_max_depth == 2
     assert plan.feasible, [(f.name, f.message) for f in plan.findings if f.verdict == "stop"]
+    surge = plan.finding("surge_survival")
+    if rule == "fleet":  # two requests per instance pool a surge only across many instances
+        assert surge is not None and surge.verdict == "warn"
+        assert surge.figure("pooled_floor") is None or surge.figure("pooled_floor") > 4
+
+
+def test_a_batching_engines_burst_fires_at_the_pooled_surge_occupancy() -> None:
+    """X grows with n: a fleet holds about X⁻¹(λ) per instance at any size, so the burst cannot sit
+    at one instance's λ_out occupancy (it would fire in normal operation); it sits at what a
+    large pooled fleet holds under the surge, above what a fleet of two reads at λ_out."""
+    rungs = [rung(n, 10 + n / 2, 20 * n) for n in (1, 20, 60, 100, 140)] + [rung(160, 90, 3200)]
+    plan = derive_plan(qmax_artifact(rungs), ttotal_artifact(), PlanRequest(peak_rps=2000), SOURCES)
+    levels = plan.fleet
+    assert plan.feasible and levels is not None and levels.burst is not None
+    curve = throughput_curve(qmax_artifact(rungs).curve_rungs)
+    pooled = pooled_stationary(
+        fleet_rule.POOLED_FLEET_INSTANCES, 1.25 * levels.scale_out_rps, curve.at, 140
+    )
+    assert levels.burst.occupancy == pytest.approx(pooled.mean_occupancy, abs=1e-6)
+    assert levels.burst.occupancy > plan.c_scale_max
+    order = plan.finding("threshold_order")
+    assert order is not None and order.verdict == "ok"
+
+
+def test_one_pooled_instance_is_the_single_instance_chain() -> None:
+    """N = 1: the chain `stationary_occupancy` solves, and on a flat curve M/M/1/K's blocking."""
+    flat = throughput_curve([rung(n, 12.0, 100) for n in (1, 5, 10)])
+    one = pooled_stationary(1, 10.0, flat.at, 8)
+    assert one.mean_occupancy == pytest.approx(stationary_occupancy(10.0, flat.at, 8))
+    rho = 10 / 12
+    assert one.shed_share == pytest.approx((1 - rho) * rho**8 / (1 - rho**9))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    load=st.floats(0.3, 1.2), limit=st.integers(1, 40), instances=st.integers(1, 30)
+)  # fmt: skip
+def test_pooling_never_sheds_more_per_request(load: float, limit: int, instances: int) -> None:
+    """At the same load per instance, one more instance under least-outstanding routing sheds no
+    larger share of the requests."""
+    curve = throughput_curve([rung(1, 10.0, 50), rung(5, 12.0, 200), rung(40, 12.0, 2000)])
+    fewer = pooled_stationary(instances, 12.0 * load, curve.at, limit)
+    more = pooled_stationary(instances + 1, 12.0 * load, curve.at, limit)
+    assert more.shed_share <= fewer.shed_share * (1 + 1e-9) + 1e-300
 
 
 def _sagemaker_ladder(ratio: float | None) -> PlanArtifact:

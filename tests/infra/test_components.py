@@ -153,10 +153,16 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
                 "SageMakerVariantInvocationsPerInstance"
             )
             assert burst["adjustment_type"] == "PercentChangeInCapacity"
-            assert burst["min_adjustment_magnitude"] == 1
-            assert burst["step_adjustments"][0]["scaling_adjustment"] == (
-                burst_spec.steps[0].adjustment
-            )
+            assert burst["min_adjustment_magnitude"] == burst_spec.min_adjustment_magnitude == 3
+            assert [
+                (
+                    float(s["metric_interval_lower_bound"]),
+                    s.get("metric_interval_upper_bound")
+                    and float(s["metric_interval_upper_bound"]),
+                    s["scaling_adjustment"],
+                )
+                for s in burst["step_adjustments"]
+            ] == [(s.lower, s.upper, s.adjustment) for s in burst_spec.steps]  # every digit
             assert alarm["threshold"] == burst_spec.alarm.threshold
             assert (alarm["period"], alarm["evaluation_periods"]) == (10, 1)
             assert alarm["comparison_operator"] == "GreaterThanOrEqualToThreshold"

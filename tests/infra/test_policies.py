@@ -311,12 +311,18 @@ def _fleet(props: dict[str, dict[str, Any]]) -> None:
             "adjustmentType": "PercentChangeInCapacity",
             "cooldown": float(burst.cooldown_s),
             "metricAggregationType": "Maximum",
-            "minAdjustmentMagnitude": 1.0,
+            "minAdjustmentMagnitude": float(burst.min_adjustment_magnitude or 0),
             "stepAdjustments": [
                 {
-                    "metricIntervalLowerBound": "0",
-                    "scalingAdjustment": float(burst.steps[0].adjustment),
+                    "metricIntervalLowerBound": f"{step.lower:.15g}",
+                    **(
+                        {}
+                        if step.upper is None
+                        else {"metricIntervalUpperBound": f"{step.upper:.15g}"}
+                    ),
+                    "scalingAdjustment": float(step.adjustment),
                 }
+                for step in burst.steps
             ],
         },
     }
@@ -362,6 +368,10 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
             "target tracking's scale-in cooldown 60.0 != the plan's 300",
         ),
         (_set("alarm.threshold", 5.0), "burst alarm threshold 5.0"),
+        (
+            _set("step.stepScalingPolicyConfiguration.minAdjustmentMagnitude", 1.0),
+            "burst minAdjustmentMagnitude 1.0 != the plan's 3",
+        ),
         (_set("alarm.period", 60.0), "burst alarm evaluates Maximum over 60.0 s"),
         (
             _set("step.stepScalingPolicyConfiguration.adjustmentType", "ChangeInCapacity"),
@@ -369,7 +379,7 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
         ),
         (
             _set("step.stepScalingPolicyConfiguration.minAdjustmentMagnitude", None),
-            "burst minAdjustmentMagnitude None != the plan's 1",
+            "burst minAdjustmentMagnitude None != the plan's 3",
         ),
     ],
 )

@@ -78,7 +78,7 @@ def test_endpoint_values_are_the_recorded_ones(
 
 def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: Deployment) -> None:
     """The dev stack deploys the fleet plan: target tracking on invocations that scales in by
-    itself, and the burst step (PercentChangeInCapacity, at least one instance) on its alarm."""
+    itself, and the burst step (PercentChangeInCapacity, at least three instances) on its alarm."""
     target = _props(recording, "aws:appautoscaling/target:Target")
     assert deployment.scalable_target == {
         "ServiceNamespace": "sagemaker",
@@ -97,7 +97,7 @@ def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: 
     assert tracking["DisableScaleIn"] is False and tracking["ScaleInCooldown"] == 300
     burst = policies[policy_name(ENDPOINT, "AllTraffic", "burst")]["StepScalingPolicyConfiguration"]
     assert burst["AdjustmentType"] == "PercentChangeInCapacity"
-    assert burst["MinAdjustmentMagnitude"] == 1
+    assert burst["MinAdjustmentMagnitude"] == 3
     assert burst["StepAdjustments"][0]["MetricIntervalLowerBound"] == 0.0
     alarms = {a["AlarmName"]: (a, actions) for a, actions in deployment.alarms}
     burst_alarm, actions = alarms[step_alarm_name(ENDPOINT, "AllTraffic", "burst")]

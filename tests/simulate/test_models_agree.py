@@ -34,7 +34,7 @@ CASES = [
     ("published", "plan+burst", "diurnal:5:50:1800", 1800, None),
     # the fleet rule: target tracking on invocations per instance (both directions) and its
     # burst, on a steep swing with a surge past the headroom
-    ("fleet", "plan", "diurnal:5:60:1800+surge:1.5:900", 1800, None),
+    ("fleet", "plan", "diurnal:5:60:1800+surge:1.5:600", 1800, None),
 ]
 
 

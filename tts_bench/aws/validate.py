@@ -82,15 +82,23 @@ class Comparison(BaseModel):
 
 
 def steps_text(
-    adjustment_type: str | None, steps: list[tuple[float | None, float | None, int]]
+    adjustment_type: str | None,
+    steps: list[tuple[float | None, float | None, int]],
+    min_adjustment_magnitude: int | None = None,
 ) -> str:
-    """A step policy's adjustments as one comparable line."""
+    """A step policy's adjustments as one comparable line (with its MinAdjustmentMagnitude,
+    which sets a small fleet's step)."""
 
     def bound(value: float | None) -> str:
         return "" if value is None else f"{value:g}"
 
-    return f"{adjustment_type} " + "; ".join(
-        f"{adjustment:+d} on [{bound(low)}, {bound(high)}]" for low, high, adjustment in steps
+    at_least = "" if min_adjustment_magnitude is None else f", at least {min_adjustment_magnitude}"
+    return (
+        f"{adjustment_type} "
+        + "; ".join(
+            f"{adjustment:+d} on [{bound(low)}, {bound(high)}]" for low, high, adjustment in steps
+        )
+        + at_least
     )
 
 
@@ -127,7 +135,7 @@ def _spec_values(spec: TargetTrackingSpec | StepSpec) -> dict[Setting, Planned]:
         }
     return _alarm_values(spec.alarm, *_BURST_ALARM) | {
         Setting.BURST_COOLDOWN: spec.cooldown_s,
-        Setting.BURST_STEP: steps_text(spec.adjustment_type, steps),
+        Setting.BURST_STEP: steps_text(spec.adjustment_type, steps, spec.min_adjustment_magnitude),
     }
 
 
@@ -233,12 +241,17 @@ def _step_reads(snapshot: DeployedSnapshot, spec: StepSpec, variant: str) -> dic
         iter(step_alarms), None
     )
     where = f"policy {name}"
+    burst = spec.role == "burst"
     steps = (
-        steps_text(policy.adjustment_type, list(policy.step_adjustments))
+        steps_text(
+            policy.adjustment_type,
+            list(policy.step_adjustments),
+            policy.min_adjustment_magnitude if burst else None,
+        )
         if policy and policy.adjustment_type
         else None
     )
-    if spec.role == "scale-in":
+    if not burst:
         return _alarm_reads(alarm, alarm_name, _SCALE_IN_ALARM) | {
             Setting.SCALE_IN_COOLDOWN: (policy.step_cooldown_s if policy else None, where),
             Setting.SCALE_IN_STEP: (steps, where),

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tts_bench.artifacts.schema import dump_json
+from tts_bench.planning.findings import DEFAULT_SHED_BUDGET
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.report import next_step, render_plan
 from tts_bench.planning.steps import DEFAULT_RULE, PlanRequest
@@ -70,9 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--shed-budget",
         type=float,
-        default=0.0001,
+        default=DEFAULT_SHED_BUDGET,
         metavar="FRACTION",
-        help="mean shed share over the seeds past which the plan is stop (default 0.0001)",
+        help="mean shed share over the seeds past which the plan is stop "
+        f"(default {DEFAULT_SHED_BUDGET:g})",
     )
     p.add_argument(
         "--out",

@@ -152,3 +152,41 @@ def stationary_occupancy(
     log_pi = np.concatenate(([0.0], np.cumsum(np.log(arrival_rps) - np.log(rates))))
     weights = np.exp(log_pi - log_pi.max())
     return float(np.dot(np.arange(limit + 1), weights) / weights.sum())
+
+
+@dataclass(frozen=True)
+class PooledOutcome:
+    """A fleet of identical instances under least-outstanding routing, in its stationary state."""
+
+    instances: int
+    shed_share: float  # arrivals refused (every instance at `limit`) ÷ arrivals: PASTA
+    mean_occupancy: float  # per instance
+
+
+def pooled_stationary(
+    instances: int,
+    arrival_rps: float,
+    service_rps: Callable[[np.ndarray], np.ndarray],
+    limit: int,
+) -> PooledOutcome:
+    """`instances` instances offered `arrival_rps` each (Poisson), each serving at X(n) and
+    refusing at `limit`, routed to the least-outstanding one: the chain of the fleet's total
+    K, the requests spread evenly (K mod N instances hold one more), so the fleet serves
+    (N − K mod N)·X(⌊K/N⌋) + (K mod N)·X(⌈K/N⌉) and sheds only at K = N·limit. One instance is
+    `stationary_occupancy`'s chain. Closed form, in logs; N·limit states."""
+    if instances < 1 or limit < 1:
+        raise ValueError("instances and limit must be positive")
+    if arrival_rps <= 0:
+        return PooledOutcome(instances, 0.0, 0.0)
+    total = np.arange(1, instances * limit + 1)
+    low, extra = total // instances, total % instances
+    rates = (instances - extra) * np.asarray(
+        service_rps(low.astype(float)), dtype=float
+    ) + extra * np.asarray(service_rps((low + 1).astype(float)), dtype=float)
+    if np.any(rates <= 0):
+        return PooledOutcome(instances, 1.0, float(limit))
+    log_pi = np.concatenate(([0.0], np.cumsum(np.log(instances * arrival_rps) - np.log(rates))))
+    weights = np.exp(log_pi - log_pi.max())
+    weights /= weights.sum()
+    occupancy = float(np.dot(np.arange(total.size + 1), weights)) / instances
+    return PooledOutcome(instances, float(weights[-1]), occupancy)

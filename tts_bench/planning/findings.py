@@ -9,16 +9,28 @@ reads them.
 from __future__ import annotations
 
 import math
+from typing import Final
 
-from tts_bench.artifacts.schema import CloudWatchUnits, Finding, FleetLevels, QmaxArtifact, Verdict
+from tts_bench.artifacts.schema import (
+    CloudWatchUnits,
+    Finding,
+    FleetLevels,
+    QmaxArtifact,
+    StepSpec,
+    Verdict,
+)
 from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
-from tts_bench.planning.birth_death import shed_probability
+from tts_bench.planning.birth_death import pooled_stationary, shed_probability
 from tts_bench.planning.rounding import ceil9, floor9, round9
 from tts_bench.planning.steps import Alarm, Basis, Fleet, PlanRequest, PlanSteps, Thresholds
 
 SAGEMAKER_CEILING_MS = 60_000  # SageMaker ends any invocation after 60 s
 SURGE_WARN_PROBABILITY = 0.1
+# The share of a day's requests a plan may shed (`plan --traffic --shed-budget`'s default), and
+# what the fleet rule's surge_survival holds a pooled fleet to.
+DEFAULT_SHED_BUDGET: Final = 0.0001
+POOLED_FLOOR_SEARCH: Final = 64  # fleet sizes the pooled surge floor is looked for among
 
 # Findings of equal severity keep this order, the order a person reads them in.
 FINDING_ORDER = (
@@ -118,40 +130,83 @@ def fleet_sizing(
 
 
 def surge_survival(steps: PlanSteps) -> Finding:
-    """Can one instance absorb a surge between the trigger and the new instance serving?"""
-    request, basis, levels = steps.request, steps.basis, steps.levels
+    """Can one instance absorb a surge between the trigger and the new instance serving? For a
+    fleet plan: what a fleet held at λ_out sheds under the surge, by its size (`_fleet_surge`)."""
+    if steps.levels is not None:
+        return _fleet_surge(steps, steps.levels)
+    request, basis = steps.request, steps.basis
     c_scale_max = steps.thresholds.c_scale_max
-    if levels is None:
-        arrival = request.surge_ratio * steps.fleet.throughput_at_trigger_rps
-        utilisation, horizon = round9(c_scale_max / (1 + c_scale_max)), basis.t_total_s
-        where = f"at C_scale_max {c_scale_max:g}"
-    else:
-        arrival = request.surge_ratio * levels.scale_out_rps
-        utilisation = round9(levels.scale_out_rps / levels.x_q_max_rps)
-        horizon = levels.planned_total_s
-        where = (
-            f"at λ_out {levels.scale_out_rps:.3f} rps (occupancy {c_scale_max:.2f}; "
-            f"{arrival / levels.x_q_max_rps:.0%} of X(Q_max) in the surge)"
-        )
+    utilisation = round9(c_scale_max / (1 + c_scale_max))
     surge = shed_probability(
-        arrival_rps=arrival,
+        arrival_rps=request.surge_ratio * steps.fleet.throughput_at_trigger_rps,
         service_rps=steps.x_curve.at,
         start=math.floor(c_scale_max + 0.5),
         limit=basis.q_max,
-        horizon_s=horizon,
+        horizon_s=basis.t_total_s,
         trials=request.surge_trials,
         seed=request.surge_seed,
     )
-    alone = "" if levels is None else " by one instance alone (a fleet pools it)"
     return finding(
         "surge_survival",
         Verdict.WARN if surge.probability > SURGE_WARN_PROBABILITY else Verdict.OK,
-        f"a ×{request.surge_ratio:g} surge {where} reaches Q_max {basis.q_max} before T_total "
-        f"{horizon:.1f} s ends in {surge.probability:.1%} of {surge.trials} trials{alone}; "
-        f"utilisation at the trigger ρ = {utilisation:.1%}",
+        f"a ×{request.surge_ratio:g} surge at C_scale_max {c_scale_max:g} reaches Q_max "
+        f"{basis.q_max} before T_total {basis.t_total_s:.1f} s ends in {surge.probability:.1%} "
+        f"of {surge.trials} trials; utilisation at the trigger ρ = {utilisation:.1%}",
         utilisation_at_trigger=round(utilisation, 6),
         shed_probability=surge.probability,
         trials=surge.trials,
+    )
+
+
+def pooled_floor(steps: PlanSteps, levels: FleetLevels) -> tuple[int, list[float]]:
+    """The smallest fleet held at λ_out whose pooled chain sheds at most `DEFAULT_SHED_BUDGET` of
+    a surge of the surge ratio, and the shares for 1..that size (at most `POOLED_FLOOR_SEARCH`
+    sizes: a curve that never gets there returns one past it)."""
+    arrival = steps.request.surge_ratio * levels.scale_out_rps
+    shares: list[float] = []
+    for instances in range(1, POOLED_FLOOR_SEARCH + 1):
+        pooled = pooled_stationary(instances, arrival, steps.x_curve.at, steps.basis.q_max)
+        shares.append(pooled.shed_share)
+        if pooled.shed_share <= DEFAULT_SHED_BUDGET:
+            return instances, shares
+    return POOLED_FLOOR_SEARCH + 1, shares
+
+
+def _fleet_surge(steps: PlanSteps, levels: FleetLevels) -> Finding:
+    """A fleet of N under least-outstanding routing pools a surge: the birth–death chain of its
+    total occupancy (`birth_death.pooled_stationary`) at the surge's load per instance. Its
+    stationary shed share is what a surge held long enough sheds from a fleet at λ_out; a
+    shorter one sheds less (the chain starts below its stationary state and climbs towards it).
+    The fleet model's routing agrees within sampling (`tests/simulate/test_theory.py`)."""
+    request, smallest = steps.request, steps.fleet.min_instances
+    floor, shares = pooled_floor(steps, levels)
+    burst = steps.shape.policy("burst")
+    # A burst from one instance adds at least its MinAdjustmentMagnitude.
+    reach = 1 + (burst.min_adjustment_magnitude or 1) if isinstance(burst, StepSpec) else smallest
+    shown = ", ".join(f"{n}: {100 * b:.2g} %" for n, b in enumerate(shares[:5], start=1))
+    covered = max(smallest, reach) >= floor
+    how = (
+        f"min_instances is {smallest}"
+        if smallest >= floor or not isinstance(burst, StepSpec)
+        else f"the burst step takes a smaller fleet to at least {reach}"
+    )
+    beyond = floor > POOLED_FLOOR_SEARCH
+    return finding(
+        "surge_survival",
+        Verdict.OK if covered else Verdict.WARN,
+        f"a ×{request.surge_ratio:g} surge on a fleet held at λ_out {levels.scale_out_rps:.3f} rps "
+        f"({request.surge_ratio * levels.scale_out_rps / levels.x_q_max_rps:.0%} of X(Q_max) in "
+        f"the surge) sheds, by instances, {shown} (pooled birth–death chain, stationary: a "
+        "surge held long enough; a shorter one sheds less); "
+        + (
+            f"no fleet of up to {POOLED_FLOOR_SEARCH} stays within"
+            if beyond
+            else f"{floor} or more stay within"
+        )
+        + f" the {100 * DEFAULT_SHED_BUDGET:g} % budget; {how}",
+        utilisation_at_trigger=round(levels.scale_out_rps / levels.x_q_max_rps, 6),
+        shed_share_one_instance=round(shares[0], 9),
+        pooled_floor=None if beyond else floor,
     )
 
 
@@ -400,21 +455,24 @@ def _fleet_cw_ratio(steps: PlanSteps, levels: FleetLevels) -> Finding:
 
 def _fleet_threshold_order(steps: PlanSteps, levels: FleetLevels) -> Finding:
     """Scale-in sits at AWS's 90 % of the target and sizes proportionally, so it cannot flap
-    with the target; the burst must lie above what one instance reads at λ_out."""
+    with the target; the burst must lie above what a pooled fleet (two instances and more)
+    reads at λ_out, or every fleet would add capacity in normal operation."""
     thresholds = steps.thresholds
     burst = levels.burst
-    reads = round9(thresholds.c_scale_max * (burst.units.cw_ratio if burst else 1.0))
+    pair = pooled_stationary(2, levels.scale_out_rps, steps.x_curve.at, steps.basis.q_max)
+    reads = round9(pair.mean_occupancy * (burst.units.cw_ratio if burst else 1.0))
     figures = {"margin": round(1 / levels.low_alarm_ratio, 6)}
     if burst is not None and burst.threshold <= reads:
         return finding(
             "threshold_order",
             Verdict.STOP,
-            f"the burst threshold {burst.threshold:.3f} is not above the {reads:.3f} one instance "
-            "reads at λ_out: it would add capacity in normal operation",
+            f"the burst threshold {burst.threshold:.3f} is not above the {reads:.3f} a fleet of "
+            "two reads at λ_out: it would add capacity in normal operation",
             **figures,
         )
     above = (
-        f"; the burst fires at {burst.threshold:.3f}, above the {reads:.3f} read at λ_out"
+        f"; the burst fires at {burst.threshold:.3f}, above the {reads:.3f} a fleet of two "
+        "reads at λ_out"
         if burst
         else ""
     )

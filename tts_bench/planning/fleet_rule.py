@@ -21,8 +21,12 @@ starts from load instead (docs/plan.md states every step):
   publication) is added to the measured T_total, and the scale-out cooldown covers the whole
   planned T_total, so no scale-out counts capacity that is still launching as serving;
 - `FLEET_BURST` keeps the high-resolution concurrency metric as a burst step: one 10 s datapoint
-  at the occupancy one instance holds under the surge ratio's load adds, at once, what a surge
-  needs (`PercentChangeInCapacity`), for a surge faster than the minute metric.
+  at the occupancy one instance holds at λ_out (or, where a pooled fleet holds more under the
+  surge ratio's load, as a batching engine's does, at that) adds, at once, what a surge needs
+  (`PercentChangeInCapacity`) and at least `FLEET_BURST_MIN_INSTANCES`. A fleet of a few
+  instances pools little and reads that occupancy as its load nears λ_out, a large one only on
+  its way to saturation; small fleets, whose load grows fastest in relative terms on a ramp,
+  get the earliest warning and the largest relative step.
 
 `c_scale_max` and `c_scale_min` of a fleet plan are the mean occupancy one instance holds at
 λ_out and λ_in (the birth–death chain on X(n)): where the fleet rule acts, in the client
@@ -47,10 +51,11 @@ from tts_bench.artifacts.schema import (
     QmaxArtifact,
     StepAdjustment,
     StepSpec,
+    TargetTrackingSpec,
 )
 from tts_bench.errors import RefusalError
 from tts_bench.planning import aws_scaling
-from tts_bench.planning.birth_death import stationary_occupancy
+from tts_bench.planning.birth_death import pooled_stationary, stationary_occupancy
 from tts_bench.planning.curve import Curve, ratio_at
 from tts_bench.planning.deploy import tracking_spec
 from tts_bench.planning.rounding import ceil9, round9
@@ -68,6 +73,14 @@ from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 # simulated so far sheds at 0, so it is a guard (2.5 % of instances), not a measured need.
 FLEET_MARGIN_FLOOR: Final = 0.025
 FLEET_BURST: Final = True
+# The burst adds at least this many instances (MinAdjustmentMagnitude): tuned on ramps from one
+# to twenty instances' worth of load in an hour, where a lone instance's load doubles within one
+# launch; with it a fleet of one goes to four, the smallest that pools a ×1.25 surge at λ_out
+# within the 0.01 % budget on the reference ladder (the surge_survival finding's floor).
+FLEET_BURST_MIN_INSTANCES: Final = 3
+# "A large fleet" for the burst threshold: the pooled chain's occupancy has converged by then
+# (3.55 at 100 instances, 3.50 at 363 on the reference ladder under a ×1.25 surge).
+POOLED_FLEET_INSTANCES: Final = 100
 # The period the plan's peak and trough are a day's of (the margin's diurnal).
 FLEET_DAY_S: Final = 86_400.0
 # AWS's default scale-in cooldown for a SageMaker variant; the low alarm's 15 one-minute
@@ -114,11 +127,20 @@ def invocations_units(qmax: QmaxArtifact) -> tuple[CloudWatchUnits, str]:
     return units, where
 
 
+def burst_occupancy(x_curve: Curve, q_max: int, scale_out_rps: float, surge_rps: float) -> float:
+    """Where the burst fires, in client concurrency per instance: what one instance holds at λ_out,
+    unless a large pooled fleet holds more under the surge ratio's load (a batching engine's
+    occupancy follows its load at any fleet size), and at least one request in flight."""
+    alone = stationary_occupancy(scale_out_rps, x_curve.at, q_max)
+    pooled = pooled_stationary(POOLED_FLEET_INSTANCES, surge_rps, x_curve.at, q_max)
+    return round9(max(1.0, alone, pooled.mean_occupancy))
+
+
 def _burst(
     qmax: QmaxArtifact, x_curve: Curve, q_max: int, surge_rps: float, scale_out_rps: float,
     cooldown_s: int,
 ) -> BurstLevels:  # fmt: skip
-    occupancy = round9(max(1.0, stationary_occupancy(surge_rps, x_curve.at, q_max)))
+    occupancy = burst_occupancy(x_curve, q_max, scale_out_rps, surge_rps)
     reading = ratio_at(qmax, LADDER_RATIO_STAT, occupancy, "burst", 0.0)
     ratio, rule = (reading.ratio, reading.rule) if reading else (1.0, "local-no-cloudwatch")
     if reading is None and not (qmax.fingerprint and qmax.fingerprint.transport.is_local):
@@ -140,14 +162,39 @@ def _burst(
     )
 
 
-def _burst_step(burst: BurstLevels) -> StepSpec:
+def saturation_threshold(
+    qmax: QmaxArtifact, x_curve: Curve, q_max: int, surge_rps: float, burst: BurstLevels
+) -> float | None:
+    """The burst's second step, in CloudWatch units: the occupancy one instance holds under the
+    surge ratio's load, where a fleet is on its way to shedding (None: not above the first)."""
+    occupancy = round9(stationary_occupancy(surge_rps, x_curve.at, q_max))
+    if occupancy <= burst.occupancy:
+        return None
+    reading = ratio_at(qmax, LADDER_RATIO_STAT, occupancy, "burst", 0.0)
+    ratio = reading.ratio if reading else burst.units.cw_ratio
+    return finite(round9(occupancy * ratio), "the burst's saturation step", burst.units.ratio_rule)
+
+
+def _burst_step(burst: BurstLevels, saturation: float | None) -> StepSpec:
+    """One step from the burst threshold; from `saturation` on, a second that adds the first's
+    percentage again on top of it. Application Auto Scaling lets a step that asks for more act
+    within the cooldown of the first, so a fleet the first step did not carry through a ramp gets
+    a second push when it saturates instead of waiting out the cooldown."""
+    steps = [StepAdjustment(lower=0.0, upper=None, adjustment=burst.percent)]
+    if saturation is not None:
+        twice = ceil9(100 * ((1 + burst.percent / 100) ** 2 - 1))
+        edge = round9(saturation - burst.threshold)
+        steps = [
+            StepAdjustment(lower=0.0, upper=edge, adjustment=burst.percent),
+            StepAdjustment(lower=edge, upper=None, adjustment=twice),
+        ]
     return StepSpec(
         role="burst",
         adjustment_type="PercentChangeInCapacity",
-        steps=[StepAdjustment(lower=0.0, upper=None, adjustment=burst.percent)],
+        steps=steps,
         cooldown_s=burst.cooldown_s,
         metric_aggregation_type="Maximum",
-        min_adjustment_magnitude=1,
+        min_adjustment_magnitude=FLEET_BURST_MIN_INSTANCES,
         alarm=AlarmSpec(
             metric=CONCURRENT_REQUESTS_PER_MODEL,
             statistic=burst.units.statistic,
@@ -231,7 +278,11 @@ def derive_fleet(
         scale_out_cooldown_s=scale_out_cooldown_s,
         scale_in_cooldown_s=FLEET_SCALE_IN_COOLDOWN_S,
     )
-    policies = [tracking, *([_burst_step(levels.burst)] if levels.burst else [])]
+    policies: list[TargetTrackingSpec | StepSpec] = [tracking]
+    if levels.burst is not None:
+        surge_rps = request.surge_ratio * levels.scale_out_rps
+        saturation = saturation_threshold(qmax, x_curve, basis.q_max, surge_rps, levels.burst)
+        policies.append(_burst_step(levels.burst, saturation))
     shape = DeployShape(policies=policies, launch_s=basis.launch_s, sizing_rps=levels.scale_out_rps)
     return FleetDerivation(
         thresholds, size_fleet(basis, request, levels.scale_out_rps), levels, shape

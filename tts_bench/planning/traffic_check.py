@@ -23,7 +23,6 @@ from tts_bench.errors import TtsBenchError
 from tts_bench.planning.findings import FINDING_ORDER, finding
 from tts_bench.planning.plan import plan_id
 
-DEFAULT_SHED_BUDGET: Final = 0.0001
 DEFAULT_SEEDS: Final = 5
 DAY_S: Final = 86_400
 
