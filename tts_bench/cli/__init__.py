@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from tts_bench import __version__
-from tts_bench.errors import TtsBenchError
+from tts_bench.errors import TtsBenchError, printable
 
 # Modules under tts_bench.cli, in the order `--help` lists them (the order of the tool chain).
 COMMANDS = (
@@ -29,6 +29,8 @@ COMMANDS = (
     "local_run",
     # the measurement chain, in the order it runs (SPEC §4)
     "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference",
+    # custody: each artifact against what it was made from
+    "verify",
     # checks of the plan's models: against a real run, and a fleet replayed under the policy
     "surge", "simulate",
     # infrastructure
@@ -77,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except TtsBenchError as exc:
-        print(f"tts-bench {args.command}: {exc}", file=sys.stderr)
+        print(printable(f"tts-bench {args.command}: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"tts-bench {args.command}: interrupted", file=sys.stderr)

@@ -51,10 +51,11 @@ class Difference:
     recorded: Any
     derived: Any
 
-    def describe(self, derived_from: str) -> str:
-        """`rungs[3].ttfab_p95_ms is 130.0, its raw samples give 128.4`, printable, one line."""
+    def describe(self, how: str) -> str:
+        """`rungs[3].ttfab_p95_ms is 130.0; recomputed from its raw samples it is 128.4`: one
+        printable line, `how` saying where the second value comes from."""
         return printable(
-            f"{self.path or '(top level)'} is {show(self.recorded)}, {derived_from} "
+            f"{self.path or '(top level)'} is {show(self.recorded)}; {how} it is "
             f"{show(self.derived)}"
         )
 

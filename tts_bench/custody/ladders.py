@@ -81,7 +81,7 @@ def check_qmax(path: Path, qmax: QmaxArtifact, sha256: str) -> Checked:
         _keep_unrecorded_stability(recorded, expected)
     found = first_difference(recorded, expected, tolerance=tolerance)
     if found is not None:
-        raise CustodyError(path, found.describe("its raw samples give"))
+        raise CustodyError(path, found.describe("recomputed from its raw samples"))
     probes = len(qmax.refinement.probes) if qmax.refinement else 0
     how = (
         f"{len(qmax.rungs)} rungs, {probes} probes and {len(qmax.verification)} verification "

@@ -65,7 +65,7 @@ def check_surge(path: Path, surge: SurgeArtifact, sources: Sources) -> Checked:
             run.model_dump(mode="json"), again.model_dump(mode="json"), path=f"runs[{index}]"
         )
         if found is not None:
-            raise CustodyError(path, found.describe("its samples give"))
+            raise CustodyError(path, found.describe("recomputed from its samples"))
     how = f"{len(surge.runs)} runs recomputed from {len(samples):,} samples"
     return Checked(path, f"surge {surge.provenance.kind}", how + f" against {ladder_path.name}")
 
@@ -108,7 +108,7 @@ def check_summary(path: Path, summary: dict[str, Any], sources: Sources) -> Chec
         raise CustodyError(path, f"cannot be recomputed from its ladders: {exc}") from None
     found = first_difference(summary, _json(again))
     if found is not None:
-        raise CustodyError(path, found.describe("its two ladders give"))
+        raise CustodyError(path, found.describe("recomputed from its two ladders"))
     names = " and ".join(p.name for p, _ in ladders.values())
     return Checked(path, "gpu summary (not an artifact)", f"recomputed from {names}")
 

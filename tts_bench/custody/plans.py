@@ -89,7 +89,7 @@ def check_plan(path: Path, plan: PlanArtifact, sources: Sources) -> Checked:
     found = compare_plans(plan, derived)
     if found is not None:
         raise CustodyError(
-            path, found.describe(f"re-derived from {qmax_path.name} and {ttotal_path.name},")
+            path, found.describe(f"re-derived from {qmax_path.name} and {ttotal_path.name}")
         )
     how = f"re-derived from {qmax_path.name} and {ttotal_path.name}, every field equal"
     notes = ()

@@ -53,7 +53,7 @@ def check_ttotal(path: Path, ttotal: TtotalArtifact, sha256: str, sources: Sourc
     )
     found = first_difference(ttotal.model_dump(mode="json"), expected)
     if found is not None:
-        raise CustodyError(path, found.describe("its events give"))
+        raise CustodyError(path, found.describe("recomputed from its events"))
     judged_by = _judged_by(path, ttotal, sources)
     how = f"{len(stages)} stages and the total recomputed from {len(ttotal.events.points)} events"
     return Checked(path, f"ttotal {ttotal.provenance.kind}", how + judged_by)
