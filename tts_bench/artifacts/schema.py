@@ -103,19 +103,22 @@ class Provenance(_Strict):
 
 
 def kind_fits_fingerprint(provenance: Provenance, fingerprint: Fingerprint | None) -> str | None:
-    """Emulated is the local cloud: a SageMaker transport served on this machine (a `local-`
-    instance type, unless curve instances stood in for another build). A SageMaker transport on a
-    local instance type is never measured or reference."""
+    """Emulated is the local cloud, which speaks only SageMaker's transports; a SageMaker
+    transport on a `local-` instance type (this machine's hardware) is never measured or
+    reference."""
     if fingerprint is None:
         return None
     sagemaker = not fingerprint.transport.is_local
-    local = fingerprint.instance_type.startswith("local-")
-    if provenance.kind == "emulated" and not (sagemaker and (local or provenance.curve_modelled)):
+    if provenance.kind == "emulated" and not sagemaker:
         return (
-            f"provenance.kind: emulated means measured through the local cloud, but the "
-            f"fingerprint says {fingerprint.transport.value} on {fingerprint.instance_type}"
+            f"provenance.kind: emulated means measured through the local cloud, which serves "
+            f"only SageMaker transports, not {fingerprint.transport.value}"
         )
-    if provenance.kind in ("measured", "reference") and sagemaker and local:
+    if (
+        provenance.kind in ("measured", "reference")
+        and sagemaker
+        and fingerprint.instance_type.startswith("local-")
+    ):
         return (
             f"provenance.kind: {provenance.kind}, but {fingerprint.transport.value} on "
             f"{fingerprint.instance_type} is the local cloud: emulated"

@@ -1,4 +1,4 @@
-"""What a qmax artifact was computed from besides its samples: `qmax-….json.raw.json`.
+"""What a qmax artifact was computed from besides its samples: `qmax-….json.raw.json.gz`.
 
 The samples file (`samples`) holds one record per request. A rung's figures also read each
 load-generating process's CPU readings (is the client the bottleneck?) and, on an endpoint,
@@ -8,6 +8,7 @@ read, so `tts-bench verify` recomputes every figure with the code that made it.
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 from typing import Final
@@ -20,7 +21,7 @@ from tts_bench.errors import ArtifactError
 from tts_bench.measure.ladder import CpuReading
 from tts_bench.strict import StrictModel
 
-RAW_SUFFIX: Final = ".raw.json"
+RAW_SUFFIX: Final = ".raw.json.gz"
 
 
 class QmaxRaw(StrictModel):
@@ -42,22 +43,24 @@ class QmaxRaw(StrictModel):
 
 
 def raw_path(artifact_path: str | os.PathLike[str]) -> Path:
-    """`qmax-….json` → `qmax-….json.raw.json`."""
+    """`qmax-….json` → `qmax-….json.raw.json.gz` (not `*.json`: it is no artifact of its own)."""
     path = Path(artifact_path)
     return path.with_name(path.name + RAW_SUFFIX)
 
 
 def write_raw(path: str | os.PathLike[str], raw: QmaxRaw) -> Path:
-    return write_atomically(Path(path), (raw.model_dump_json() + "\n").encode("utf-8"))
+    # mtime=0 keeps the file byte-identical for identical readings.
+    data = gzip.compress((raw.model_dump_json() + "\n").encode("utf-8"), mtime=0)
+    return write_atomically(Path(path), data)
 
 
 def read_raw(path: str | os.PathLike[str]) -> QmaxRaw:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
     except FileNotFoundError:
         raise ArtifactError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise ArtifactError(f"{path}: cannot read: {exc}") from None
     try:
         return QmaxRaw.model_validate(parse_artifact_json(text, path))
