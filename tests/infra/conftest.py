@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tests.measured_set import EMULATED_FINGERPRINT, measured_set
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact, sha256_file
+from tts_bench.artifacts.companions import beside, json_digests
+from tts_bench.artifacts.schema import PlanArtifact, load_artifact
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -78,15 +79,12 @@ def write_plans(folder: Path, plans: list[PlanArtifact], search: tuple[Path, ...
     folder.mkdir(exist_ok=True)
     for index, plan in enumerate(plans):
         (folder / f"plan-test-{index}.json").write_text(plan.model_dump_json(), encoding="utf-8")
-        for source in plan.sources.values():
-            found = next(
-                (p for where in search for p in where.glob("*.json")
-                 if sha256_file(p) == source.sha256),
-                None,
-            )  # fmt: skip
-            if found is not None:
-                for part in found.parent.glob(found.name + "*"):
-                    shutil.copy(part, folder / part.name)
+        wanted = {source.sha256 for source in plan.sources.values()}
+        for where in search:
+            for path, digest in json_digests(where).items():
+                if digest in wanted:
+                    for part in beside(path):
+                        shutil.copy(part, folder / part.name)
 
 
 @pytest.fixture

@@ -40,6 +40,11 @@ PINNED_REFERENCE_SHA256: Final[dict[str, str]] = {
     ),
 }
 
+# The published run itself, kept beside them (measurements/reference/), by sha256: an edited
+# reference artifact is rebuilt from it to name the field that was changed.
+PUBLISHED_RUN = "reference/published-g5xlarge-run.json"
+PUBLISHED_RUN_SHA256: Final = "3e43d56e3040c4c15d4a691fe9c4ed86f296b4b354308ca931532221dc1693d2"
+
 # The published stage labels, reduced to the marker pairs our own T_total records.
 _MARKER_NAMES = {
     "instance visible in logs": "instance_visible",

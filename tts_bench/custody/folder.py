@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
+from tts_bench.artifacts.companions import json_digests
 from tts_bench.artifacts.schema import (
     PlanArtifact,
     QmaxArtifact,
@@ -49,8 +50,7 @@ class ArtifactFolder:
     def digests(self) -> dict[Path, str]:
         """sha256 of every `*.json` directly in the folder (read once)."""
         if self._digests is None:
-            found = sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []
-            self._digests = {p: sha256_file(p) for p in found if p.is_file()}
+            self._digests = json_digests(self.folder)
         return self._digests
 
     def find(self, sha256: str) -> Path | None:

@@ -31,8 +31,9 @@ from tts_bench.artifacts.schema import (
     ladder_outcome,
 )
 from tts_bench.custody.differences import FLOAT_TOLERANCE, first_difference
-from tts_bench.custody.outcome import Checked, CustodyError, check_name, pinned
-from tts_bench.custody.pins import LEGACY_QMAX_SHA256, PINNED_REFERENCE_SHA256
+from tts_bench.custody.outcome import Checked, CustodyError, check_name
+from tts_bench.custody.pins import LEGACY_QMAX_SHA256
+from tts_bench.custody.references import check_reference
 from tts_bench.errors import ArtifactError
 from tts_bench.measure.cloudwatch_join import MetricPoint, invocation_ratios_for, ratios_for
 from tts_bench.measure.ladder import (
@@ -64,7 +65,7 @@ def tolerance(path: str) -> tuple[float, float]:
 def check_qmax(path: Path, qmax: QmaxArtifact, sha256: str) -> Checked:
     """The ladder against its raw data; a `CustodyError` naming the first differing field."""
     if qmax.provenance.kind == "reference":
-        return pinned(path, sha256, "qmax", PINNED_REFERENCE_SHA256)
+        return check_reference(path, qmax, sha256)
     if qmax.provenance.kind == "simulated" or qmax.fingerprint is None:
         raise CustodyError(
             path,

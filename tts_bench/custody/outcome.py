@@ -3,7 +3,6 @@ a refusal of one line naming the file and the field."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -44,19 +43,6 @@ class Sources(Protocol):
     def find(self, sha256: str) -> Path | None: ...
 
     def check(self, path: Path) -> Checked: ...
-
-
-def pinned(path: Path, sha256: str, kind: str, pins: Mapping[str, str]) -> Checked:
-    """A reference artifact: accepted only as one of the pinned files."""
-    if sha256 not in pins:
-        raise CustodyError(
-            path,
-            f"provenance.kind is reference, but its sha256 {sha256[:12]}… is not a pinned "
-            "reference artifact (tts_bench/artifacts/reference.py): a reference artifact holds "
-            "no raw data, so an edited or rebuilt one cannot be checked; restore the committed "
-            "file",
-        )
-    return Checked(path, f"{kind} reference", f"the pinned {pins[sha256]} (sha256 {sha256[:12]}…)")
 
 
 def check_name(path: Path, expected: str) -> None:

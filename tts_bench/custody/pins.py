@@ -1,8 +1,8 @@
-"""Artifacts accepted by their sha256 alone, because nothing kept can re-derive them.
+"""Artifacts accepted by their sha256 where nothing kept re-derives all of them.
 
-Reference artifacts are rebuilt from the published run's table of figures (`artifacts.reference`)
-and hold no raw data: only the committed files are reference, so relabelling an artifact
-`reference` passes nothing. Legacy ladders were measured before CPU readings were kept beside
+Reference artifacts (pinned in `artifacts.reference`, checked by `references`) are rebuilt from
+the published run's table of figures and hold no raw data: only the committed files are
+reference, so relabelling an artifact `reference` passes nothing. Legacy ladders were measured before CPU readings were kept beside
 the samples (and some before the stability figures existed): their rungs are recomputed from
 their samples, the CPU share each rung recorded is taken as recorded, and a stability figure the
 artifact left null stays unjudged. Anything else measured must carry its raw record.
@@ -11,10 +11,6 @@ artifact left null stays unjudged. Anything else measured must carry its raw rec
 from __future__ import annotations
 
 from typing import Final
-
-from tts_bench.artifacts.reference import PINNED_REFERENCE_SHA256
-
-__all__ = ["LEGACY_QMAX_SHA256", "PINNED_REFERENCE_SHA256"]
 
 # sha256 -> where it was measured: the committed H200 ladders (measurements/, h200-run*/).
 LEGACY_QMAX_SHA256: Final[dict[str, str]] = {

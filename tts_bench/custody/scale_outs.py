@@ -15,15 +15,15 @@ from pathlib import Path
 from tts_bench.artifacts.fingerprint import ttotal_filename
 from tts_bench.artifacts.schema import TtotalArtifact
 from tts_bench.custody.differences import first_difference
-from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name, pinned
-from tts_bench.custody.pins import PINNED_REFERENCE_SHA256
+from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name
+from tts_bench.custody.references import check_reference
 from tts_bench.measure.ttotal_probe import TtotalError
 from tts_bench.measure.ttotal_stages import measured_total_s, stages_from_events
 
 
 def check_ttotal(path: Path, ttotal: TtotalArtifact, sha256: str, sources: Sources) -> Checked:
     if ttotal.provenance.kind == "reference":
-        return pinned(path, sha256, "ttotal", PINNED_REFERENCE_SHA256)
+        return check_reference(path, ttotal, sha256)
     if ttotal.provenance.kind == "simulated" or ttotal.fingerprint is None:
         raise CustodyError(
             path,
