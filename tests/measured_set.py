@@ -124,7 +124,7 @@ def write_ladder(
     found = ladder_rungs(samples, cpu, schedule, START_EPOCH, slo_ms, math.inf)
     provenance = Provenance.now(kind, "synthetic serial engine (tests/measured_set.py)")
     artifact = build_qmax_artifact(found, fingerprint, schedule, slo_ms, provenance, START_EPOCH)
-    raw = QmaxRaw.of(cpu)
+    raw = QmaxRaw.of(fingerprint, cpu)
     if not fingerprint.transport.is_local:
         artifact, samples, raw = _join(
             artifact, schedule, samples, raw, slo_ms, surge_ratio, service_ms
@@ -171,7 +171,9 @@ def _join(
         }
     )
     joined = QmaxArtifact.model_validate(joined.model_dump(mode="json"))
-    raw = QmaxRaw.of(cpu).with_reads(LADDER_RATIO_STAT, [(p.ts, p.value) for p in points])
+    raw = QmaxRaw.of(raw.fingerprint, cpu).with_reads(
+        LADDER_RATIO_STAT, [(p.ts, p.value) for p in points]
+    )
     raw = raw.with_reads(INVOCATIONS_RATIO_STAT, [(p.ts, p.value) for p in minutes])
     return joined, samples, raw
 

@@ -26,7 +26,7 @@ from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.custody.ladders import check_qmax
 from tts_bench.custody.others import check_simulation, check_summary, check_surge
 from tts_bench.custody.outcome import Checked, CustodyError
-from tts_bench.custody.plans import check_plan
+from tts_bench.custody.plans import PLAN_EXEMPT, check_plan
 from tts_bench.custody.scale_outs import check_ttotal
 from tts_bench.errors import ArtifactError
 from tts_bench.measure.gpu_summary import SUMMARY_KIND
@@ -36,6 +36,31 @@ NOT_AN_ARTIFACT: Final = (
     "not an artifact (no `artifact` key of " + ", ".join(ARTIFACT_KINDS) + f", no {SUMMARY_KIND}"
     "): verify does not check a benchmark's own record, which its command reproduces"
 )
+
+
+_DESCRIPTIVE: Final = r"provenance\.(created_at|source|tool|command|notes)"
+# Per kind, the fields no check re-derives: descriptive text, and inputs the recomputation
+# uses as recorded (an edit of one shows in the figures it gives, or changes nothing).
+TAKEN_AS_RECORDED: Final[dict[str, tuple[str, ...]]] = {
+    "plan": PLAN_EXEMPT,
+    "qmax": (
+        _DESCRIPTIVE,
+        r"slo_ms",  # the rungs' verdicts are judged against it again
+        r"ladder\..*",  # the schedule: every window is recomputed from it
+        r"refinement\.(ended_by|resolution_pct)",
+        r"verification_ladder\..*",
+        r"rungs\[\d+\]\.client_cpu_percent",  # a legacy ladder's, which kept no readings
+    ),
+    "ttotal": (_DESCRIPTIVE, r"recovery_rule", r"events\.skew_tolerance_s"),
+    "surge": (_DESCRIPTIVE, r"qmax_path"),
+    "simulation": (
+        r"provenance\..*",
+        r"fingerprint.*",
+        r"policies\[\d+\]\..*",  # simulated figures: re-run the recorded command
+        r"inputs\.(traffic|duration_s|seed|price_per_hour_usd|model|over_slo_rule)",
+        r"inputs\.files\.[a-z]+\.path",
+    ),
+}
 
 
 class ArtifactFolder:

@@ -75,14 +75,29 @@ def check_qmax(path: Path, qmax: QmaxArtifact, sha256: str) -> Checked:
         )
     check_name(path, qmax_filename(qmax.fingerprint, qmax.provenance.kind))
     legacy = LEGACY_QMAX_SHA256.get(sha256)
-    samples, raw = _raw_data(path, legacy is not None)
+    samples, raw = _raw_data(path)
+    if raw is not None and raw.fingerprint != qmax.fingerprint:
+        found = first_difference(
+            qmax.fingerprint.model_dump(mode="json"),
+            raw.fingerprint.model_dump(mode="json"),
+            path="fingerprint",
+        )
+        raise CustodyError(path, found.describe("as the target reported it") if found else "")
     expected = recompute(path, qmax, samples, raw)
     recorded = qmax.model_dump(mode="json")
-    if legacy is not None:
+    if raw is None:
         _keep_unrecorded_stability(recorded, expected)
     found = first_difference(recorded, expected, tolerance=tolerance)
     if found is not None:
         raise CustodyError(path, found.describe("recomputed from its raw samples"))
+    if raw is None and legacy is None:
+        raise CustodyError(
+            path,
+            f"{raw_path(path).name} is missing (the fingerprint the target reported, its CPU "
+            "readings and CloudWatch reads): only the pinned legacy ladders may lack it, and "
+            "this file's sha256 is none of theirs (an edit of a legacy file's fingerprint or "
+            "provenance shows only so); restore it, or measure again",
+        )
     probes = len(qmax.refinement.probes) if qmax.refinement else 0
     how = (
         f"{len(qmax.rungs)} rungs, {probes} probes and {len(qmax.verification)} verification "
@@ -99,7 +114,8 @@ def check_qmax(path: Path, qmax: QmaxArtifact, sha256: str) -> Checked:
     return Checked(path, f"qmax {qmax.provenance.kind}", how, notes)
 
 
-def _raw_data(path: Path, legacy: bool) -> tuple[list[Sample], QmaxRaw | None]:
+def _raw_data(path: Path) -> tuple[list[Sample], QmaxRaw | None]:
+    """The samples (required) and the raw record (None when missing: a legacy ladder's)."""
     where = samples_path(path)
     if not where.is_file():
         raise CustodyError(
@@ -109,7 +125,7 @@ def _raw_data(path: Path, legacy: bool) -> tuple[list[Sample], QmaxRaw | None]:
         )
     try:
         samples = read_samples(where)
-        raw = None if legacy and not raw_path(path).is_file() else read_raw(raw_path(path))
+        raw = read_raw(raw_path(path)) if raw_path(path).is_file() else None
     except ArtifactError as exc:
         raise CustodyError(path, f"its raw data cannot be read: {exc}") from None
     return samples, raw

@@ -85,7 +85,7 @@ def check_plan(path: Path, plan: PlanArtifact, sources: Sources) -> Checked:
     try:
         derived = rederive(plan, qmax, ttotal)  # type: ignore[arg-type]
     except TtsBenchError as exc:
-        raise CustodyError(path, f"its sources give no plan: {exc}") from None
+        raise CustodyError(path, f"inputs: with them its sources give no plan: {exc}") from None
     found = compare_plans(plan, derived)
     if found is not None:
         raise CustodyError(

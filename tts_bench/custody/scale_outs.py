@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tts_bench.artifacts.fingerprint import ttotal_filename
-from tts_bench.artifacts.schema import TtotalArtifact
+from tts_bench.artifacts.fingerprint import Fingerprint, ttotal_filename
+from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
 from tts_bench.custody.differences import first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name
 from tts_bench.custody.references import check_reference
@@ -70,4 +70,15 @@ def _judged_by(path: Path, ttotal: TtotalArtifact, sources: Sources) -> str:
             f"{ttotal.qmax_sha256[:12]}…) is not in {sources.folder}; a later run replaced it, "
             "so measure T_total again against the ladder there",
         )
+    # A T_total carries the fingerprint of the ladder it was measured against.
+    judged = load_artifact(ladder, QmaxArtifact)
+    if judged.fingerprint != ttotal.fingerprint:
+        found = first_difference(
+            _dump(ttotal.fingerprint), _dump(judged.fingerprint), path="fingerprint"
+        )
+        raise CustodyError(path, found.describe(f"in {ladder.name}") if found else "")
     return f", judged against {ladder.name}"
+
+
+def _dump(fingerprint: Fingerprint | None) -> object:
+    return None if fingerprint is None else fingerprint.model_dump(mode="json")

@@ -326,7 +326,7 @@ class Conductor:
             self.exit_code(2)
             return
         write_samples(samples_path(path), self.run.store.samples)
-        write_raw(raw_path(path), QmaxRaw.of(self.run.store.cpu))
+        write_raw(raw_path(path), QmaxRaw.of(self.target.fingerprint, self.run.store.cpu))
         self.written = path
         self.exit_code(0)
         logger.info(

@@ -87,7 +87,7 @@ class HeldVerification:
     artifact: QmaxArtifact | None
     from_ladder: dict[int, int] = field(default_factory=dict)
     samples: tuple[Sample, ...] = ()
-    raw: QmaxRaw = field(default_factory=QmaxRaw)
+    raw: QmaxRaw | None = None
 
 
 def preflight(session: AwsSession, endpoint: str, variant: str) -> None:
@@ -246,7 +246,8 @@ def join_cloudwatch(
         # The held run's raw data joins the ladder's: one file of each for the whole artifact.
         samples = read_samples(samples_path(path))
         write_samples(samples_path(path), [*samples, *held.samples])
-        raw = raw.model_copy(update={"cpu": [*raw.cpu, *held.raw.cpu]})
+        held_cpu = held.raw.cpu if held.raw is not None else []
+        raw = raw.model_copy(update={"cpu": [*raw.cpu, *held_cpu]})
     write_raw(raw_path(path), raw)
     return write_artifact(joined, path.parent, path.name)
 

@@ -3,7 +3,8 @@
 The samples file (`samples`) holds one record per request. A rung's figures also read each
 load-generating process's CPU readings (is the client the bottleneck?) and, on an endpoint,
 CloudWatch's datapoints (each rung's ratio to the client's in-flight). Both are kept here, as
-read, so `tts-bench verify` recomputes every figure with the code that made it.
+read, so `tts-bench verify` recomputes every figure with the code that made it, beside the
+fingerprint the target reported (an edit of the artifact's alone shows).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Final
 from pydantic import Field, ValidationError
 
 from tts_bench.artifacts.atomic_file import write_atomically
+from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import CloudWatchStat, parse_artifact_json
 from tts_bench.errors import ArtifactError
 from tts_bench.measure.ladder import CpuReading
@@ -25,15 +27,17 @@ RAW_SUFFIX: Final = ".raw.json.gz"
 
 
 class QmaxRaw(StrictModel):
-    """CPU readings `(worker, unix seconds, cumulative CPU seconds)` and, per CloudWatch
-    statistic key (`Maximum/10s`), the datapoints read: `(period start, value)`."""
+    """The fingerprint the target reported when the ladder began, CPU readings `(worker, unix
+    seconds, cumulative CPU seconds)` and, per CloudWatch statistic key (`Maximum/10s`), the
+    datapoints read: `(period start, value)`."""
 
+    fingerprint: Fingerprint
     cpu: list[tuple[str, float, float]] = Field(default_factory=list)
     cloudwatch: dict[str, list[tuple[float, float]]] = Field(default_factory=dict)
 
     @classmethod
-    def of(cls, cpu: list[CpuReading]) -> QmaxRaw:
-        return cls(cpu=[(r.worker, r.ts, r.cpu_s) for r in cpu])
+    def of(cls, fingerprint: Fingerprint, cpu: list[CpuReading]) -> QmaxRaw:
+        return cls(fingerprint=fingerprint, cpu=[(r.worker, r.ts, r.cpu_s) for r in cpu])
 
     def cpu_readings(self) -> list[CpuReading]:
         return [CpuReading(worker, ts, cpu_s) for worker, ts, cpu_s in self.cpu]
