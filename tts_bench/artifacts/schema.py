@@ -509,6 +509,17 @@ class QmaxArtifact(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _rungs_follow_the_schedule(self) -> QmaxArtifact:
+        if self.ladder is not None:
+            held = [r.concurrency for r in self.rungs]
+            if held != self.ladder.rungs[: len(held)]:
+                raise ValueError(
+                    f"rungs: concurrencies {held} are not the start of the ladder's schedule "
+                    f"{self.ladder.rungs}"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _outcome_matches_rungs(self) -> QmaxArtifact:
         q_max, bracketed = ladder_outcome(self.rungs)
         if (self.q_max, self.bracketed) != (q_max, bracketed):

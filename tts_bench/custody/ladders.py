@@ -58,6 +58,13 @@ RATIO_TOLERANCE: Final = (0.0, 0.0011)
 STABILITY_FIELDS: Final = ("stable", "sub_window_ttfab_p95_ms")
 
 
+def _figures_first(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The rungs before what follows from them (Q_max, the uncontended service time), so an
+    edited figure is named rather than its consequence."""
+    first = ("rungs", "refinement", "verification")
+    return {**{k: recorded[k] for k in first if k in recorded}, **recorded}
+
+
 def tolerance(path: str) -> tuple[float, float]:
     return RATIO_TOLERANCE if "cloudwatch_ratio" in path else FLOAT_TOLERANCE
 
@@ -87,17 +94,18 @@ def check_qmax(path: Path, qmax: QmaxArtifact, sha256: str) -> Checked:
     recorded = qmax.model_dump(mode="json")
     if raw is None:
         _keep_unrecorded_stability(recorded, expected)
-    found = first_difference(recorded, expected, tolerance=tolerance)
-    if found is not None:
-        raise CustodyError(path, found.describe("recomputed from its raw samples"))
+    found = first_difference(_figures_first(recorded), expected, tolerance=tolerance)
     if raw is None and legacy is None:
+        without = f"; without it, {found.describe('recomputed')}" if found else ""
         raise CustodyError(
             path,
             f"{raw_path(path).name} is missing (the fingerprint the target reported, its CPU "
             "readings and CloudWatch reads): only the pinned legacy ladders may lack it, and "
             "this file's sha256 is none of theirs (an edit of a legacy file's fingerprint or "
-            "provenance shows only so); restore it, or measure again",
+            f"provenance shows only so); restore it, or measure again{without}",
         )
+    if found is not None:
+        raise CustodyError(path, found.describe("recomputed from its raw samples"))
     probes = len(qmax.refinement.probes) if qmax.refinement else 0
     how = (
         f"{len(qmax.rungs)} rungs, {probes} probes and {len(qmax.verification)} verification "

@@ -88,9 +88,10 @@ def check_plan(path: Path, plan: PlanArtifact, sources: Sources) -> Checked:
         raise CustodyError(path, f"inputs: with them its sources give no plan: {exc}") from None
     found = compare_plans(plan, derived)
     if found is not None:
-        raise CustodyError(
-            path, found.describe(f"re-derived from {qmax_path.name} and {ttotal_path.name}")
-        )
+        why = found.describe(f"re-derived from {qmax_path.name} and {ttotal_path.name}")
+        if found.path == "plan_id":
+            why += " (plan_id hashes the inputs, sources, fingerprint and rule: one was edited)"
+        raise CustodyError(path, why)
     how = f"re-derived from {qmax_path.name} and {ttotal_path.name}, every field equal"
     notes = ()
     if plan.traffic_check is not None:
