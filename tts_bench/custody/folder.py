@@ -51,8 +51,14 @@ TAKEN_AS_RECORDED: Final[dict[str, tuple[str, ...]]] = {
         r"verification_ladder\..*",
         r"rungs\[\d+\]\.client_cpu_percent",  # a legacy ladder's, which kept no readings
     ),
-    "ttotal": (_DESCRIPTIVE, r"recovery_rule", r"events\.skew_tolerance_s"),
-    "surge": (_DESCRIPTIVE, r"qmax_path"),
+    # Whether curve instances served it says what was measured; no plan reads it.
+    "ttotal": (
+        _DESCRIPTIVE,
+        r"provenance\.curve_modelled",
+        r"recovery_rule",
+        r"events\.skew_tolerance_s",
+    ),
+    "surge": (_DESCRIPTIVE, r"provenance\.curve_modelled", r"qmax_path"),
     "simulation": (
         r"provenance\..*",
         r"fingerprint.*",

@@ -7,7 +7,8 @@ where it is used (a level a usable ladder rung held already is read from that ru
 This module is the pure part: which levels (for a surge ratio, rounded to whole users), which
 of them a ladder rung held, the ladder of their own the rest are held as once the ladder found
 Q_max (under the same freeze), and how a rung and CloudWatch's readings become a
-`VerificationRung`.
+`VerificationRung` (`verification_from_runs`: from the ladder's and the held run's schedules and
+rungs, as the live ladder joins them and `tts-bench verify` recomputes them).
 `live_ladder` drives it; nothing here touches the network.
 """
 
