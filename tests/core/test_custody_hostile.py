@@ -221,7 +221,7 @@ def unchanged(target: Path) -> bool:
     """The loader reads the edited file back as the original (`"1"` for `1`)."""
     try:
         return loaded(target) == loaded_before(target)
-    except ValueError:
+    except (ValueError, KeyError, TypeError):  # no longer loads, or no longer that kind
         return False
 
 

@@ -237,8 +237,8 @@ def _verification(
         return []
     surge_ratio = qmax.verification[0].surge_ratio
     rungs = [Rung.model_validate(r) for r in expected["rungs"]]
-    probes = expected["refinement"]["probes"] if expected.get("refinement") else []
-    q_max = expected["refinement"]["q_max"] if probes else expected["q_max"]
+    refinement = expected.get("refinement")
+    q_max = refinement["q_max"] if refinement else expected["q_max"]
     if q_max is None:
         return []
     levels = verification_levels(q_max, surge_ratio)
