@@ -143,6 +143,7 @@ class CurveFleet:
         if self.plan is not None:
             overrides["sloMs"] = self.plan.inputs.slo_ms
             overrides["surgeRatio"] = self.plan.inputs.surge_ratio
+            overrides["planRule"] = self.plan.rule  # --plan names the plan to deploy
         return overrides
 
     def mark(self, deployment: Deployment) -> Deployment:
