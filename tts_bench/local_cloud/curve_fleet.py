@@ -143,7 +143,7 @@ class CurveFleet:
         if self.plan is not None:
             overrides["sloMs"] = self.plan.inputs.slo_ms
             overrides["surgeRatio"] = self.plan.inputs.surge_ratio
-            overrides["planRule"] = self.plan.rule  # --plan names the plan to deploy
+            overrides["planRule"] = self.plan.rule  # the gate deploys the plan of the stack's rule
         return overrides
 
     def mark(self, deployment: Deployment) -> Deployment:
