@@ -16,7 +16,6 @@ MEASUREMENTS = "measurements"
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "verify",
-        help="check each artifact against its raw data and sources, with the code that made it",
         description=(
             "A qmax against its raw samples and raw record, a ttotal against its events, a plan "
             "re-derived from the qmax and ttotal it names (found by sha256 beside it), a surge "
