@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -79,16 +80,30 @@ __all__ = [
 ProvenanceKind = Literal["measured", "reference", "simulated", "emulated"]
 
 
+def _encodable(value: object) -> object:
+    """A file name or command line as UTF-8 can hold it: an undecodable byte of a file name
+    (a lone surrogate in Python) is kept as its escape, never a refusal of the whole artifact."""
+    return (
+        value.encode("utf-8", "backslashreplace").decode("utf-8")
+        if isinstance(value, str)
+        else value
+    )
+
+
+# Descriptive text that quotes paths and command lines.
+Text = Annotated[str, BeforeValidator(_encodable)]
+
+
 class Provenance(_Strict):
     """Where an artifact came from: measured live, rebuilt from a reference, simulated, or
     emulated (measured through the local cloud: real clients and containers, no real AWS)."""
 
     kind: ProvenanceKind
     created_at: datetime
-    source: str = Field(min_length=1, description="what was measured: endpoint, host or file")
-    tool: str = f"tts-bench {__version__}"
-    command: str | None = None
-    notes: str | None = None
+    source: Text = Field(min_length=1, description="what was measured: endpoint, host or file")
+    tool: Text = f"tts-bench {__version__}"
+    command: Text | None = None
+    notes: Text | None = None
     curve_modelled: bool = Field(
         default=False,
         description="measured on the local cloud's curve instances: service times from a "
@@ -703,7 +718,7 @@ class Finding(BaseModel):
 
 
 class SourceArtifact(_Strict):
-    path: str
+    path: Text
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
     provenance: ProvenanceKind
 
@@ -1060,7 +1075,7 @@ def _shape_problem(plan: PlanArtifact) -> str | None:
 class InputFile(_Strict):
     """A file a simulation read, by path and content hash."""
 
-    path: str
+    path: Text
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
