@@ -1,4 +1,4 @@
-"""The plan gate at the program's edge: apply `tts_bench.planning.gate` and say why, in the log."""
+"""The plan gate at the program's edge: apply `tts_bench.custody.gate` and say why, in the log."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pulumi
 
-from tts_bench.planning.gate import GateQuery, GateResult, evaluate
+from tts_bench.custody.gate import evaluate
+from tts_bench.planning.gate import GateQuery, GateResult
 
 
 def gate_scaling(measurements_dir: Path, query: GateQuery) -> GateResult:

@@ -2,8 +2,9 @@
 
 For each SageMaker scalable target in the stack, the rule finds the variant's Model (through
 the endpoint and its configuration), reads the image digest, the model id tag and the instance
-type from literals, applies the same gate as the program (`tts_bench.planning.gate`) to the plans
-folder, and compares every deployed number with the plan's.
+type from literals, applies the same gate as the program (`tts_bench.custody.gate`: the plan
+selected, then re-derived from the qmax and ttotal it names) to the plans folder, and compares
+every deployed number with the plan's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pulumi_policy import (
 )
 
 from tts_bench.artifacts.schema import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
     SERVICE_NAMESPACE,
@@ -42,7 +44,7 @@ from tts_bench.deployment import (
 )
 from tts_bench.planning.aws_scaling import PREDEFINED_METRICS
 from tts_bench.planning.deploy import deploy_shape_of
-from tts_bench.planning.gate import GateQuery, GateResult, evaluate, performance_env_of
+from tts_bench.planning.gate import GateQuery, GateResult, performance_env_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 from tts_policies.preview_values import read, unknowns_reported
 from tts_policies.resource_types import (
@@ -422,7 +424,7 @@ POLICY = StackValidationPolicy(
     name=NAME,
     description=(
         "Requires SageMaker scaling resources to follow a feasible measured plan for the deployed "
-        "image and the stack's plan rule: every policy of its deploy shape (type, metric, "
+        "image and the stack's plan rule, re-derived from the artifacts it names: every policy of its deploy shape (type, metric, "
         "target, steps, cooldowns) and every alarm (metric, statistic, period, datapoints, "
         "threshold), the queue bound and clamped min/max."
     ),

@@ -297,6 +297,20 @@ def test_a_surge_over_response_stream_sheds_cleanly_on_one_frozen_instance(
     assert not list(Path(os.environ["TTS_BENCH_STATE_DIR"]).glob("freeze/*.json"))
 
 
+def test_every_artifact_the_chain_wrote_follows_from_its_raw_data(
+    out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ladder from its samples, CloudWatch reads and held verification rungs, the T_total
+    from its events, the plan from both, the surge from its samples: `tts-bench verify`."""
+    written = sorted(out.glob("*.json"))
+    assert {p.name.split("-")[0] for p in written} == {"qmax", "ttotal", "plan", "surge"}
+    assert main(["verify", *map(str, written)]) == 0, capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(line.startswith("ok ") for line in lines), lines
+    (qmax_line,) = [line for line in lines if "qmax emulated" in line]
+    assert "CloudWatch ratios from the reads kept" in qmax_line
+
+
 # --------------------------------------------------------------------------- refusals
 
 
@@ -342,7 +356,13 @@ def test_a_ladder_of_another_build_or_transport_is_refused(
     other.write_text(json.dumps(data))
     assert main(["ttotal", *endpoint_args(cloud), "--qmax", str(other), "--bound-rung", "1"]) == 2
     assert "another build" in capsys.readouterr().err
+    # A local ladder measured as such (an emulated one is never local: the loader refuses it).
     data["fingerprint"]["transport"] = "local-http"
+    data["provenance"]["kind"] = "measured"
     other.write_text(json.dumps(data))
     assert main(["ttotal", *endpoint_args(cloud), "--qmax", str(other), "--bound-rung", "1"]) == 2
     assert "needs a ladder measured on it" in capsys.readouterr().err
+    data["provenance"]["kind"] = "emulated"
+    other.write_text(json.dumps(data))
+    assert main(["ttotal", *endpoint_args(cloud), "--qmax", str(other), "--bound-rung", "1"]) == 2
+    assert "emulated means measured through the local cloud" in capsys.readouterr().err

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.core.ladders import FINGERPRINT, qmax_artifact, serial_ladder, ttotal_artifact
-from tts_bench.artifacts.fingerprint import plan_filename, qmax_filename, ttotal_filename
+from tts_bench.artifacts.fingerprint import (
+    Transport,
+    plan_filename,
+    qmax_filename,
+    ttotal_filename,
+)
 from tts_bench.artifacts.schema import (
     PlanArtifact,
     QmaxArtifact,
@@ -46,7 +51,7 @@ def _set(key_path: str, value):
         (_set("surprise", 1), "surprise", "Extra inputs are not permitted"),
         (_set("q_max", 40), "(top level)", "q_max=40, bracketed=True disagree with the rungs"),
         (_set("rungs.2.concurrency", 1), "rungs", "rung concurrencies must be strictly ascending"),
-        (_set("rungs.0.ok", 99999), "rungs.0", "ok (99999) exceeds completed"),
+        (_set("rungs.0.ok", 99999), "rungs.0", "ok 99999 + rejected 0 + errors 0 is not completed"),
         (
             _set("fingerprint.image_digest", "latest"),
             "fingerprint.image_digest",
@@ -155,7 +160,10 @@ def _emulated(artifact):
 
 
 def test_emulated_files_are_named_apart_and_never_replace_measured_ones(tmp_path) -> None:
-    measured = ttotal_artifact()
+    # The local cloud speaks SageMaker's transports, so an emulated artifact is of one.
+    measured = ttotal_artifact(
+        fingerprint=FINGERPRINT.model_copy(update={"transport": Transport.RESPONSE_STREAM})
+    )
     emulated = _emulated(measured)
     assert load_artifact(write_artifact(emulated, tmp_path, "e.json"), TtotalArtifact) == emulated
     fp = measured.fingerprint

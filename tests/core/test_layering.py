@@ -29,6 +29,7 @@ _EVERYTHING = frozenset(
         "infra",
         "local_cloud",
         "simulate",
+        "custody",
         "jobs",
     }
 )
@@ -42,6 +43,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "infra": frozenset({"artifacts", "planning", "aws", "leaves"}),
     "measure": frozenset({"artifacts", "planning", "aws", "serving", "leaves"}),
     "simulate": frozenset({"artifacts", "planning", "leaves"}),
+    # Recomputes with the code that measured: the ladder's statistics, the stage builder.
+    "custody": frozenset({"artifacts", "planning", "measure", "leaves"}),
     # Never `measure`: the emulator does not depend on what measures it (the launcher both use
     # lives in `serving`).
     "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "serving", "leaves"}),
@@ -51,7 +54,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Outside the package: the container ships alone with the leaves; the Pulumi program and
     # the pack read plans and config; the Locust file and benchmarks drive measurements.
     "container": frozenset({"leaves"}),
-    "program": frozenset({"artifacts", "planning", "infra", "leaves"}),
+    "program": frozenset({"artifacts", "planning", "custody", "infra", "leaves"}),
     "loadtest": frozenset({"artifacts", "measure", "serving", "leaves"}),
     "benchmarks": frozenset(
         {"artifacts", "planning", "serving", "measure", "simulate", "local_cloud", "leaves"}

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.measured_set import EMULATED_FINGERPRINT, measured_set
+from tts_bench.artifacts.companions import beside, json_digests
 from tts_bench.artifacts.schema import PlanArtifact, load_artifact
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,24 +54,46 @@ def infeasible_plan(make_plan: Callable[..., PlanArtifact]) -> PlanArtifact:
     return make_plan(feasible=False, findings=findings)
 
 
-@pytest.fixture
-def emulated_plan(make_plan: Callable[..., PlanArtifact]) -> PlanArtifact:
-    """The reference plan as if it had been measured through the local cloud."""
-    provenance = {**make_plan().provenance.model_dump(mode="json"), "kind": "emulated"}
-    return make_plan(provenance=provenance)
+@pytest.fixture(scope="session")
+def emulated_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plan measured through the local cloud on the reference image (an emulated ladder and
+    T_total from synthetic raw data), with everything it was made from."""
+    folder = tmp_path_factory.mktemp("emulated")
+    fingerprint = EMULATED_FINGERPRINT.model_copy(update={"image_digest": REFERENCE_DIGEST})
+    measured_set(folder, fingerprint, "emulated")
+    return folder
 
 
 @pytest.fixture
-def plans_dir(tmp_path: Path) -> Callable[..., Path]:
-    """A measurements folder holding exactly the given plans."""
+def emulated_plan(emulated_folder: Path) -> PlanArtifact:
+    (path,) = emulated_folder.glob("plan-*.json")
+    return load_artifact(path, PlanArtifact)
+
+
+SOURCE_FOLDERS = (REPO / "measurements",)
+
+
+def write_plans(folder: Path, plans: list[PlanArtifact], search: tuple[Path, ...]) -> None:
+    """`plans` as `plan-test-<i>.json` in `folder`, beside the artifacts each names (copied,
+    with their raw data, from the first of `search` that holds them)."""
+    folder.mkdir(exist_ok=True)
+    for index, plan in enumerate(plans):
+        (folder / f"plan-test-{index}.json").write_text(plan.model_dump_json(), encoding="utf-8")
+        wanted = {source.sha256 for source in plan.sources.values()}
+        for where in search:
+            for path, digest in json_digests(where).items():
+                if digest in wanted:
+                    for part in beside(path):
+                        shutil.copy(part, folder / part.name)
+
+
+@pytest.fixture
+def plans_dir(tmp_path: Path, emulated_folder: Path) -> Callable[..., Path]:
+    """A measurements folder holding exactly the given plans and the artifacts they name."""
 
     def make(*plans: PlanArtifact, name: str = "measurements") -> Path:
         folder = tmp_path / name
-        folder.mkdir(exist_ok=True)
-        for index, plan in enumerate(plans):
-            (folder / f"plan-test-{index}.json").write_text(
-                plan.model_dump_json(), encoding="utf-8"
-            )
+        write_plans(folder, list(plans), (*SOURCE_FOLDERS, emulated_folder))
         return folder
 
     return make
@@ -91,10 +115,15 @@ DEV_CONFIG = {
 }
 
 
-def copy_program(parent: Path, plans: list[PlanArtifact] | None = None, **config: Any) -> Path:
+def copy_program(
+    parent: Path,
+    plans: list[PlanArtifact] | None = None,
+    search: tuple[Path, ...] = SOURCE_FOLDERS,
+    **config: Any,
+) -> Path:
     """The repo's program in `parent/program`, with a `dev` stack of DEV_CONFIG updated by
     `config` (None removes a key) and a measurements folder holding `plans` (default: the
-    committed reference plan)."""
+    committed reference plan) and the artifacts they name (found in `search`)."""
     folder = parent / "program"
     folder.mkdir()
     for name in ("__main__.py", "Pulumi.yaml"):
@@ -107,19 +136,20 @@ def copy_program(parent: Path, plans: list[PlanArtifact] | None = None, **config
     (folder / "Pulumi.dev.yaml").write_text(json.dumps({"config": values}), encoding="utf-8")
     measurements = folder / "measurements"
     measurements.mkdir()
-    if plans is None:
-        shutil.copy(REFERENCE_PLAN, measurements)
-    for index, plan in enumerate(plans or []):
-        path = measurements / f"plan-test-{index}.json"
-        path.write_text(plan.model_dump_json(), encoding="utf-8")
+    if plans is not None:
+        write_plans(measurements, plans, search)
+        return folder
+    shutil.copy(REFERENCE_PLAN, measurements)
+    for source in load_artifact(REFERENCE_PLAN, PlanArtifact).sources.values():
+        shutil.copy(REPO / source.path, measurements)
     return folder
 
 
 @pytest.fixture
-def program_copy(tmp_path: Path) -> Callable[..., Path]:
-    """`copy_program` into this test's folder."""
+def program_copy(tmp_path: Path, emulated_folder: Path) -> Callable[..., Path]:
+    """`copy_program` into this test's folder (an emulated plan's sources found too)."""
 
     def make(plans: list[PlanArtifact] | None = None, **config: Any) -> Path:
-        return copy_program(tmp_path, plans, **config)
+        return copy_program(tmp_path, plans, (*SOURCE_FOLDERS, emulated_folder), **config)
 
     return make

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
 from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import OperatorBounds, is_local_image, local_image_reference
 from tts_bench.infra.image_ref import ImageReferenceError, parse_pinned, parse_repository
 from tts_bench.infra.stack_config import StackConfigError, set_stack_value, stack_values
-from tts_bench.planning.gate import GateCondition, GateQuery, evaluate, performance_env_of
+from tts_bench.planning.gate import GateCondition, GateQuery, performance_env_of
 
 
 def query(**changes: Any) -> GateQuery:

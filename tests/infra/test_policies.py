@@ -271,12 +271,24 @@ def test_a_plan_whose_target_is_in_other_units_is_refused(
     """Target tracking evaluates the 10 s Maximum: a target in 60 s Average units is a number in
     the wrong units, however well it matches the deployed value."""
     units = {"statistic": "Average", "period_s": 60, "cw_ratio": 1.0, "ratio_rule": "ladder-rung"}
-    config = {"plansDir": str(plans_dir(make_plan(target_units=units)))}
+    plan = make_plan(target_units=units)
+    # Its sources give other units, so the gate's custody refuses it first, naming the field;
+    config = {"plansDir": str(plans_dir(plan))}
     violations = validate(scaling_plan.POLICY, deployment().args(config))
     assert any(
-        "the plan's target is in Average (60 s) units" in v and "Maximum (10 s)" in v
+        'does not follow from its sources: target_units.statistic is "Average"' in v
         for v in violations
     ), violations
+    # and the pack's own check of the deployed metric refuses such a plan as well.
+    tracking = plan.deploy.policies[0]  # type: ignore[union-attr]
+    deployed = Stack().add(
+        "aws:appautoscaling/policy:Policy", "tracking", copy.deepcopy(DEPLOYMENT["tracking"])
+    )
+    problems = scaling_plan._tracking_problems(plan, tracking, deployed)  # type: ignore[arg-type]
+    assert any(
+        "the plan's target is in Average (60 s) units" in p and "Maximum (10 s)" in p
+        for p in problems
+    ), problems
 
 
 FLEET_PLAN = (
@@ -406,7 +418,12 @@ def test_an_emulated_plan_gates_only_a_local_image(
     plans_dir: Callable[..., Path],
 ) -> None:
     config = {"plansDir": str(plans_dir(emulated_plan))}
-    stack = deployment(_set("model.primaryContainer.image", image))
+
+    def deployed_as(props: dict[str, dict[str, Any]]) -> None:
+        _set("model.primaryContainer.image", image)(props)
+        _set("target.tags.tts-bench:plan-id", emulated_plan.plan_id)(props)
+
+    stack = deployment(deployed_as)
     violations = validate(scaling_plan.POLICY, stack.args(config))
     if expected is None:
         assert violations == []

@@ -4,11 +4,12 @@ analyzer served over gRPC, as `pulumi preview --policy-pack policies` would."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.infra.conftest import FIXTURES
+from tests.infra.conftest import FIXTURES, REPO, copy_program
 from tts_bench.cli import main
 
 pytestmark = pytest.mark.slow  # each case starts two Python processes
@@ -107,3 +108,18 @@ def test_a_pack_that_cannot_start_is_an_error(
     (tmp_path / "__main__.py").write_text("raise ImportError('no module named tts_policies')\n")
     assert main(["preview", "--policy-pack", str(tmp_path)]) == 2
     assert "did not start" in capsys.readouterr().err
+
+
+def test_preview_in_a_second_clone_previews_that_clone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run from a clone's folder, preview takes the clone's program, stack config, plans and
+    pack, not the checkout the command was installed from."""
+    clone = copy_program(tmp_path, endpointName="speech-second-clone")
+    shutil.copytree(REPO / "policies", clone / "policies")
+    monkeypatch.chdir(clone)
+    assert main(["preview", "--stack", "dev"]) == 0
+    out, err = capsys.readouterr()
+    assert f"program {clone}, stack dev, pack {clone / 'policies'}" in err
+    assert "aws:appautoscaling/target:Target  speech-second-clone-target" in out
+    assert "[pass] sagemaker-scaling-requires-measured-plan" in out

@@ -10,6 +10,7 @@ import pytest
 
 from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
 from tts_bench.artifacts.surge import SurgeArtifact
+from tts_bench.cli import main
 from tts_bench.serving.server_ping import PingError, fetch_ping
 
 from .conftest import CORPORA, REPO
@@ -51,3 +52,5 @@ def test_local_run_leaves_artifacts_and_plots_and_stops_its_server(child_env, tm
     url = next(line for line in run.stderr.splitlines() if "server ready at" in line).split()[-1]
     with pytest.raises(PingError, match="cannot reach"):
         fetch_ping(url, timeout_s=2)  # the server it started is gone
+    # What it wrote is a consistent set, each artifact following from its raw data.
+    assert main(["verify", *map(str, sorted(out.glob("*.json")))]) == 0

@@ -4,6 +4,7 @@ the target (the real targets run in tests/ladder/test_local_run.py and the chain
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import QmaxArtifact
+from tts_bench.artifacts.schema import QmaxArtifact, sha256_file
 from tts_bench.aws.validate import Comparison
 from tts_bench.jobs.main_job import (
     MAX_LOCAL_SLO_MS,
@@ -100,6 +101,24 @@ def test_the_job_calibrates_measures_and_stops_its_target_then_plots(tmp_path):
     text = report(result)
     assert text.splitlines()[0] == "stand-in" and "validate" not in text
     assert "Q_max 1, bracketed" in text and "T_total not measured" in text
+
+
+def test_what_names_the_ladder_the_job_replaced_is_removed_and_nothing_else(tmp_path):
+    """A plan (and its plot) made from the ladder this run measures again no longer follows
+    from anything here: the folder stays a consistent set for `tts-bench verify`."""
+    old = tmp_path / RECORDED.name
+    old.write_text(RECORDED.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    stale = tmp_path / "plan-old.json"
+    stale.write_text(json.dumps({"artifact": "plan", "sources": {"qmax": {
+        "sha256": sha256_file(old)}}}))  # fmt: skip
+    stale.with_suffix(".png").write_bytes(b"plot")
+    other = tmp_path / "plan-other.json"
+    other.write_text(json.dumps({"artifact": "plan", "sources": {"qmax": {"sha256": "0" * 64}}}))
+    lines: list[str] = []
+    run_main_job(settings(tmp_path, slo_ms=5000.0), StandIn(), lines.append)
+    assert not stale.exists() and not stale.with_suffix(".png").exists() and other.exists()
+    assert any("removed plan-old.json: it was made from a file this run replaced" in line
+               for line in lines)  # fmt: skip
 
 
 def test_a_given_slo_skips_the_calibration_unless_windows_stretch(tmp_path):

@@ -64,23 +64,17 @@ def read_log_events(cloud: LocalCloud, stream: str) -> list[str]:
 
 
 def emulated_plan_dir(folder: Path, server_args: tuple[str, ...]) -> Path:
-    """A measurements folder with the reference plan as if measured through the local cloud on
-    this working tree's image: so the program's gate deploys its scaling here, and only here."""
-    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    """A measurements folder with a plan measured through the local cloud on this working
+    tree's image (the reference ladder's shape, Q_max 50, T_total 320.2 s: target 37.5 and
+    scale-in 25, cooldowns 30 and 960 s), with the artifacts and raw data it was made from, so
+    the program's gate re-derives it and deploys its scaling here, and only here."""
+    from tests.measured_set import EMULATED_FINGERPRINT, measured_set
     from tts_bench.local_cloud.cloud import instance_base_env
     from tts_bench.local_cloud.image_digest import local_image_digest
     from tts_bench.local_cloud.settings import REPO_ROOT
 
-    reference = load_artifact(
-        REPO_ROOT / "measurements" / "plan-kokoro-82m-g5xlarge-8b1b96bc.json", PlanArtifact
-    )
-    data = reference.model_dump(mode="json")
-    data["fingerprint"]["image_digest"] = local_image_digest(
-        server_args, instance_base_env(REPO_ROOT)
-    )
-    data["provenance"]["kind"] = "emulated"
+    digest = local_image_digest(server_args, instance_base_env(REPO_ROOT))
+    fingerprint = EMULATED_FINGERPRINT.model_copy(update={"image_digest": digest})
     plans = folder / "measurements"
-    plans.mkdir()
-    plan = PlanArtifact.model_validate(data)
-    (plans / "plan-emulated.json").write_text(plan.model_dump_json(), encoding="utf-8")
+    measured_set(plans, fingerprint, "emulated")
     return plans

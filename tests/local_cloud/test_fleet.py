@@ -1,10 +1,11 @@
 """The fleet through the control plane: capacity changes, metrics under load, autoscaling.
 
-One local cloud for the module: the dev stack's recorded resources with the reference plan as
-an emulated plan for this working tree's image (target tracking at the plan's target, the step
-scale-in policy and its alarm), onnx instances, the policies' cooldowns and alarm periods × 0.01.
-Alarm periods cannot go below the 10 s metric period, so the alarms are as deployed (3 × 10 s);
-the scale-in cooldown is 9.6 s instead of 960 s, so each scale-in step takes one window.
+One local cloud for the module: the dev stack's recorded resources with an emulated published
+plan for this working tree's image, made from synthetic raw data with the reference ladder's
+figures (target tracking at 37.5, the step scale-in policy at 25 and its alarm), onnx
+instances, the policies' cooldowns and alarm periods × 0.01. Alarm periods cannot go below the
+10 s metric period, so the alarms are as deployed (3 × 10 s); the scale-in cooldown is 9.6 s
+instead of 960 s, so each scale-in step takes one window.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ cloud = cloud_fixture(
         scaling_time_scale=0.01,
         stack_overrides={
             "measurementsDir": str(emulated_plan_dir(folder, ONNX)),
-            "planRule": "published",  # the emulated plan is the published reference plan
+            "planRule": "published",  # the emulated plan is a published-rule plan
         },
     )
 )

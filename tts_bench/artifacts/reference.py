@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -27,6 +27,23 @@ from tts_bench.artifacts.schema import (
     parse_artifact_json,
 )
 from tts_bench.errors import ArtifactError
+
+# The committed reference artifacts (measurements/…-g5xlarge-8b1b96bc.json), by sha256. They
+# hold no raw data, so these files are the only ones `tts-bench verify` and the plan gate accept
+# as reference: a rebuild here carries a new created_at and is for reading, not for deploying.
+PINNED_REFERENCE_SHA256: Final[dict[str, str]] = {
+    "eaa03a6d2e7b9e300e39e1d3d53f2f3b08a384576f1686e05e66af286160c4c2": (
+        "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
+    ),
+    "472dc9c2915456580be14b8b55945cd3990e1bbf0c3fe07fc2391f877edb2c84": (
+        "ttotal-kokoro-82m-force-desired-g5xlarge-8b1b96bc.json"
+    ),
+}
+
+# The published run itself, kept beside them (measurements/reference/), by sha256: an edited
+# reference artifact is rebuilt from it to name the field that was changed.
+PUBLISHED_RUN = "reference/published-g5xlarge-run.json"
+PUBLISHED_RUN_SHA256: Final = "3e43d56e3040c4c15d4a691fe9c4ed86f296b4b354308ca931532221dc1693d2"
 
 # The published stage labels, reduced to the marker pairs our own T_total records.
 _MARKER_NAMES = {

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -62,9 +63,11 @@ __all__ = [
     "SimulationArtifact",
     "SourceArtifact",
     "Stage",
+    "TimedPoint",
     "Transport",
     "Trigger",
     "TtotalArtifact",
+    "TtotalEvents",
     "UncontendedService",
     "Verdict",
     "VerificationRung",
@@ -77,16 +80,30 @@ __all__ = [
 ProvenanceKind = Literal["measured", "reference", "simulated", "emulated"]
 
 
+def _encodable(value: object) -> object:
+    """A file name or command line as UTF-8 can hold it: an undecodable byte of a file name
+    (a lone surrogate in Python) is kept as its escape, never a refusal of the whole artifact."""
+    return (
+        value.encode("utf-8", "backslashreplace").decode("utf-8")
+        if isinstance(value, str)
+        else value
+    )
+
+
+# Descriptive text that quotes paths and command lines.
+Text = Annotated[str, BeforeValidator(_encodable)]
+
+
 class Provenance(_Strict):
     """Where an artifact came from: measured live, rebuilt from a reference, simulated, or
     emulated (measured through the local cloud: real clients and containers, no real AWS)."""
 
     kind: ProvenanceKind
     created_at: datetime
-    source: str = Field(min_length=1, description="what was measured: endpoint, host or file")
-    tool: str = f"tts-bench {__version__}"
-    command: str | None = None
-    notes: str | None = None
+    source: Text = Field(min_length=1, description="what was measured: endpoint, host or file")
+    tool: Text = f"tts-bench {__version__}"
+    command: Text | None = None
+    notes: Text | None = None
     curve_modelled: bool = Field(
         default=False,
         description="measured on the local cloud's curve instances: service times from a "
@@ -98,6 +115,30 @@ class Provenance(_Strict):
         return cls(
             kind=kind, created_at=datetime.now(UTC).replace(microsecond=0), source=source, **kw
         )
+
+
+def kind_fits_fingerprint(provenance: Provenance, fingerprint: Fingerprint | None) -> str | None:
+    """Emulated is the local cloud, which speaks only SageMaker's transports; a SageMaker
+    transport on a `local-` instance type (this machine's hardware) is never measured or
+    reference."""
+    if fingerprint is None:
+        return None
+    sagemaker = not fingerprint.transport.is_local
+    if provenance.kind == "emulated" and not sagemaker:
+        return (
+            f"provenance.kind: emulated means measured through the local cloud, which serves "
+            f"only SageMaker transports, not {fingerprint.transport.value}"
+        )
+    if (
+        provenance.kind in ("measured", "reference")
+        and sagemaker
+        and fingerprint.instance_type.startswith("local-")
+    ):
+        return (
+            f"provenance.kind: {provenance.kind}, but {fingerprint.transport.value} on "
+            f"{fingerprint.instance_type} is the local cloud: emulated"
+        )
+    return None
 
 
 # --------------------------------------------------------------------------- CloudWatch units
@@ -154,6 +195,10 @@ def _ratio_keys(ratios: dict[str, float]) -> dict[str, float]:
         CloudWatchStat.parse(key)
     return ratios
 
+
+# Percentiles interpolated in floating point may disagree in the last bits; order is checked
+# with this much slack.
+_ULP: Final = 1 + 1e-12
 
 # A rung fails the SLO when more than this share of its window's requests failed (a failed
 # request has no TTFAB to hide behind); the ladder and the schema's check share it.
@@ -300,10 +345,27 @@ class Rung(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Rung:
-        if self.ok > self.completed:
-            raise ValueError(f"ok ({self.ok}) exceeds completed ({self.completed})")
-        if not self.usable and not self.unusable_reason:
-            raise ValueError("an unusable rung needs unusable_reason")
+        if self.ok + self.rejected + self.errors != self.completed:
+            raise ValueError(
+                f"c={self.concurrency}: ok {self.ok} + rejected {self.rejected} + errors "
+                f"{self.errors} is not completed {self.completed} (each finished request is one)"
+            )
+        if self.usable == bool(self.unusable_reason):
+            raise ValueError(
+                f"c={self.concurrency}: usable {self.usable} disagrees with unusable_reason "
+                "(a reason exactly when unusable)"
+            )
+        ttfab = [self.ttfab_p50_ms, self.ttfab_p95_ms, self.ttfab_p99_ms]
+        if len({v is None for v in ttfab}) > 1 or (None not in ttfab and self.ok == 0):
+            raise ValueError(
+                f"c={self.concurrency}: ttfab_p50_ms, ttfab_p95_ms and ttfab_p99_ms are all "
+                "null or all set, and set only when a request was ok"
+            )
+        if None not in ttfab and not ttfab[0] <= ttfab[1] * _ULP <= ttfab[2] * _ULP**2:  # type: ignore[operator]
+            raise ValueError(
+                f"c={self.concurrency}: ttfab_p50_ms {ttfab[0]:g} <= ttfab_p95_ms {ttfab[1]:g} "
+                f"<= ttfab_p99_ms {ttfab[2]:g} does not hold"
+            )
         return self
 
 
@@ -415,7 +477,23 @@ class QmaxArtifact(_Strict):
         default_factory=list,
         description="rungs held after the ladder at C_scale_max and C_scale_min (not ladder rungs)",
     )
+    verification_ladder: LadderSettings | None = Field(
+        default=None,
+        description="the schedule the held verification rungs ran on, so their windows are "
+        "known; null when none was held",
+    )
     provenance: Provenance
+
+    @model_validator(mode="after")
+    def _provenance_fits(self) -> QmaxArtifact:
+        if self.provenance.curve_modelled:
+            raise ValueError(
+                "provenance.curve_modelled: a ladder never measures curve instances (they serve "
+                "a ladder's own curve)"
+            )
+        if problem := kind_fits_fingerprint(self.provenance, self.fingerprint):
+            raise ValueError(problem)
+        return self
 
     @field_validator("rungs")
     @classmethod
@@ -442,6 +520,17 @@ class QmaxArtifact(_Strict):
                     f"rung {r.concurrency}: meets_slo={r.meets_slo} disagrees with its p95 TTFAB "
                     f"({p95}), {r.rejected + r.errors} failed of {r.completed} and the SLO "
                     f"{self.slo_ms:g} ms"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _rungs_follow_the_schedule(self) -> QmaxArtifact:
+        if self.ladder is not None:
+            held = [r.concurrency for r in self.rungs]
+            if held != self.ladder.rungs[: len(held)]:
+                raise ValueError(
+                    f"rungs: concurrencies {held} are not the start of the ladder's schedule "
+                    f"{self.ladder.rungs}"
                 )
         return self
 
@@ -531,6 +620,23 @@ class Stage(_Strict):
         return self
 
 
+class TimedPoint(_Strict):
+    """One timestamp of a scale-out, from its own source (unix seconds)."""
+
+    name: str = Field(min_length=1)
+    epoch_s: float
+
+
+class TtotalEvents(_Strict):
+    """What a T_total's stages are computed from: when the probe's load was applied, each
+    point in order, the clock skew tolerated between sources, and the note a stage carries."""
+
+    load_applied_epoch_s: float
+    points: list[TimedPoint] = Field(min_length=1)
+    skew_tolerance_s: NonNegativeFloat
+    reasons: dict[str, str] = Field(default_factory=dict, description="point name -> note")
+
+
 class TtotalArtifact(_Strict):
     artifact: Literal["ttotal"] = "ttotal"
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -543,8 +649,19 @@ class TtotalArtifact(_Strict):
     )
     planned_total_s: PositiveFloat
     recovery_rule: str | None = None
-    qmax_sha256: str | None = Field(default=None, description="the ladder recovery was judged by")
+    qmax_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None, description="the ladder recovery was judged by"
+    )
     provenance: Provenance
+    events: TtotalEvents | None = Field(
+        default=None, description="the timestamps the stages were made from (`timed_stages`)"
+    )
+
+    @model_validator(mode="after")
+    def _provenance_fits(self) -> TtotalArtifact:
+        if problem := kind_fits_fingerprint(self.provenance, self.fingerprint):
+            raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _totals_add_up(self) -> TtotalArtifact:
@@ -601,7 +718,7 @@ class Finding(BaseModel):
 
 
 class SourceArtifact(_Strict):
-    path: str
+    path: Text
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
     provenance: ProvenanceKind
 
@@ -642,6 +759,11 @@ class CloudWatchUnits(_Strict):
     @property
     def stat(self) -> CloudWatchStat:
         return CloudWatchStat(metric=self.metric, statistic=self.statistic, period_s=self.period_s)
+
+    def of(self, client_figure: float) -> float:
+        """A client-side figure (concurrency, or requests per period) in these units: times
+        the ratio, rounded to 9 places (SPEC §6's float-noise rule)."""
+        return round(client_figure * self.cw_ratio, 9)
 
 
 # --------------------------------------------------------------------------- deploy shape
@@ -846,8 +968,105 @@ class PlanArtifact(_Strict):
             raise ValueError("fleet: a fleet plan records its levels, a published plan none")
         return self
 
+    @model_validator(mode="after")
+    def _cross_fields(self) -> PlanArtifact:
+        # Figures the plan states twice, or that follow from each other by the recorded ratio:
+        # an edit of one alone is no plan any tool writes.
+        if self.queue_max_depth != self.inputs.q_max:
+            raise ValueError(
+                f"queue_max_depth {self.queue_max_depth} is not the Q_max the plan used "
+                f"(inputs.q_max {self.inputs.q_max})"
+            )
+        order = self.finding("threshold_order")
+        if self.scale_in_threshold >= self.scaling_target_value and not (
+            order is not None and order.verdict is Verdict.STOP
+        ):
+            raise ValueError(
+                f"scale_in_threshold {self.scale_in_threshold:g} is not below "
+                f"scaling_target_value {self.scaling_target_value:g}, and threshold_order is "
+                "not stop"
+            )
+        if problem := _units_problem(self) or _shape_problem(self):
+            raise ValueError(problem)
+        return self
+
     def finding(self, name: str) -> Finding | None:
         return next((f for f in self.findings if f.name == name), None)
+
+
+def _units_problem(plan: PlanArtifact) -> str | None:
+    """Each threshold is its client-side level in the units it records (`CloudWatchUnits.of`)."""
+    if plan.fleet is None:
+        pairs = [
+            ("scaling_target_value", plan.scaling_target_value, plan.target_units, plan.c_scale_max,
+             "c_scale_max"),
+            ("scale_in_threshold", plan.scale_in_threshold, plan.scale_in_units, plan.c_scale_min,
+             "c_scale_min"),
+        ]  # fmt: skip
+    else:
+        levels = plan.fleet
+        if plan.target_units != levels.invocations_units:
+            return "target_units: a fleet plan's target is in fleet.invocations_units"
+        per_period = levels.scale_out_rps * levels.invocations_units.period_s
+        pairs = [
+            ("scaling_target_value", plan.scaling_target_value, levels.invocations_units,
+             per_period, "fleet.scale_out_rps × the metric's period"),
+            ("fleet.target_invocations_per_minute", levels.target_invocations_per_minute,
+             levels.invocations_units, per_period, "fleet.scale_out_rps × the metric's period"),
+        ]  # fmt: skip
+        if levels.burst is not None:
+            burst = levels.burst
+            pairs.append(
+                ("fleet.burst.threshold", burst.threshold, burst.units, burst.occupancy,
+                 "fleet.burst.occupancy")
+            )  # fmt: skip
+    for name, value, units, client, what in pairs:
+        if value != units.of(client):
+            return (
+                f"{name} {value:g} is not {what} ({client:g}) × its recorded cw_ratio "
+                f"({units.cw_ratio:g}) = {units.of(client):g}"
+            )
+    return None
+
+
+def _shape_problem(plan: PlanArtifact) -> str | None:
+    """The deploy shape deploys the numbers the plan states: the target and its cooldowns, the
+    scale-in's cooldown and threshold, the burst's."""
+    if plan.deploy is None:
+        return None
+    burst = plan.fleet.burst if plan.fleet is not None else None
+    checks: list[tuple[str, object, str, object]] = []
+    for index, policy in enumerate(plan.deploy.policies):
+        at = f"deploy.policies[{index}]"
+        if isinstance(policy, TargetTrackingSpec):
+            checks += [
+                (f"{at}.target_value", policy.target_value, "scaling_target_value",
+                 plan.scaling_target_value),
+                (f"{at}.scale_out_cooldown_s", policy.scale_out_cooldown_s,
+                 "scale_out_cooldown_s", plan.scale_out_cooldown_s),
+            ]  # fmt: skip
+            if not policy.disable_scale_in:
+                checks.append(
+                    (f"{at}.scale_in_cooldown_s", policy.scale_in_cooldown_s,
+                     "scale_in_cooldown_s", plan.scale_in_cooldown_s)
+                )  # fmt: skip
+        elif policy.role == "scale-in":
+            checks += [
+                (f"{at}.cooldown_s", policy.cooldown_s, "scale_in_cooldown_s",
+                 plan.scale_in_cooldown_s),
+                (f"{at}.alarm.threshold", policy.alarm.threshold, "scale_in_threshold",
+                 plan.scale_in_threshold),
+            ]  # fmt: skip
+        elif burst is not None:
+            checks += [
+                (f"{at}.alarm.threshold", policy.alarm.threshold, "fleet.burst.threshold",
+                 burst.threshold),
+                (f"{at}.cooldown_s", policy.cooldown_s, "fleet.burst.cooldown_s", burst.cooldown_s),
+            ]  # fmt: skip
+    for where, deployed, name, stated in checks:
+        if deployed != stated:
+            return f"{where} {deployed} is not the plan's {name} {stated}"
+    return None
 
 
 # --------------------------------------------------------------------------- simulation
@@ -856,7 +1075,7 @@ class PlanArtifact(_Strict):
 class InputFile(_Strict):
     """A file a simulation read, by path and content hash."""
 
-    path: str
+    path: Text
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 

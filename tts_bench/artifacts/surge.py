@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from tts_bench.artifacts.fingerprint import Fingerprint, file_slug
-from tts_bench.artifacts.schema import SCHEMA_VERSION, Provenance
+from tts_bench.artifacts.schema import SCHEMA_VERSION, Provenance, Text
 from tts_bench.strict import StrictModel
 
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -105,7 +105,7 @@ class SurgeArtifact(StrictModel):
     q_max: PositiveInt = Field(
         description="the admission bound (MAX_QUEUE_DEPTH) = the ladder's Q_max"
     )
-    qmax_path: str
+    qmax_path: Text
     qmax_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
     runs: list[SurgeRun] = Field(min_length=1)
     provenance: Provenance

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from tts_bench import __version__
-from tts_bench.errors import TtsBenchError
+from tts_bench.errors import TtsBenchError, printable
 
 # Every subcommand with its one-line summary, in the order `--help` lists them (the order of the
 # tool chain); its module is tts_bench.cli.<name with - as _>.
@@ -46,6 +46,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
      "bound with a plan"),
     ("report", "plot qmax (p95 TTFAB vs concurrency) and ttotal (stages) artifacts as PNG"),
     ("import-reference", "rebuild the reference artifacts from the published run's figures"),
+    # custody: each artifact against what it was made from
+    ("verify", "check each artifact against its raw data and sources, with the code that made it"),
     # checks of the plan's models: against a real run, and a fleet replayed under the policy
     ("surge", "check the surge model with an open-loop run against one bounded instance"),
     ("simulate", "replay traffic on a plan's fleet, policies side by side (no AWS)"),
@@ -124,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except TtsBenchError as exc:
-        print(f"tts-bench {args.command}: {exc}", file=sys.stderr)
+        print(printable(f"tts-bench {args.command}: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"tts-bench {args.command}: interrupted", file=sys.stderr)

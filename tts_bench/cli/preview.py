@@ -7,13 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from tts_bench.cli.project import project_root
 from tts_bench.errors import TtsBenchError
-
-
-def _repo_root() -> Path:
-    """The project the package sits in (a checkout), else the current folder."""
-    here = Path(__file__).resolve().parents[2]
-    return here if (here / "Pulumi.yaml").is_file() else Path.cwd()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,13 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--program",
         type=Path,
         default=None,
-        help="Pulumi Python program folder (default: this repo's)",
+        help="Pulumi Python program folder (default: the project in the current folder, else "
+        "this checkout's)",
     )
     parser.add_argument(
         "--policy-pack",
         type=Path,
         default=None,
-        help="policy pack folder (default: this repo's policies/)",
+        help="policy pack folder (default: the project's policies/)",
     )
     parser.add_argument(
         "--policy-config",
@@ -54,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tts_bench.infra.preview import PreviewError, dump, render, run_preview
 
-    root = _repo_root()
+    root = project_root()
     program = (args.program or root).resolve()
     pack = (args.policy_pack or root / "policies").resolve()
     config = None

@@ -16,6 +16,9 @@ a SageMaker endpoint of local container processes behind real AWS clients
 5. plans over the pair, and on the local cloud deploys the plan and validates what was deployed;
 6. checks the surge model against open-loop arrivals on an instance bounded at Q_max;
 7. draws the plots.
+
+The folder it writes into stays a consistent set: an artifact there made from a file the run
+replaced (a plan of the ladder measured before) is removed (`custody.stale`).
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from typing import Protocol
 
 import numpy as np
 
+from tts_bench.artifacts.companions import json_digests
 from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
 from tts_bench.aws.validate import Comparison
+from tts_bench.custody.stale import retire_replaced
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.ladder import LadderSchedule, format_duration
@@ -226,12 +231,16 @@ def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
 
     began = time.time()
     settings.out.mkdir(parents=True, exist_ok=True)
+    # What the folder held before: an artifact made from a file this run replaces is removed,
+    # so the folder stays a consistent set (`tts-bench verify` passes on it).
+    before = json_digests(settings.out)
     with step_clock(say) as step:
         ttotal: tuple[TtotalArtifact, Path] | None = None
         plan_path, plan_code, validation = None, 2, ()
         with target.running(step):
             slo = local_slo(settings, target, step)
             qmax_path = target.ladder(settings, slo.schedule, slo.slo_ms, step)
+            retire_replaced(before, settings.out, step)
             qmax = load_artifact(qmax_path, QmaxArtifact)
             outcome = "bracketed" if qmax.bracketed else "NOT bracketed"
             step(f"Q_max {qmax.q_max} at {slo.slo_ms:g} ms ({outcome}): {qmax_path}")
@@ -243,6 +252,7 @@ def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
                     settings, target, (qmax_path, ttotal[1]), slo.slo_ms, step, say
                 )
             surge_path = target.surge(settings, qmax_path, validation, step)
+        retire_replaced(before, settings.out, step)
         step(target.stopped)
         pngs = [plot_qmax(qmax, qmax_path.with_suffix(".png"))]
         if ttotal is not None:

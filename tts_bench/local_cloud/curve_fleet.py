@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tts_bench.artifacts.companions import plan_files
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
 from tts_bench.aws.clock import ServiceClock
@@ -123,11 +124,13 @@ class CurveFleet:
         )
 
     def plans_dir(self, folder: Path) -> Path:
-        """A measurements folder holding only the plan (empty without one: no scaling)."""
+        """A measurements folder holding only the plan and what it was made from, so the gate
+        re-derives it there (empty without one: no scaling)."""
         plans = folder / "measurements"
         plans.mkdir(parents=True, exist_ok=True)
-        if self.settings.plan is not None:
-            shutil.copyfile(self.settings.plan, plans / self.settings.plan.name)
+        if self.settings.plan is not None and self.plan is not None:
+            for part in plan_files(self.settings.plan, self.plan):
+                shutil.copyfile(part, plans / part.name)
         return plans
 
     def stack_overrides(self) -> dict[str, object]:

@@ -1,7 +1,8 @@
 """Measure: taking the figures a plan is built from, and drawing them.
 
 What it holds, by measurement:
-- the ladder (Q_max): its schedule and statistics (`ladder`), raw samples (`samples`), the
+- the ladder (Q_max): its schedule and statistics (`ladder`), raw samples (`samples`) and the
+  rest of its raw record, CPU readings and CloudWatch reads (`raw_record`), the
   request corpus (`corpus`), the flags `tts-bench qmax` and the Locust file share
   (`ladder_flags`), the control the Locust file runs (`ladder_conductor` waits, `ladder_run`
   decides, `ladder_state` is what the shape reads, `ladder_store` merges samples,

@@ -384,10 +384,25 @@ def rung_statistics(
     slo_ms: float,
     underrun_slo_share: float | None = None,
 ) -> Rung:
-    """One `Rung` from the raw samples of the whole run and the window's epoch bounds.
+    """One `Rung` from the raw samples of the whole run, the load generators' CPU readings and
+    the window's epoch bounds.
 
     With `underrun_slo_share`, a rung whose share of stalled streams exceeds it fails too.
     """
+    cpu_percent = client_cpu_percent(cpu, *window)
+    return rung_from_window(samples, concurrency, window, slo_ms, underrun_slo_share, cpu_percent)
+
+
+def rung_from_window(
+    samples: Sequence[Sample],
+    concurrency: int,
+    window: tuple[float, float],
+    slo_ms: float,
+    underrun_slo_share: float | None,
+    cpu_percent: float | None,
+) -> Rung:
+    """`rung_statistics` with the busiest load generator's CPU share already known (an artifact
+    whose CPU readings were not kept is checked against the share it recorded)."""
     w0, w1 = window
     done = in_window(samples, concurrency, w0, w1)
     ok = [s for s in done if s.outcome is Outcome.OK]
@@ -397,7 +412,6 @@ def rung_statistics(
     server_first = [s.server_first_chunk_ms for s in ok if s.server_first_chunk_ms is not None]
     latency = [s.latency_ms for s in ok]
     in_flight = mean_in_flight(samples, w0, w1)
-    cpu_percent = client_cpu_percent(cpu, w0, w1)
 
     reasons = []
     if in_flight < MIN_IN_FLIGHT_FRACTION * concurrency:

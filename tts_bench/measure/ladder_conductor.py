@@ -30,6 +30,7 @@ from tts_bench.measure.ladder_flags import LadderOptions
 from tts_bench.measure.ladder_run import LadderRun, Window
 from tts_bench.measure.ladder_state import ShapeSnapshot
 from tts_bench.measure.ladder_store import Recorder
+from tts_bench.measure.raw_record import QmaxRaw, raw_path, write_raw
 from tts_bench.measure.refine import (
     DEFAULT_REFINE_PCT,
     Bracket,
@@ -296,7 +297,8 @@ class Conductor:
         self.runner.quit()
 
     def finish(self) -> None:
-        """Compute every closed rung from all samples and write the artifact and its samples."""
+        """Compute every closed rung from all samples; write the artifact, its samples and the
+        CPU readings they were judged with (`raw_record`)."""
         for greenlet in (self.greenlet, self.refiner):
             if greenlet is not None:
                 greenlet.kill(block=False)
@@ -324,6 +326,7 @@ class Conductor:
             self.exit_code(2)
             return
         write_samples(samples_path(path), self.run.store.samples)
+        write_raw(raw_path(path), QmaxRaw.of(self.target.fingerprint, self.run.store.cpu))
         self.written = path
         self.exit_code(0)
         logger.info(

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.schema import (
+    INVOCATIONS_RATIO_STAT,
     LADDER_RATIO_STAT,
     QmaxArtifact,
     VerificationRung,
-    VerificationSource,
     load_artifact,
     write_artifact,
 )
@@ -39,18 +39,19 @@ from tts_bench.measure.cloudwatch_join import (
     invocation_ratios_for,
     ratios_for,
     read_concurrency,
-    rung_mean,
 )
 from tts_bench.measure.ladder import LadderSchedule
 from tts_bench.measure.ladder_locust import LadderRequest, LadderRunError, run_ladder
+from tts_bench.measure.raw_record import QmaxRaw, raw_path, read_raw, write_raw
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
+from tts_bench.measure.samples import Sample, read_samples, samples_path, write_samples
 from tts_bench.measure.verification import (
     DEFAULT_PLAN_SURGE_RATIO,
     VerificationLevel,
     held_by_the_ladder,
+    verification_from_runs,
     verification_ladder,
     verification_levels,
-    verification_rungs,
 )
 from tts_bench.telemetry import SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
@@ -78,12 +79,15 @@ class LiveLadderRequest:
 @dataclass(frozen=True, slots=True)
 class HeldVerification:
     """The verification levels: those a ladder rung held already (users -> that rung's index
-    in the ladder's artifact), and the artifact of the run that held the rest (None: none left)."""
+    in the ladder's artifact), and the artifact of the run that held the rest (None: none left)
+    with that run's raw samples and CPU readings, kept beside the ladder's."""
 
     levels: tuple[VerificationLevel, ...]
     surge_ratio: float
     artifact: QmaxArtifact | None
     from_ladder: dict[int, int] = field(default_factory=dict)
+    samples: tuple[Sample, ...] = ()
+    raw: QmaxRaw | None = None
 
 
 def preflight(session: AwsSession, endpoint: str, variant: str) -> None:
@@ -181,7 +185,10 @@ def hold_verification(
         except LadderRunError as exc:
             log(f"verification rungs not measured: {str(exc).splitlines()[0]}")
             return HeldVerification(levels, surge_ratio, None, from_ladder)
-        return HeldVerification(levels, surge_ratio, load_artifact(held, QmaxArtifact), from_ladder)
+        return HeldVerification(
+            levels, surge_ratio, load_artifact(held, QmaxArtifact), from_ladder,
+            tuple(read_samples(samples_path(held))), read_raw(raw_path(held)),
+        )  # fmt: skip
 
 
 def join_cloudwatch(
@@ -220,6 +227,8 @@ def join_cloudwatch(
             f"rung c={rung.concurrency}: CloudWatch/client in-flight ratio {ratio}, "
             f"invocations per instance / client requests {counted}"
         )
+    raw = read_raw(raw_path(path)).with_reads(LADDER_RATIO_STAT, [(p.ts, p.value) for p in points])
+    raw = raw.with_reads(INVOCATIONS_RATIO_STAT, [(p.ts, p.value) for p in minutes])
     if held is not None:
         verification = held_rungs(held, points, artifact)
         for v in verification:
@@ -227,8 +236,19 @@ def join_cloudwatch(
             log(f"verification {v.role} at {v.concurrency} users: ratio {ratios}")
         if len(verification) < len(held.levels):
             log("a verification rung has no CloudWatch reading: the plan falls back to the rungs")
-        joined = joined.model_copy(update={"verification": [*joined.verification, *verification]})
+        joined = joined.model_copy(
+            update={
+                "verification": [*joined.verification, *verification],
+                "verification_ladder": held.artifact.ladder if held.artifact else None,
+            }
+        )
         joined = QmaxArtifact.model_validate(joined.model_dump(mode="json"))
+        # The held run's raw data joins the ladder's: one file of each for the whole artifact.
+        samples = read_samples(samples_path(path))
+        write_samples(samples_path(path), [*samples, *held.samples])
+        held_cpu = held.raw.cpu if held.raw is not None else []
+        raw = raw.model_copy(update={"cpu": [*raw.cpu, *held_cpu]})
+    write_raw(raw_path(path), raw)
     return write_artifact(joined, path.parent, path.name)
 
 
@@ -237,20 +257,8 @@ def held_rungs(
 ) -> list[VerificationRung]:
     """The verification rungs, each with CloudWatch's 10 s Maximum over its own window: the
     held run's rung, or the ladder's rung that held those users already."""
-    read_there = [level for level in held.levels if level.users in held.from_ladder]
-    sources: list[tuple[VerificationSource, QmaxArtifact, list[int], list[VerificationLevel]]] = [
-        ("ladder-rung", ladder_run, sorted(set(held.from_ladder.values())), read_there)
-    ]
-    if held.artifact is not None:
-        rest = [level for level in held.levels if level.users not in held.from_ladder]
-        sources.append(("held", held.artifact, list(range(len(held.artifact.rungs))), rest))
-    out: list[VerificationRung] = []
-    for source, run, indices, levels in sources:
-        ladder = run.ladder
-        if not levels or ladder is None or ladder.start_epoch is None:
-            continue
-        readings = [{LADDER_RATIO_STAT: rung_mean(points, ladder, i)} for i in indices]
-        rungs = [run.rungs[i] for i in indices]
-        out += verification_rungs(levels, held.surge_ratio, rungs, readings, source)
-    order = [level.role for level in held.levels]
-    return sorted(out, key=lambda rung: order.index(rung.role))
+    held_run = None if held.artifact is None else (held.artifact.ladder, held.artifact.rungs)
+    return verification_from_runs(
+        held.levels, held.surge_ratio, held.from_ladder, (ladder_run.ladder, ladder_run.rungs),
+        held_run, points,
+    )  # fmt: skip

@@ -262,7 +262,10 @@ def run_surge(
             run = surge_run(samples, request.qmax, rate, request.duration_s, seed, start)
             runs.append(run)
             say(describe_run(run))
-            time.sleep(IDLE_BETWEEN_RATES_S)
+            # The next run's arrivals begin after this run's span has ended: the samples file
+            # tells runs apart by intended send time alone, so the spans never overlap.
+            end = start + request.duration_s
+            time.sleep(max(0.0, end - clock.now()) + IDLE_BETWEEN_RATES_S)
     finally:
         sender.close()
     artifact = SurgeArtifact(

@@ -27,9 +27,9 @@ from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import (
     Provenance,
     QmaxArtifact,
-    Stage,
     Trigger,
     TtotalArtifact,
+    TtotalEvents,
     load_artifact,
     sha256_file,
 )
@@ -37,7 +37,7 @@ from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.ttotal_probe import REQUEST_TIMEOUT_S, Probe, TtotalError, speak
-from tts_bench.measure.ttotal_stages import timed_stages
+from tts_bench.measure.ttotal_stages import measured_total_s, recorded_events, stages_from_events
 from tts_bench.serving.local_server import LocalServer
 from tts_bench.serving.server_ping import fetch_ping
 from tts_bench.telemetry import STARTUP_MARKERS
@@ -48,14 +48,14 @@ SERVED = "first_request_served"
 LOCAL_SKEW_S = 0.001  # one clock: the server's markers and ours are this machine's
 
 
-def startup_stages(
+def startup_events(
     load_applied: float, spawned: float, markers: dict[str, float], served: float
-) -> list[Stage]:
-    """Stages from the spawn through the markers the server logged to the first served request."""
+) -> TtotalEvents:
+    """From the spawn through the markers the server logged to the first served request."""
     points = [(SPAWNED, spawned)]
     points += [(name, markers[name]) for name in STARTUP_MARKERS if name in markers]
     points.append((SERVED, served))
-    return timed_stages(load_applied, points, LOCAL_SKEW_S)
+    return recorded_events(load_applied, points, LOCAL_SKEW_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +125,10 @@ def measure_local_ttotal(
             "the fresh server reports another build than the ladder measured "
             f"({'; '.join(fresh_fp.differences(fingerprint))}); start it with the same flags"
         )
-    stages = startup_stages(load_applied, spawned, markers, first.end)
+    events = startup_events(load_applied, spawned, markers, first.end)
+    stages = stages_from_events(events)
     missing = [m for m in STARTUP_MARKERS if m not in markers]
-    measured_total = round(first.end - spawned, 3)
+    measured_total = measured_total_s(stages)
     notes = [probe.summary(spawned, " on the running server during the start-up")]
     if missing:
         notes.append(f"markers not logged: {', '.join(missing)}")
@@ -147,4 +148,5 @@ def measure_local_ttotal(
             command=" ".join(["tts-bench", *sys.argv[1:]]) if sys.argv else None,
             notes="; ".join(notes),
         ),
+        events=events,
     )

@@ -30,6 +30,7 @@ from tts_bench.artifacts.schema import (
     Stage,
     Trigger,
     TtotalArtifact,
+    TtotalEvents,
     load_artifact,
     sha256_file,
 )
@@ -50,7 +51,7 @@ from tts_bench.measure.ttotal_aws import (
 )
 from tts_bench.measure.ttotal_probe import Probe, StreamSpeaker, TtotalError
 from tts_bench.measure.ttotal_recovery import recovery_rule, recovery_time
-from tts_bench.measure.ttotal_stages import timed_stages
+from tts_bench.measure.ttotal_stages import measured_total_s, recorded_events, stages_from_events
 from tts_bench.telemetry import STARTUP_MARKERS
 
 DEFAULT_PROBE_CONCURRENCY: Final = 10
@@ -75,6 +76,24 @@ EMULATED_PROVISIONING: Final = (
 )
 
 
+def scale_out_events(
+    load_applied: float,
+    desired_set: float,
+    instance_visible: float,
+    markers: dict[str, float],
+    in_service: float,
+    recovered: float,
+    *,
+    emulated: bool,
+) -> TtotalEvents:
+    """Each timestamp from its own source, in order, and the note the emulated stage carries."""
+    points = [(DESIRED_SET, desired_set), (INSTANCE_VISIBLE, instance_visible)]
+    points += [(m, markers[m]) for m in CONTAINER_MARKERS if m in markers]
+    points += [(IN_SERVICE, in_service), (TRAFFIC_RECOVERED, recovered)]
+    reasons = {INSTANCE_VISIBLE: EMULATED_PROVISIONING} if emulated else {}
+    return recorded_events(load_applied, points, ENDPOINT_SKEW_S, reasons)
+
+
 def scale_out_stages(
     load_applied: float,
     desired_set: float,
@@ -86,11 +105,12 @@ def scale_out_stages(
     emulated: bool,
 ) -> list[Stage]:
     """Warm-up (not counted), then each stage between consecutive timestamps (counted)."""
-    points = [(DESIRED_SET, desired_set), (INSTANCE_VISIBLE, instance_visible)]
-    points += [(m, markers[m]) for m in CONTAINER_MARKERS if m in markers]
-    points += [(IN_SERVICE, in_service), (TRAFFIC_RECOVERED, recovered)]
-    reasons = {INSTANCE_VISIBLE: EMULATED_PROVISIONING} if emulated else {}
-    return timed_stages(load_applied, points, ENDPOINT_SKEW_S, reasons)
+    return stages_from_events(
+        scale_out_events(
+            load_applied, desired_set, instance_visible, markers, in_service, recovered,
+            emulated=emulated,
+        )
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +218,9 @@ def measure_sagemaker_ttotal(
         finally:
             probe.stop()
         summary = probe.summary(desired_set, counted=" after desired_set")
-    stages = scale_out_stages(load_applied, desired_set, *timeline, emulated=target.emulated)
-    measured_total = round(sum(s.seconds for s in stages if s.counted), 3)
+    events = scale_out_events(load_applied, desired_set, *timeline, emulated=target.emulated)
+    stages = stages_from_events(events)
+    measured_total = measured_total_s(stages)
     notes = [summary, f"recovery bound {bound_ms:.0f} ms", quota.describe()]
     if probe.failures:
         notes.append(f"probe failures: {len(probe.failures)} (first: {probe.failures[0]})")
@@ -224,6 +245,7 @@ def measure_sagemaker_ttotal(
             notes="; ".join(notes),
             curve_modelled=target.curve_modelled,
         ),
+        events=events,
     )
 
 

@@ -6,6 +6,9 @@ stage runs between consecutive timestamps and is counted. Timestamps from differ
 step back a little (clock skew, clamped to 0); past `skew_tolerance_s` a step back is a wrong
 reading and refused. A local measurement reads one clock (a millisecond of tolerance); the
 endpoint's reads ours, CloudWatch Logs' and the container's (a second).
+
+The timestamps themselves are kept in the artifact (`TtotalEvents`), so `tts-bench verify`
+recomputes every stage and the total with `stages_from_events` and `measured_total_s`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from tts_bench.artifacts.schema import Stage
+from tts_bench.artifacts.schema import Stage, TimedPoint, TtotalEvents
 from tts_bench.measure.ttotal_probe import TtotalError
 
 LOAD_APPLIED: Final = "load_applied"
@@ -51,3 +54,32 @@ def timed_stages(
             )
         )
     return stages
+
+
+def recorded_events(
+    load_applied: float,
+    points: Sequence[tuple[str, float]],
+    skew_tolerance_s: float,
+    reasons: Mapping[str, str] | None = None,
+) -> TtotalEvents:
+    """The timestamps a T_total is made from, as the artifact keeps them."""
+    return TtotalEvents(
+        load_applied_epoch_s=load_applied,
+        points=[TimedPoint(name=name, epoch_s=at) for name, at in points],
+        skew_tolerance_s=skew_tolerance_s,
+        reasons=dict(reasons or {}),
+    )
+
+
+def stages_from_events(events: TtotalEvents) -> list[Stage]:
+    return timed_stages(
+        events.load_applied_epoch_s,
+        [(p.name, p.epoch_s) for p in events.points],
+        events.skew_tolerance_s,
+        events.reasons,
+    )
+
+
+def measured_total_s(stages: Sequence[Stage]) -> float:
+    """The measured T_total: the counted stages' sum, to the millisecond."""
+    return round(sum(s.seconds for s in stages if s.counted), 3)

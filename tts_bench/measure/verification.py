@@ -7,7 +7,8 @@ where it is used (a level a usable ladder rung held already is read from that ru
 This module is the pure part: which levels (for a surge ratio, rounded to whole users), which
 of them a ladder rung held, the ladder of their own the rest are held as once the ladder found
 Q_max (under the same freeze), and how a rung and CloudWatch's readings become a
-`VerificationRung`.
+`VerificationRung` (`verification_from_runs`: from the ladder's and the held run's schedules and
+rungs, as the live ladder joins them and `tts-bench verify` recomputes them).
 `live_ladder` drives it; nothing here touches the network.
 """
 
@@ -19,12 +20,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tts_bench.artifacts.schema import (
+    LADDER_RATIO_STAT,
     CloudWatchStat,
+    LadderSettings,
     Rung,
     VerificationRung,
     VerificationSource,
 )
 from tts_bench.errors import TtsBenchError
+from tts_bench.measure.cloudwatch_join import MetricPoint, rung_mean
 from tts_bench.measure.ladder import LadderSchedule, format_duration
 from tts_bench.planning.rounding import round9
 
@@ -159,3 +163,34 @@ def verification_rungs(
             )
         )
     return out
+
+
+Run = tuple[LadderSettings | None, Sequence[Rung]]
+
+
+def verification_from_runs(
+    levels: Sequence[VerificationLevel],
+    surge_ratio: float,
+    from_ladder: Mapping[int, int],
+    ladder_run: Run,
+    held_run: Run | None,
+    points: Sequence[MetricPoint],
+) -> list[VerificationRung]:
+    """`held_rungs` over the two runs' schedules and rungs (what `tts-bench verify` recomputes
+    them from): the levels a ladder rung held read from it, the rest from the held run."""
+    read_there = [level for level in levels if level.users in from_ladder]
+    sources: list[tuple[VerificationSource, Run, list[int], list[VerificationLevel]]] = [
+        ("ladder-rung", ladder_run, sorted(set(from_ladder.values())), read_there)
+    ]
+    if held_run is not None:
+        rest = [level for level in levels if level.users not in from_ladder]
+        sources.append(("held", held_run, list(range(len(held_run[1]))), rest))
+    out: list[VerificationRung] = []
+    for source, (ladder, run_rungs), indices, chosen in sources:
+        if not chosen or ladder is None or ladder.start_epoch is None:
+            continue
+        readings = [{LADDER_RATIO_STAT: rung_mean(points, ladder, i)} for i in indices]
+        rungs = [run_rungs[i] for i in indices]
+        out += verification_rungs(chosen, surge_ratio, rungs, readings, source)
+    order = [level.role for level in levels]
+    return sorted(out, key=lambda rung: order.index(rung.role))

@@ -2,8 +2,9 @@
 
 Holds `plan` (`derive_plan` in named steps), `findings` (one builder per finding), `curve`
 (measured curves between rungs), `birth_death` (the surge simulation), `rounding`, `report`
-(the printed plan), `gate` (the plan gate the Pulumi program and the policy pack share) and
-`from_files` (load two artifacts, derive, write).
+(the printed plan), `gate` (the plan gate's selection; `custody.gate` adds the re-derivation
+the Pulumi program and the policy pack apply) and `from_files` (load two artifacts, derive,
+write).
 
 May import: `artifacts` and the top-level leaves. Never `aws`, `measure`, `infra`,
 `local_cloud`, `simulate`, `jobs` or `cli`: a plan is arithmetic, testable without a cloud.

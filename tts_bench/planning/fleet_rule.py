@@ -86,7 +86,6 @@ FLEET_DAY_S: Final = 86_400.0
 # AWS's default scale-in cooldown for a SageMaker variant; the low alarm's 15 one-minute
 # datapoints space scale-ins further once the metric has recovered.
 FLEET_SCALE_IN_COOLDOWN_S: Final = 300
-SECONDS_PER_MINUTE: Final = 60
 INVOCATIONS_STAT: Final = INVOCATIONS_RATIO_STAT
 
 
@@ -155,7 +154,7 @@ def _burst(
     percent = ceil9(100 * (x_curve(q_max) / scale_out_rps - 1))
     return BurstLevels(
         occupancy=occupancy,
-        threshold=finite(round9(occupancy * ratio), "the burst threshold", units.ratio_rule),
+        threshold=finite(units.of(occupancy), "the burst threshold", units.ratio_rule),
         units=units,
         percent=max(1, percent),
         cooldown_s=cooldown_s,
@@ -226,9 +225,8 @@ def fleet_levels(
     margin = fleet_margin(request, planned_total_s)
     scale_out_rps = round9(x_q_max * (1 - margin) / surge)
     units, where = invocations_units(qmax)
-    target = finite(
-        round9(SECONDS_PER_MINUTE * scale_out_rps * units.cw_ratio), "the target", units.ratio_rule
-    )
+    # The metric's datapoint is a count over its period: λ_out × period, in its units.
+    target = finite(units.of(scale_out_rps * units.period_s), "the target", units.ratio_rule)
     burst = None
     if FLEET_BURST:
         burst = _burst(qmax, x_curve, basis.q_max, surge * scale_out_rps, scale_out_rps,

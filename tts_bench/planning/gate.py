@@ -1,19 +1,22 @@
-"""The measured-plan gate: may this deployment autoscale, and on which plan?
+"""The measured-plan gate's selection: may this deployment autoscale, and on which plan?
 
-One rule, used by the Pulumi program (to decide whether autoscaling and observability exist)
-and by the policy pack (to refuse scaling resources that the rule would not allow):
-scaling is enabled when the operator's bounds leave room to scale (max > min) and exactly one
+Scaling is enabled when the operator's bounds leave room to scale (max > min) and exactly one
 plan in the measurements folder matches the deployment's model, instance type, image digest,
 container performance env and plan rule (the stack config's; `fleet` by default), and that
 plan is feasible. The result names the first condition that failed. An emulated plan (measured
 through the local cloud) gates only a local image: nothing measured through the emulator ever
 scales a real endpoint.
+
+`select_plan` is the selection alone. The Pulumi program and the policy pack call
+`tts_bench.custody.gate.evaluate`, which then re-derives the selected plan from its sources and
+refuses any difference (`GateCondition.NOT_REDERIVED`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Final, Literal
@@ -42,6 +45,7 @@ class GateCondition(StrEnum):
     AMBIGUOUS = "ambiguous"  # two plans match: the gate does not guess
     INPUTS_MISMATCH = "inputs-mismatch"  # the plan was derived for another SLO or surge ratio
     INFEASIBLE = "infeasible"  # the matching plan has a `stop` finding
+    NOT_REDERIVED = "not-rederived"  # its sources are missing, or give another plan
 
 
 class GateQuery(BaseModel):
@@ -102,8 +106,9 @@ def load_plans(folder: str | os.PathLike[str]) -> tuple[list[tuple[Path, PlanArt
     return plans, unreadable
 
 
-def evaluate(folder: str | os.PathLike[str], query: GateQuery) -> GateResult:
-    """Apply the gate to the plans in `folder`. Pure apart from reading that folder."""
+def select_plan(folder: str | os.PathLike[str], query: GateQuery) -> GateResult:
+    """The gate's selection over the plans in `folder` (pure apart from reading it); custody is
+    `tts_bench.custody.gate.evaluate`'s."""
     if not query.bounds.scaling_enabled:
         return GateResult(
             condition=GateCondition.SCALING_DISABLED,
@@ -122,11 +127,22 @@ def evaluate(folder: str | os.PathLike[str], query: GateQuery) -> GateResult:
 
 
 Candidates = list[tuple[Path, PlanArtifact]]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why no candidate survived a narrowing: what was missing, and the fix to name."""
+
+    condition: GateCondition
+    what: str
+    fix: str = ""
+
+
 # One narrowing of the candidates: the survivors, or the refusal when none survive.
-Narrowing = Callable[[Candidates, GateQuery, str], Candidates | tuple[GateCondition, str]]
+Narrowing = Callable[[Candidates, GateQuery, str], Candidates | Refusal]
 
 
-def _same_target(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+def _same_target(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     kept = [
         (p, a)
         for p, a in plans
@@ -134,64 +150,65 @@ def _same_target(plans: Candidates, query: GateQuery, folder: str) -> Candidates
         and a.fingerprint.model == query.model
         and a.fingerprint.instance_type == query.instance_type
     ]
-    what = f"model {query.model} on {query.instance_type}"
-    return kept or (
+    return kept or Refusal(
         GateCondition.NO_PLAN,
-        f"no plan in {folder} is for {what}{{broken}}; measure it and run `tts-bench plan`",
+        f"no plan in {folder} is for model {query.model} on {query.instance_type}",
+        "measure it and run `tts-bench plan`",
     )
 
 
-def _same_image(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+def _same_image(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     kept = [(p, a) for p, a in plans if a.fingerprint.image_digest == query.image_digest]  # type: ignore[union-attr]
     others = sorted({a.fingerprint.short_digest for _, a in plans})  # type: ignore[union-attr]
-    return kept or (
+    return kept or Refusal(
         GateCondition.DIGEST_MISMATCH,
         f"no plan for this image: plans in {folder} for model {query.model} on "
         f"{query.instance_type} were measured on image(s) {', '.join(others)}, not "
-        f"{query.image_digest}{{broken}}; measure this image",
+        f"{query.image_digest}",
+        "measure this image",
     )
 
 
-def _same_env(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+def _same_env(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     env = performance_env_of(query.performance_env)
     kept = [(p, a) for p, a in plans if a.fingerprint.performance_env == env]  # type: ignore[union-attr]
-    return kept or (
+    return kept or Refusal(
         GateCondition.ENV_MISMATCH,
         f"no plan for this container env: plans for image {query.image_digest} were measured "
-        f"with another performance env than {env}{{broken}}",
+        f"with another performance env than {env}",
     )
 
 
-def _not_emulated(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+def _not_emulated(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     if query.image_is_local:
         return plans
     kept = [(p, a) for p, a in plans if a.provenance.kind != "emulated"]
     emulated = ", ".join(p.name for p, a in plans if a.provenance.kind == "emulated")
-    return kept or (
+    return kept or Refusal(
         GateCondition.EMULATED_PLAN,
         f"the only plan(s) for this image ({emulated}) are emulated, measured through the local "
-        "cloud; an emulated plan never gates a stack whose image is not a local digest"
-        "{broken}; measure the real endpoint",
+        "cloud; an emulated plan never gates a stack whose image is not a local digest",
+        "measure the real endpoint",
     )
 
 
-def _same_rule(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+def _same_rule(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     kept = [(p, a) for p, a in plans if a.rule == query.rule]
     others = ", ".join(f"{p.name} ({a.rule})" for p, a in plans)
-    return kept or (
+    return kept or Refusal(
         GateCondition.RULE_MISMATCH,
-        f"no {query.rule} plan for this image (only {others}){{broken}}; run `tts-bench plan "
-        f"--rule {query.rule}`, or set planRule in the stack config",
+        f"no {query.rule} plan for this image (only {others})",
+        f"run `tts-bench plan --rule {query.rule}`, or set planRule in the stack config",
     )
 
 
-def _only_one(plans: Candidates, query: GateQuery, folder: str) -> Candidates | tuple:
+def _only_one(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     if len(plans) == 1:
         return plans
-    return (
+    return Refusal(
         GateCondition.AMBIGUOUS,
-        f"{len(plans)} {query.rule} plans match this image ({', '.join(p.name for p, _ in plans)})"
-        "; move all but one out of the plans folder",
+        f"{len(plans)} {query.rule} plans match this image ({', '.join(p.name for p, _ in plans)})",
+        "move all but one out of the plans folder",
     )
 
 
@@ -214,6 +231,15 @@ def _inputs_mismatch(plan: PlanArtifact, name: str, query: GateQuery) -> str | N
     return None
 
 
+def skipped(unreadable: list[str]) -> str:
+    """What a refusal adds when plan files could not be read: how many, and the first's reason
+    (a hand-edited plan that breaks a cross-field rule is one of them)."""
+    if not unreadable:
+        return ""
+    more = f", and {len(unreadable) - 1} more" if len(unreadable) > 1 else ""
+    return f" ({len(unreadable)} unreadable plan file(s) skipped: {unreadable[0]}{more})"
+
+
 def decide(
     plans: list[tuple[Path, PlanArtifact]],
     query: GateQuery,
@@ -223,15 +249,14 @@ def decide(
 ) -> GateResult:
     """The rule itself over already-loaded plans."""
     unreadable = unreadable or []
-    broken = f" ({len(unreadable)} unreadable plan file(s) skipped)" if unreadable else ""
     candidates: Candidates = plans
     for narrowing in NARROWINGS:
         narrowed = narrowing(candidates, query, folder)
-        if isinstance(narrowed, tuple):
-            condition, reason = narrowed
+        if isinstance(narrowed, Refusal):
+            reason = narrowed.what + skipped(unreadable)
             return GateResult(
-                condition=condition,
-                reason=reason.replace("{broken}", broken),
+                condition=narrowed.condition,
+                reason=f"{reason}; {narrowed.fix}" if narrowed.fix else reason,
                 unreadable=unreadable,
             )
         candidates = narrowed

@@ -173,8 +173,8 @@ def derive_thresholds(basis: Basis, request: PlanRequest, qmax: QmaxArtifact) ->
         scale_in_units=scale_in,
         target_ratio_from=target_from,
         scale_in_ratio_from=scale_in_from,
-        scaling_target_value=round9(c_scale_max * target.cw_ratio),
-        scale_in_threshold=round9(c_scale_min * scale_in.cw_ratio),
+        scaling_target_value=target.of(c_scale_max),
+        scale_in_threshold=scale_in.of(c_scale_min),
         scale_out_cooldown_s=floor9(
             min(max(t_total / 2, MIN_SCALE_OUT_COOLDOWN_S), MAX_SCALE_OUT_COOLDOWN_S)
         ),
