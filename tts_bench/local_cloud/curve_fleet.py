@@ -31,7 +31,7 @@ from tts_bench.local_cloud.curve_model import CurveModel, StartupTimeline
 from tts_bench.local_cloud.deploy import Deployment
 from tts_bench.local_cloud.fleet import Launch
 from tts_bench.local_cloud.settings import REPO_ROOT, CurveInstances
-from tts_bench.telemetry import ENV_INSTANCE_MODEL
+from tts_bench.telemetry import ENV_INSTANCE_MODEL, ENV_RATE_SCALE
 
 _SAGEMAKER_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
 
@@ -143,9 +143,13 @@ class CurveFleet:
         return overrides
 
     def mark(self, deployment: Deployment) -> Deployment:
-        """The Model's env says what serves it."""
+        """The Model's env says what serves it, and how much slower than the ladder."""
         container = dict(deployment.model["PrimaryContainer"])
-        container["Environment"] = {**container["Environment"], ENV_INSTANCE_MODEL: INSTANCE_MODEL}
+        container["Environment"] = {
+            **container["Environment"],
+            ENV_INSTANCE_MODEL: INSTANCE_MODEL,
+            ENV_RATE_SCALE: f"{self.settings.rate_scale:g}",
+        }
         return replace(deployment, model={**deployment.model, "PrimaryContainer": container})
 
     def provisioning_wall_s(self, clock: ServiceClock) -> float:

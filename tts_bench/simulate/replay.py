@@ -42,6 +42,7 @@ class Timeline:
     in_service: np.ndarray  # during the period (at its end, if an instance came in)
     mean_occupancy: np.ndarray  # time-average of requests in flight per in-service instance
     datapoint: np.ndarray  # ConcurrentRequestsPerModel as the controller saw it (CloudWatch units)
+    invocations_per_instance: np.ndarray  # InvocationsPerInstance as the controller saw it
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def replay(
     duration_s: float,
 ) -> PolicyRun:
     periods = max(1, math.ceil(duration_s / shape.metric_period_s - 1e-9))
-    rows = np.zeros((periods, 8))
+    rows = np.zeros((periods, 9))
     requests = shed = over = 0
     instance_s = 0.0
     peak = controller.desired
@@ -93,7 +94,7 @@ def replay(
             if serving:
                 busiest = max(busiest, seg.peak_occupancy / serving)
                 area_per_instance += seg.occupancy_s / serving
-                per_instance += seg.arrived / serving
+                per_instance += seg.arrived * curves.request_weight / serving
             if stop_s >= end_s:
                 break
             queues.add(controller.take_serving(stop_s))
@@ -106,9 +107,9 @@ def replay(
         requests, shed, over = requests + arrived, shed + shed_p, over + over_p
         rows[p] = (
             end_s, arrived, shed_p, over_p, controller.desired, queues.in_service,
-            area_per_instance / max(end_s - start_s, 1e-12), datapoint,
+            area_per_instance / max(end_s - start_s, 1e-12), datapoint, per_instance,
         )  # fmt: skip
-    timeline = Timeline(*(rows[:, i].copy() for i in range(8)))
+    timeline = Timeline(*(rows[:, i].copy() for i in range(9)))
     return PolicyRun(controller.policy.name, requests, shed, over, instance_s, peak, timeline)
 
 
