@@ -513,6 +513,7 @@ class QmaxArtifact(_Strict):
 class Trigger(StrEnum):
     FORCE_DESIRED = "force-desired"  # UpdateEndpointWeightsAndCapacities +1, policy bypassed
     LOCAL_PROCESS = "local-process"  # a fresh server process started beside a loaded one
+    ORGANIC = "organic"  # the deployed policy scaled out on the probe's own load
 
 
 class Stage(_Strict):
@@ -531,6 +532,23 @@ class Stage(_Strict):
         return self
 
 
+class Detection(_Strict):
+    """An organic scale-out's detection: the lag measured from the load crossing the scale-out
+    level to the desired count set (the stages between them), which policy's alarm acted, and
+    the deploy shape it was measured under. A plan uses `lag_s` only when its own shape has the
+    same structure and the lag is its target tracking's (`planning.deploy.detection_shape`)."""
+
+    lag_s: NonNegativeFloat = Field(description="load_crossed -> desired_set, measured")
+    modelled_s: NonNegativeFloat = Field(
+        description="the acting alarm's datapoints × period + publication delay (aws_scaling)"
+    )
+    policy_role: str = Field(min_length=1, description="the deploy-shape role that scaled out")
+    alarm: str = Field(min_length=1, description="the alarm that acted, as AWS names it")
+    deploy_shape: str = Field(min_length=1, description="the deployed shape's structure")
+    plan_id: str = Field(pattern=r"^[0-9a-f]{12}$", description="the plan that was deployed")
+    load_factor: PositiveFloat = Field(description="the probe's load over the scale-out level")
+
+
 class TtotalArtifact(_Strict):
     artifact: Literal["ttotal"] = "ttotal"
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -544,7 +562,16 @@ class TtotalArtifact(_Strict):
     planned_total_s: PositiveFloat
     recovery_rule: str | None = None
     qmax_sha256: str | None = Field(default=None, description="the ladder recovery was judged by")
+    detection: Detection | None = Field(
+        default=None, description="organic only: the measured detection lag and its shape"
+    )
     provenance: Provenance
+
+    @model_validator(mode="after")
+    def _organic_has_detection(self) -> TtotalArtifact:
+        if (self.trigger is Trigger.ORGANIC) != (self.detection is not None):
+            raise ValueError("detection: an organic ttotal records its detection, no other does")
+        return self
 
     @model_validator(mode="after")
     def _totals_add_up(self) -> TtotalArtifact:
@@ -763,7 +790,10 @@ class FleetLevels(_Strict):
     scale_in_rps: PositiveFloat = Field(description="λ_in = low_alarm_ratio · λ_out")
     invocations_units: CloudWatchUnits
     target_invocations_per_minute: PositiveFloat = Field(description="60 · λ_out · cw_ratio")
-    detection_lag_s: PositiveFloat = Field(description="period × datapoints + publication delay")
+    detection_lag_s: PositiveFloat = Field(
+        description="period × datapoints + publication delay, or an organic ttotal's measured "
+        "lag (the detection_lag finding says so)"
+    )
     launch_s: PositiveFloat = Field(description="the ttotal's measured total")
     planned_total_s: PositiveFloat = Field(description="launch_s + detection_lag_s")
     burst: BurstLevels | None = None
