@@ -29,6 +29,7 @@ _EVERYTHING = frozenset(
         "infra",
         "local_cloud",
         "simulate",
+        "rehearse",
         "jobs",
     }
 )
@@ -42,6 +43,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "infra": frozenset({"artifacts", "planning", "aws", "leaves"}),
     "measure": frozenset({"artifacts", "planning", "aws", "serving", "leaves"}),
     "simulate": frozenset({"artifacts", "planning", "leaves"}),
+    # Drives an endpoint as the measuring code does and replays in the simulator.
+    "rehearse": frozenset({"artifacts", "planning", "aws", "measure", "simulate", "leaves"}),
     # Never `measure`: the emulator does not depend on what measures it (the launcher both use
     # lives in `serving`).
     "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "serving", "leaves"}),

@@ -29,8 +29,9 @@ COMMANDS = (
     "local_run",
     # the measurement chain, in the order it runs (SPEC §4)
     "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference",
-    # checks of the plan's models: against a real run, and a fleet replayed under the policy
-    "surge", "simulate",
+    # checks of the plan's models: against a real run, a fleet replayed under the policy, and
+    # the policy deployed on open-loop traffic beside its replay
+    "surge", "simulate", "rehearse",
     # infrastructure
     "preview", "image",
     # a SageMaker endpoint on this machine (SPEC §11)

@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tts_bench.planning import aws_scaling
 from tts_bench.planning.rounding import ceil9
 from tts_bench.simulate.controller import Controller, Window
 from tts_bench.simulate.deploy_shape import ScalingShape
@@ -54,6 +55,7 @@ class PolicyRun:
     instance_seconds: float  # provisioned: in service or launching
     peak_instances: int  # the most instances provisioned at once
     timeline: Timeline
+    actions: tuple[tuple[float, aws_scaling.Action], ...] = ()  # what the policies did, when
 
 
 def initial_instances(policy: Policy, traffic: Traffic, sizing_rps: float) -> int:
@@ -110,7 +112,10 @@ def replay(
             area_per_instance / max(end_s - start_s, 1e-12), datapoint, per_instance,
         )  # fmt: skip
     timeline = Timeline(*(rows[:, i].copy() for i in range(9)))
-    return PolicyRun(controller.policy.name, requests, shed, over, instance_s, peak, timeline)
+    return PolicyRun(
+        controller.policy.name, requests, shed, over, instance_s, peak, timeline,
+        tuple(controller.actions),
+    )  # fmt: skip
 
 
 def run_fleet_model(
