@@ -83,7 +83,9 @@ class RunTotals(_Strict):
     shed: NonNegativeInt
     shed_share: NonNegativeFloat
     errors: NonNegativeInt = 0
-    instance_hours: NonNegativeFloat = Field(description="desired instances over the run, as billed")
+    instance_hours: NonNegativeFloat = Field(
+        description="desired instances over the run, as billed"
+    )
     peak_desired: NonNegativeInt
 
 

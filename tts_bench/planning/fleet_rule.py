@@ -208,7 +208,7 @@ def tracking_lag_s() -> float:
     """Target tracking's detection lag on the invocations metric: its AlarmHigh's datapoints ×
     the period, plus the publication delay (aws_scaling); an organic ttotal may measure it."""
     high, _ = aws_scaling.tracking_alarms(aws_scaling.INVOCATIONS_TRACKING, 1.0, False)
-    return round9(high.period_s * high.datapoints_to_alarm + high.delay_s)
+    return round9(high.detection_s)
 
 
 def derive_fleet(

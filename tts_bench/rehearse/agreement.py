@@ -152,12 +152,6 @@ def detection_lags(
     return lags
 
 
-def modelled_lag_s(rule: aws_scaling.AlarmRule) -> float:
-    """What the alarm adds to a crossing at a period's start: its datapoints × period, plus the
-    publication delay (`aws_scaling`)."""
-    return float(rule.datapoints_to_alarm * rule.period_s + rule.delay_s)
-
-
 def scaled_out_before_shedding(
     first_scale_out_s: float | None, first_shed_s: float | None
 ) -> bool | None:

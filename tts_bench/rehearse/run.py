@@ -49,6 +49,7 @@ from tts_bench.artifacts.schema import (
     write_artifact,
 )
 from tts_bench.aws.clock import ServiceClock
+from tts_bench.aws.scaling_record import EndpointPoller, read_back
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import corpus_path, load_corpus
@@ -59,7 +60,6 @@ from tts_bench.rehearse.agreement import (
     REQUIRED_SHARE,
     Steps,
     desired_agreement,
-    modelled_lag_s,
     scaled_out_before_shedding,
     shed_spread,
 )
@@ -72,7 +72,6 @@ from tts_bench.rehearse.arrivals import (
 )
 from tts_bench.rehearse.endpoint import RehearsalTarget, read_rehearsal_target
 from tts_bench.rehearse.plot import plot_rehearsal
-from tts_bench.rehearse.recorder import EndpointPoller, read_back
 from tts_bench.rehearse.replay import ReplaySetup, replay_arrivals, unscaled
 from tts_bench.rehearse.runs import Rehearsed, rehearsed_run, simulated_alarms, simulated_run
 from tts_bench.simulate.from_files import SimulationRequest, check_pairing
@@ -266,7 +265,7 @@ def send_and_record(
         time.sleep(max(0.0, clock.to_wall(end_s + settle) - time.time()))
         poller.stop()
     say(f"sent {len(samples):,}; reading back the metrics, alarm history and scaling activities")
-    recorded = read_back(session, target, start_s, end_s)
+    recorded = read_back(session, target.watched, start_s, end_s)
     return Rehearsed(
         samples,
         poller.polls,
@@ -314,7 +313,7 @@ def judge(
         lags.append(
             LagAgreement(
                 role=alarm.role,
-                modelled_s=modelled_lag_s(alarm.rule),
+                modelled_s=alarm.rule.detection_s,
                 rehearsed_s=[
                     a.lag_s
                     for a in rehearsed.actions

@@ -1,12 +1,12 @@
-"""What the endpoint did during a rehearsal, each from its own source.
+"""What a variant's scaling did while load ran, each from its own source.
 
-While the traffic runs, `EndpointPoller` reads DescribeEndpoint every `POLL_SERVICE_S` of the
+While the load runs, `EndpointPoller` reads DescribeEndpoint every `POLL_SERVICE_S` of the
 service's clock (the desired and InService counts; AWS keeps no history of them). Afterwards
 `read_back` asks CloudWatch for the deployed alarms' metrics over the run (each at its alarm's
 statistic and period), DescribeAlarmHistory for their state changes and
 DescribeScalingActivities for what Application Auto Scaling did. Times are seconds of the
-service's clock from the rehearsal's start (a compressed local cloud stamps everything in its
-virtual time; `aws.clock`).
+service's clock from the run's start (a compressed local cloud stamps everything in its
+virtual time; `aws.clock`). Used by `tts-bench rehearse` and `ttotal --trigger organic`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tts_bench.aws.clock import ServiceClock
+from tts_bench.aws.live_scaling import DeployedAlarm
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
 from tts_bench.planning import aws_scaling
-from tts_bench.rehearse.endpoint import RehearsalTarget
 from tts_bench.telemetry import SAGEMAKER_NAMESPACE
 
 POLL_SERVICE_S = 2.0  # of the service's clock between two reads of the endpoint
@@ -77,7 +77,7 @@ class EndpointPoller:
         self._stop = threading.Event()
         self.polls: list[Poll] = []
         self.failures = 0
-        self._thread = threading.Thread(target=self._run, name="rehearse-poller", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="endpoint-poller", daemon=True)
 
     def start(self) -> EndpointPoller:
         self._thread.start()
@@ -138,13 +138,25 @@ def _metric_query(
     }
 
 
+@dataclass(frozen=True)
+class Watched:
+    """What is read back: the variant and its deployed alarms."""
+
+    endpoint: str
+    variant: str
+    alarms: tuple[DeployedAlarm, ...]
+
+    def alarm_named_in(self, cause: str) -> str | None:
+        return next((a.rule.name for a in self.alarms if f"alarm {a.rule.name} " in cause), None)
+
+
 def read_datapoints(
-    session: AwsSession, target: RehearsalTarget, start_s: float, end_s: float
+    session: AwsSession, watched: Watched, start_s: float, end_s: float
 ) -> dict[str, list[aws_scaling.Datapoint]]:
     """Each deployed alarm's metric over [start_s, end_s] of the service's clock, at the alarm's
     statistic and period: the datapoints it evaluated, as CloudWatch gives them back."""
-    endpoint, variant = target.target.endpoint, target.target.variant
-    rules = [a.rule for a in target.alarms]
+    endpoint, variant = watched.endpoint, watched.variant
+    rules = [a.rule for a in watched.alarms]
     queries = [_metric_query(i, r, endpoint, variant) for i, r in enumerate(rules)]
     results = session.paginate(
         "cloudwatch",
@@ -171,10 +183,10 @@ def read_datapoints(
 
 
 def read_transitions(
-    session: AwsSession, target: RehearsalTarget, start_s: float, end_s: float
+    session: AwsSession, watched: Watched, start_s: float, end_s: float
 ) -> list[Transition]:
     transitions: list[Transition] = []
-    for alarm in target.alarms:
+    for alarm in watched.alarms:
         items = session.paginate(
             "cloudwatch",
             "describe_alarm_history",
@@ -198,14 +210,10 @@ def read_transitions(
     return sorted(transitions, key=lambda t: t.t_s)
 
 
-def _cause_alarm(cause: str, target: RehearsalTarget) -> str | None:
-    return next((a.rule.name for a in target.alarms if f"alarm {a.rule.name} " in cause), None)
-
-
 def read_activities(
-    session: AwsSession, target: RehearsalTarget, start_s: float, end_s: float
+    session: AwsSession, watched: Watched, start_s: float, end_s: float
 ) -> list[Activity]:
-    rid = resource_id(target.target.endpoint, target.target.variant)
+    rid = resource_id(watched.endpoint, watched.variant)
     items = session.paginate(
         "application-autoscaling",
         "describe_scaling_activities",
@@ -229,7 +237,7 @@ def read_activities(
                 after,
                 cause,
                 str(item.get("StatusCode", "")),
-                _cause_alarm(cause, target),
+                watched.alarm_named_in(cause),
             )
         )
     return sorted(activities, key=lambda a: a.t_s)
@@ -245,11 +253,9 @@ def _counts(item: dict[str, Any]) -> tuple[int, int]:
     return before, after
 
 
-def read_back(
-    session: AwsSession, target: RehearsalTarget, start_s: float, end_s: float
-) -> ReadBack:
+def read_back(session: AwsSession, watched: Watched, start_s: float, end_s: float) -> ReadBack:
     return ReadBack(
-        read_datapoints(session, target, start_s, end_s),
-        read_transitions(session, target, start_s, end_s),
-        read_activities(session, target, start_s, end_s),
+        read_datapoints(session, watched, start_s, end_s),
+        read_transitions(session, watched, start_s, end_s),
+        read_activities(session, watched, start_s, end_s),
     )
