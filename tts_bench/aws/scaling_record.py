@@ -11,6 +11,7 @@ virtual time; `aws.clock`). Used by `tts-bench rehearse` and `ttotal --trigger o
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -151,13 +152,23 @@ class Watched:
 
 
 def read_datapoints(
-    session: AwsSession, watched: Watched, start_s: float, end_s: float
+    session: AwsSession,
+    watched: Watched,
+    start_s: float,
+    end_s: float,
+    origin_s: float | None = None,
 ) -> dict[str, list[aws_scaling.Datapoint]]:
     """Each deployed alarm's metric over [start_s, end_s] of the service's clock, at the alarm's
-    statistic and period: the datapoints it evaluated, as CloudWatch gives them back."""
+    statistic and period: the datapoints it evaluated, as CloudWatch gives them back, each at
+    its period's start less `origin_s` (default `start_s`)."""
+    origin = start_s if origin_s is None else origin_s
     endpoint, variant = watched.endpoint, watched.variant
     rules = [a.rule for a in watched.alarms]
     queries = [_metric_query(i, r, endpoint, variant) for i, r in enumerate(rules)]
+    # CloudWatch (and moto) put each period's datapoint on the grid StartTime begins: start on
+    # the longest period's boundary, so every period lies as its alarm evaluates it.
+    grid = max((r.period_s for r in rules), default=60)
+    start_s, end_s = math.floor(start_s / grid) * grid, math.ceil(end_s / grid) * grid
     results = session.paginate(
         "cloudwatch",
         "get_metric_data",
@@ -173,7 +184,7 @@ def read_datapoints(
     for result in results:
         rule = rules[int(str(result["Id"])[1:])]
         points = [
-            aws_scaling.Datapoint(stamp.timestamp() - start_s, float(value))
+            aws_scaling.Datapoint(stamp.timestamp() - origin, float(value))
             for stamp, value in zip(result["Timestamps"], result["Values"], strict=True)
         ]
         found[rule.name] += points
@@ -183,8 +194,14 @@ def read_datapoints(
 
 
 def read_transitions(
-    session: AwsSession, watched: Watched, start_s: float, end_s: float
+    session: AwsSession,
+    watched: Watched,
+    start_s: float,
+    end_s: float,
+    origin_s: float | None = None,
 ) -> list[Transition]:
+    """The alarms' state changes in [start_s, end_s], at their times less `origin_s`."""
+    origin = start_s if origin_s is None else origin_s
     transitions: list[Transition] = []
     for alarm in watched.alarms:
         items = session.paginate(
@@ -205,14 +222,21 @@ def read_transitions(
                 .partition(" to ")
             )
             transitions.append(
-                Transition(item["Timestamp"].timestamp() - start_s, alarm.rule.name, old, new)
+                Transition(item["Timestamp"].timestamp() - origin, alarm.rule.name, old, new)
             )
     return sorted(transitions, key=lambda t: t.t_s)
 
 
 def read_activities(
-    session: AwsSession, watched: Watched, start_s: float, end_s: float
+    session: AwsSession,
+    watched: Watched,
+    start_s: float,
+    end_s: float,
+    origin_s: float | None = None,
 ) -> list[Activity]:
+    """The variant's scaling activities started in [start_s, end_s], oldest first, at their
+    times less `origin_s`."""
+    origin = start_s if origin_s is None else origin_s
     rid = resource_id(watched.endpoint, watched.variant)
     items = session.paginate(
         "application-autoscaling",
@@ -232,7 +256,7 @@ def read_activities(
         cause = str(item.get("Cause", ""))
         activities.append(
             Activity(
-                started - start_s,
+                started - origin,
                 before,
                 after,
                 cause,

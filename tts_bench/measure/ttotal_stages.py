@@ -1,11 +1,12 @@
 """T_total's stages: consecutive timestamps, each from its own source, made into `Stage`s.
 
-One builder for both measurements. The first stage, from the moment the probe's load was
+One builder for every measurement. The first stage, from the moment the probe's load was
 applied to the first timestamp, is recorded and not counted (the probe's warm-up); every later
-stage runs between consecutive timestamps and is counted. Timestamps from different clocks may
-step back a little (clock skew, clamped to 0); past `skew_tolerance_s` a step back is a wrong
-reading and refused. A local measurement reads one clock (a millisecond of tolerance); the
-endpoint's reads ours, CloudWatch Logs' and the container's (a second).
+stage runs between consecutive timestamps and is counted (an organic scale-out's detection
+stages before `desired_set` are recorded, not counted: its lag is kept apart). Timestamps from
+different clocks may step back a little (clock skew, clamped to 0); past `skew_tolerance_s` a
+step back is a wrong reading and refused. A local measurement reads one clock (a millisecond of
+tolerance); the endpoint's reads ours, CloudWatch Logs' and the container's (a second).
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ def timed_stages(
     points: Sequence[tuple[str, float]],
     skew_tolerance_s: float,
     reasons: Mapping[str, str] | None = None,
+    counted_from: str | None = None,
 ) -> list[Stage]:
-    """The warm-up stage (not counted), then one counted stage per pair of consecutive points.
+    """The warm-up stage (not counted), then one stage per pair of consecutive points, counted
+    from the point named `counted_from` on (default: the first).
 
     `reasons` notes a stage by the name of the point it ends at."""
+    names = [name for name, _ in points]
+    first_counted = names.index(counted_from) if counted_from is not None else 0
     first, started = points[0]
     stages = [
         Stage(
@@ -38,7 +43,7 @@ def timed_stages(
             counted=False,
         )
     ]
-    for (a, ta), (b, tb) in itertools.pairwise(points):
+    for i, ((a, ta), (b, tb)) in enumerate(itertools.pairwise(points)):
         if tb < ta - skew_tolerance_s:
             raise TtotalError(f"stage {a} -> {b} runs backwards ({tb - ta:.3f} s): clocks disagree")
         stages.append(
@@ -47,7 +52,7 @@ def timed_stages(
                 seconds=round(max(0.0, tb - ta), 3),
                 measured=True,
                 reason=(reasons or {}).get(b),
-                counted=True,
+                counted=i >= first_counted,
             )
         )
     return stages
