@@ -110,6 +110,7 @@ class LocalCloudTarget:
     stopped: str = "local cloud stopped"
     uncontended: str = "the endpoint's"
     deploys: bool = True
+    rehearses: bool = True
     cloud: Any = None
     session: AwsSession | None = None
     endpoint_name: str = "-"  # kept for the report once the cloud is stopped
