@@ -119,3 +119,15 @@ def test_the_chain_reads_what_the_local_cloud_publishes(tmp_path: Path) -> None:
     assert figures.answered == 1 and figures.errors_5xx == 1
     data = {d["MetricName"]: d for d in metric_data(figures, ENDPOINT, DEFAULT_VARIANT)}
     assert data["InvocationsPerInstance"]["Value"] == pytest.approx(2.0)
+
+
+def test_a_curve_request_counts_for_the_requests_it_stands_for() -> None:
+    """On a slowed, compressed cloud each request stands for S × K of the modelled fleet's, so
+    the minute's count per instance reads what that fleet's would at the same load."""
+    metrics = VariantMetrics(request_weight=80.0)
+    metrics.observe_concurrency(0, 4)
+    for _ in range(3):
+        metrics.record_arrival()
+    figures = metrics.close_window(START)
+    assert figures.invocations == 240 and figures.invocations_per_instance == pytest.approx(60)
+    assert figures.answered == 0
