@@ -547,6 +547,11 @@ class Detection(_Strict):
     deploy_shape: str = Field(min_length=1, description="the deployed shape's structure")
     plan_id: str = Field(pattern=r"^[0-9a-f]{12}$", description="the plan that was deployed")
     load_factor: PositiveFloat = Field(description="the probe's load over the scale-out level")
+    dips: NonNegativeInt = Field(
+        default=0,
+        description="datapoints back under the level between the first over and the alarm: "
+        "each restarts the alarm's count (a load too near the level for the metric's noise)",
+    )
 
 
 class TtotalArtifact(_Strict):

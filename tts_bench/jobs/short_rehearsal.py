@@ -31,7 +31,7 @@ from tts_bench.planning.deploy import alarm_rule, deploy_shape_of
 from tts_bench.rehearse.arrivals import TrafficSpec
 from tts_bench.rehearse.run import RehearsalRequest, rehearse
 
-TIME_SCALE: Final = 20.0  # the cloud's seconds per wall second
+TIME_SCALE: Final = 30.0  # the cloud's seconds per wall second
 WALL_RPS: Final = 20.0  # the most wall-clock traffic at the peak: the rate scale follows
 LOW, HIGH = 0.5, 2.5  # the ramp, in multiples of the scale-out level for the initial fleet
 AFTER_S: Final = 120.0  # past detection and launch, for the new instance to serve

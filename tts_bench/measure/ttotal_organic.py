@@ -328,6 +328,7 @@ class Detected:
     first_over: float
     in_alarm: float
     activity: float
+    dips: int = 0  # datapoints back under the level between the first over and the alarm
 
 
 def read_detection(
@@ -381,7 +382,13 @@ def read_detection(
             f"CloudWatch returns no datapoint of {alarm.rule.metric} over {alarm.rule.threshold:g} "
             "after the crossing, yet its alarm went to ALARM"
         )
-    return Detected(alarm, crossed, over[0].start_s + period, changes[-1].t_s, activity.t_s)
+    dips = sum(
+        1
+        for p in read[alarm.rule.name]
+        if over[0].start_s < p.start_s < changes[-1].t_s - period
+        and not aws_scaling.breaches(p.value, alarm.rule.comparison, alarm.rule.threshold)
+    )
+    return Detected(alarm, crossed, over[0].start_s + period, changes[-1].t_s, activity.t_s, dips)
 
 
 def client_level(plan: PlanArtifact, alarm: DeployedAlarm) -> float:
@@ -516,18 +523,24 @@ def measure_organic_ttotal(
             deploy_shape=detection_shape(deploy_shape_of(plan)),
             plan_id=plan.plan_id,
             load_factor=request.load_factor,
+            dips=detected.dips,
         ),
         provenance=Provenance.now(
             target.provenance_kind,
             target.source,
             curve_modelled=target.curve_modelled,
-            notes=_notes(samples, probe, bound_ms, thinning, fleet_rps),
+            notes=_notes(samples, probe, bound_ms, thinning, fleet_rps, detected.dips),
         ),
     )
 
 
 def _notes(
-    samples: Sequence[ProbeSample], probe: Probe, bound_ms: float, thinning: float, rps: float
+    samples: Sequence[ProbeSample],
+    probe: Probe,
+    bound_ms: float,
+    thinning: float,
+    rps: float,
+    dips: int,
 ) -> str:
     after = [s for s in samples if s.end >= probe.step_s]
     ttfab = [s.ttfab_ms for s in after if s.ttfab_ms is not None]
@@ -536,4 +549,10 @@ def _notes(
         f"open-loop probe at {rps:.4g} requests/s of the fleet's, each request sent standing for "
         f"{thinning:g}: {len(after)} requests after the step, {len(after) - len(ttfab)} failed or "
         f"shed, p95 TTFAB {p95} (wall clock); recovery bound {bound_ms:.0f} ms"
+        + (
+            f"; the metric fell back under the level {dips} time(s) before the alarm, each a "
+            "period more: a load this near the level is within the metric's noise"
+            if dips
+            else ""
+        )
     )
