@@ -1,10 +1,15 @@
-"""Fixtures every test folder may use: where the repository and its reference artifacts are."""
+"""Fixtures every test folder may use: where the repository and its reference artifacts are,
+and the real servers that tests share for the whole session (see docs/testing.md).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.servers import ServerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "measurements"
@@ -31,3 +36,17 @@ def reference_ttotal_path() -> Path:
 @pytest.fixture(scope="session")
 def reference_plan_path() -> Path:
     return REFERENCE_PLAN
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[ServerProcess]:
+    """One unbounded server with default settings (onnx, the offline weights), ready, for the
+    whole session: the server tests' requests, the real ladders, the fuzzing. Use it only to
+    send requests; a test that needs other settings, a drain or a kill starts its own. A test
+    that reads the log for what it caused reads from `server.mark()` taken before."""
+    process = ServerProcess()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()

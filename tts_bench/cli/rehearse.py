@@ -21,11 +21,7 @@ from tts_bench.simulate.traffic import SYNTHETIC_HELP
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "rehearse",
-        help="rehearse a deployed plan on open-loop traffic, replayed beside it in simulate",
-        description=__doc__.splitlines()[0],
-    )
+    p = subparsers.add_parser("rehearse", description=__doc__.splitlines()[0])
     p.add_argument("--plan", type=Path, required=True, help="the plan deployed on the endpoint")
     p.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint (not with --dry-run)")
     p.add_argument("--variant", default=DEFAULT_VARIANT, help="production variant")

@@ -14,7 +14,6 @@ from pathlib import Path
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report",
-        help="plot qmax (p95 TTFAB vs concurrency) and ttotal (stages) artifacts as PNG",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument(

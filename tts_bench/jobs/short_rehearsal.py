@@ -26,7 +26,7 @@ from tts_bench.artifacts.schema import (
     load_artifact,
 )
 from tts_bench.aws.session import AwsSession
-from tts_bench.jobs.local_cloud_run import aws_environment
+from tts_bench.jobs.aws_environment import aws_environment
 from tts_bench.planning.deploy import alarm_rule, deploy_shape_of
 from tts_bench.rehearse.arrivals import TrafficSpec
 from tts_bench.rehearse.run import RehearsalRequest, rehearse

@@ -124,10 +124,10 @@ class CurveFleet:
             "instanceType": fp.instance_type,
             "performanceEnv": dict(fp.performance_env),
         }
-        if self.plan is not None:  # the stack deploys this plan: its SLO, surge ratio, rule
+        if self.plan is not None:
             overrides["sloMs"] = self.plan.inputs.slo_ms
             overrides["surgeRatio"] = self.plan.inputs.surge_ratio
-            overrides["planRule"] = self.plan.rule
+            overrides["planRule"] = self.plan.rule  # the gate deploys the plan of the stack's rule
         return overrides
 
     def mark(self, deployment: Deployment) -> Deployment:
