@@ -129,9 +129,15 @@ def print_result(artifact: TtotalArtifact, path: Path) -> None:
         f"policy lag bound = {artifact.planned_total_s:.1f} s planned"
     )
     if (found := artifact.detection) is not None:
+        tracking = found.policy_role.endswith("-target")
+        use = (
+            "plan uses it for a plan of this deploy shape"
+            if tracking
+            else "not target tracking's: plan keeps the bound for target tracking's lag"
+        )
         print(
             f"detection lag {found.lag_s:.1f} s measured ({found.policy_role}: {found.alarm}; "
-            f"modelled {found.modelled_s:g} s); plan uses it for a plan of this deploy shape"
+            f"modelled {found.modelled_s:g} s); {use}"
         )
     print(path)
 
