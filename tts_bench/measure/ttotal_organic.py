@@ -34,11 +34,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
-from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.schema import (
     Detection,
     PlanArtifact,
@@ -170,7 +170,7 @@ class Probe:
 
 
 def start_probe(
-    client: object,
+    client: Any,
     request: OrganicTtotalRequest,
     clock: ServiceClock,
     rate_per_service_s: float,
@@ -414,7 +414,7 @@ def crossing_of(
     return crossed
 
 
-def organic_plan(path: Path, fingerprint_of_ladder: object) -> PlanArtifact:
+def organic_plan(path: Path, fingerprint_of_ladder: Fingerprint) -> PlanArtifact:
     """The plan deployed on the endpoint: the ladder's build's, or refused."""
     plan = load_artifact(path, PlanArtifact)
     if plan.fingerprint != fingerprint_of_ladder:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tts_bench.artifacts.rehearsal import WINDOW_S, AlarmSeries, RehearsalArtifact, Run
-from tts_bench.simulate.plot import DPI, _pyplot
+from tts_bench.simulate.plot import DPI, pyplot
 
 REHEARSED, SIMULATED = "#c0392b", "#1f5fa8"
 
@@ -19,7 +19,7 @@ def _scale_out_series(run: Run) -> list[AlarmSeries]:
 
 
 def plot_rehearsal(artifact: RehearsalArtifact, title: str, path: str | os.PathLike[str]) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(4, 1, figsize=(11, 11), dpi=DPI, sharex=True)
     load_ax, fleet_ax, metric_ax, shed_ax = axes
     weight = artifact.inputs.request_weight
