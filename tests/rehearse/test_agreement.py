@@ -15,6 +15,7 @@ from tts_bench.rehearse.agreement import (
     alarm_episodes,
     desired_agreement,
     detection_lags,
+    exchangeable,
     scaled_out_before_shedding,
     shed_spread,
 )
@@ -133,3 +134,14 @@ def test_scaled_out_before_shedding(
     out: float | None, shed: float | None, verdict: bool | None
 ) -> None:
     assert scaled_out_before_shedding(out, shed) is verdict
+
+
+def test_a_rehearsal_is_judged_as_one_more_replay() -> None:
+    everyone = [[True] * 4 for _ in range(4)]
+    assert exchangeable([True] * 4, everyone).passed
+    assert not exchangeable([True, True, True, False], everyone).passed  # they all agree
+    halves = [[(i < 2) == (j < 2) for j in range(4)] for i in range(4)]  # two camps of two
+    judged = exchangeable([False, False, True, True], halves)
+    assert judged.passed and judged.share == 0.5
+    assert judged.replay_quantile == pytest.approx(1 / 3)
+    assert not exchangeable([False] * 4, halves).passed

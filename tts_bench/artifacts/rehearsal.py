@@ -111,11 +111,16 @@ class Replay(_Strict):
 
 class DesiredAgreement(_Strict):
     minutes: NonNegativeInt = Field(description="whole minutes after the first scale-out")
-    agreeing: NonNegativeInt
-    share: NonNegativeFloat
+    agreeing: NonNegativeInt = Field(description="... where the primary replay agrees")
+    share: NonNegativeFloat = Field(description="agreeing / minutes: the primary replay")
     shift_s: NonNegativeFloat = Field(description="the shift allowed: one metric period")
     required: float = 0.95
-    passed: bool
+    replays_agreeing: NonNegativeInt = Field(description="replays agreeing on `required` minutes")
+    replays_share: NonNegativeFloat = Field(description="replays_agreeing / replays")
+    replay_quantile: NonNegativeFloat = Field(
+        description="5 % quantile of each replay's share of the other replays it agrees with"
+    )
+    passed: bool = Field(description="replays_share ≥ replay_quantile: as good as one more replay")
 
 
 class ShedAgreement(_Strict):

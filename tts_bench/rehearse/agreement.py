@@ -1,8 +1,13 @@
 """How a rehearsal and its replay agree: pure rules over the two runs' records.
 
-- **Desired counts**: at each whole minute after the first scale-out (of either run), the
+- **Desired counts**: at each whole minute after the first scale-out (of any run), the
   rehearsed desired count against the simulated one at that minute or one metric period either
-  side; they agree within max(1, 10 %) of the simulated count.
+  side; they agree within max(1, 10 %) of the simulated count, and two runs agree when 95 % of
+  the minutes do. The replays disagree among themselves too: the rules are sensitive to the order
+  of events that service draws decide (which policy's first scale-out comes first sets the
+  capacity a cooldown sizes from), so one replay is no yardstick. The rehearsal is judged as one
+  more replay: the share of replays it agrees with must not fall below the 5 % quantile of each
+  replay's share of the others it agrees with.
 - **Shed shares**: the replays are runs of the same fleet on the same arrivals with other service
   draws, so a rehearsal that is that fleet lies within their spread: within 3 × sd × sqrt(1 + 1/R)
   of their mean over R replays (a new run's deviation from an R-run mean), plus one request's
@@ -66,6 +71,25 @@ def desired_agreement(
         minutes += 1
         agreeing += any(abs(ours - sim) <= max(1.0, DESIRED_TOLERANCE * sim) for sim in candidates)
     return minutes, agreeing
+
+
+@dataclass(frozen=True)
+class Exchangeable:
+    share: float  # of the replays the rehearsal agrees with
+    replay_quantile: float  # the 5 % quantile of each replay's share of the others
+    passed: bool
+
+
+def exchangeable(rehearsal: Sequence[bool], pairwise: Sequence[Sequence[bool]]) -> Exchangeable:
+    """Whether the rehearsal agrees with the replays as often as a replay agrees with the others:
+    `rehearsal[k]` whether it agrees with replay k, `pairwise[i][j]` whether replays i and j do."""
+    runs = len(rehearsal)
+    share = sum(rehearsal) / runs if runs else 1.0
+    if runs < 2:
+        return Exchangeable(share, share, bool(share >= 1))
+    scores = [sum(pairwise[i][j] for j in range(runs) if j != i) / (runs - 1) for i in range(runs)]
+    quantile = float(np.quantile(scores, 0.05))
+    return Exchangeable(share, quantile, share >= quantile - 1e-12)
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ from tts_bench.rehearse.agreement import (
     REQUIRED_SHARE,
     Steps,
     desired_agreement,
+    exchangeable,
     scaled_out_before_shedding,
     shed_spread,
 )
@@ -282,6 +283,51 @@ def _first(run: Run, scale_out: bool) -> float | None:
     return next((w.t_s - 10 for w in run.windows if w.shed), None)
 
 
+def _desired(run: PolicyRun, initial: int) -> Steps:
+    line = run.timeline
+    return Steps([0.0, *map(float, line.end_s)], [float(initial), *map(float, line.desired)])
+
+
+def judge_desired(
+    rehearsed: Run, replays: list[PolicyRun], shift_s: float, duration_s: float, initial: int
+) -> tuple[DesiredAgreement, list[float]]:
+    """The rehearsal's desired counts against every replay's, and the replays' among themselves,
+    over the minutes after the first scale-out of any run (`agreement`); each replay's share."""
+    ours = Steps(
+        [w.t_s for w in rehearsed.windows], [float(w.desired or 0) for w in rehearsed.windows]
+    )
+    lines = [_desired(run, initial) for run in replays]
+    firsts = [_first(rehearsed, True)] + [
+        next((t for t, a in run.actions if a.out), None) for run in replays
+    ]
+    from_s = min((t for t in firsts if t is not None), default=0.0)
+
+    def counts(a: Steps, b: Steps) -> tuple[int, int]:
+        return desired_agreement(a, b, from_s, duration_s, shift_s, initial)
+
+    def agree(a: Steps, b: Steps) -> bool:
+        minutes, agreeing = counts(a, b)
+        return not minutes or agreeing / minutes >= REQUIRED_SHARE
+
+    per_replay = [counts(ours, line) for line in lines]
+    pairwise = [[i == j or agree(a, b) for j, b in enumerate(lines)] for i, a in enumerate(lines)]
+    judged = exchangeable([agree(ours, line) for line in lines], pairwise)
+    minutes, agreeing = per_replay[0]
+    shares = [a / m if m else 1.0 for m, a in per_replay]
+    desired = DesiredAgreement(
+        minutes=minutes,
+        agreeing=agreeing,
+        share=round(shares[0], 4),
+        shift_s=shift_s,
+        required=REQUIRED_SHARE,
+        replays_agreeing=sum(s >= REQUIRED_SHARE for s in shares),
+        replays_share=round(judged.share, 4),
+        replay_quantile=round(judged.replay_quantile, 4),
+        passed=judged.passed,
+    )
+    return desired, shares
+
+
 def judge(
     rehearsed: Run,
     simulated: Run,
@@ -291,51 +337,26 @@ def judge(
     initial: int,
     setup: ReplaySetup,
 ) -> tuple[Agreement, list[float]]:
-    """The agreement of the rehearsed run with the primary replay (and each replay's share)."""
-    reh_desired = Steps(
-        [w.t_s for w in rehearsed.windows], [float(w.desired or 0) for w in rehearsed.windows]
-    )
-    firsts = [t for t in (_first(rehearsed, True), _first(simulated, True)) if t is not None]
-    from_s = min(firsts) if firsts else 0.0
-
-    def agreement_with(run: PolicyRun) -> tuple[int, int]:
-        line = run.timeline
-        sim = Steps([0.0, *map(float, line.end_s)], [float(initial), *map(float, line.desired)])
-        return desired_agreement(reh_desired, sim, from_s, duration_s, shift_s, initial)
-
-    minutes, agreeing = agreement_with(replays[0])
+    """The agreement of the rehearsed run with the replays (and each replay's desired share)."""
+    desired, per_replay = judge_desired(rehearsed, replays, shift_s, duration_s, initial)
     shares = [run.shed / run.requests if run.requests else 0.0 for run in replays]
     spread = shed_spread(rehearsed.totals.shed_share, rehearsed.totals.requests, shares)
-    lags = []
-    for alarm in simulated_alarms(setup.shape):
-        if alarm.kind == "low" or not alarm.scales_out:
-            continue
-        lags.append(
-            LagAgreement(
-                role=alarm.role,
-                modelled_s=alarm.rule.detection_s,
-                rehearsed_s=[
-                    a.lag_s
-                    for a in rehearsed.actions
-                    if a.role == alarm.role and a.lag_s is not None
-                ],
-                simulated_s=[
-                    a.lag_s
-                    for a in simulated.actions
-                    if a.role == alarm.role and a.lag_s is not None
-                ],
-            )
+    lags = [
+        LagAgreement(
+            role=alarm.role,
+            modelled_s=alarm.rule.detection_s,
+            rehearsed_s=[
+                a.lag_s for a in rehearsed.actions if a.role == alarm.role and a.lag_s is not None
+            ],
+            simulated_s=[
+                a.lag_s for a in simulated.actions if a.role == alarm.role and a.lag_s is not None
+            ],
         )
-    share = agreeing / minutes if minutes else 1.0
+        for alarm in simulated_alarms(setup.shape)
+        if alarm.scales_out
+    ]
     agreement = Agreement(
-        desired=DesiredAgreement(
-            minutes=minutes,
-            agreeing=agreeing,
-            share=round(share, 4),
-            shift_s=shift_s,
-            required=REQUIRED_SHARE,
-            passed=share >= REQUIRED_SHARE,
-        ),
+        desired=desired,
         shed=ShedAgreement(
             rehearsed=rehearsed.totals.shed_share,
             simulated_mean=round(spread.mean, 9),
@@ -348,10 +369,6 @@ def judge(
             _first(rehearsed, True), _first(rehearsed, False)
         ),
     )
-    per_replay = []
-    for run in replays:
-        m, a = agreement_with(run)
-        per_replay.append(a / m if m else 1.0)
     return agreement, per_replay
 
 
@@ -503,8 +520,11 @@ def summary(artifact: RehearsalArtifact) -> list[str]:
         f"simulated: {sim.requests:,} requests, shed {sim.shed:,} ({100 * sim.shed_share:.4f} %), "
         f"{sim.instance_hours:.2f} instance-hours, desired up to {sim.peak_desired}",
         f"desired counts agree within max(1, 10 %) on {a.desired.agreeing} of {a.desired.minutes} "
-        f"minutes after the first scale-out ({100 * a.desired.share:.1f} %, shift "
-        f"{a.desired.shift_s:g} s): {'pass' if a.desired.passed else 'FAIL'}",
+        f"minutes after the first scale-out with the primary replay ({100 * a.desired.share:.1f} "
+        f"%, shift {a.desired.shift_s:g} s), on 95 % of them with {a.desired.replays_agreeing} of "
+        f"{len(artifact.replays)} replays ({100 * a.desired.replays_share:.0f} %; replays agree "
+        f"so with at least {100 * a.desired.replay_quantile:.0f} % of each other, 5 % quantile): "
+        f"{'pass' if a.desired.passed else 'FAIL'}",
         f"shed share {100 * a.shed.rehearsed:.4f} % against {100 * a.shed.simulated_mean:.4f} % ± "
         f"{100 * a.shed.tolerance:.4f} % ({len(artifact.replays)} replays): "
         f"{'pass' if a.shed.passed else 'FAIL'}",
