@@ -65,6 +65,9 @@ ENV_IMAGE_DIGEST: Final = "IMAGE_DIGEST"
 # Set on a local cloud's Model whose instances are not the container ("curve": service times
 # from a measured ladder), so a measurement reading the Model can tell and refuse or mark it.
 ENV_INSTANCE_MODEL: Final = "TTS_BENCH_INSTANCE_MODEL"
+# Beside it: the curve instances' rate scale S (every X(n) divided by S), which whatever reads
+# their latencies or replays their service must apply too.
+ENV_RATE_SCALE: Final = "TTS_BENCH_RATE_SCALE"
 # Container env that is deployment config, never part of a fingerprint's performance env.
 DEPLOYMENT_ENV: Final = frozenset(
     {
@@ -74,6 +77,7 @@ DEPLOYMENT_ENV: Final = frozenset(
         ENV_INSTANCE_TYPE,
         ENV_IMAGE_DIGEST,
         ENV_INSTANCE_MODEL,
+        ENV_RATE_SCALE,
     }
 )
 

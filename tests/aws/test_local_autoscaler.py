@@ -37,7 +37,7 @@ class Windows:
             serving = self.desired()
             self.metrics.observe_concurrency(round(in_flight_per_instance * serving), serving)
             for _ in range(round(per_instance_minute * serving / 6)):
-                self.metrics.record_invocation(0.1, 200)
+                self.metrics.record_arrival()
             self.metrics.close_window(self.start)
             self.scaler.evaluate(self.start)
             self.start += 10
@@ -112,10 +112,24 @@ def test_the_chain_reads_what_the_local_cloud_publishes(tmp_path: Path) -> None:
     metrics = VariantMetrics()
     metrics.observe_concurrency(4, 4)
     for _ in range(6):
-        metrics.record_invocation(0.1, 200)
+        metrics.record_arrival()
     metrics.observe_concurrency(2, 2)
+    metrics.record_arrival()  # counted on arrival, whatever the container answers
     metrics.record_invocation(0.1, 503)
     figures = metrics.close_window(START)
     assert figures.invocations_per_instance == pytest.approx(6 / 4 + 1 / 2)
+    assert figures.answered == 1 and figures.errors_5xx == 1
     data = {d["MetricName"]: d for d in metric_data(figures, ENDPOINT, DEFAULT_VARIANT)}
     assert data["InvocationsPerInstance"]["Value"] == pytest.approx(2.0)
+
+
+def test_a_curve_request_counts_for_the_requests_it_stands_for() -> None:
+    """On a slowed, compressed cloud each request stands for S × K of the modelled fleet's, so
+    the minute's count per instance reads what that fleet's would at the same load."""
+    metrics = VariantMetrics(request_weight=80.0)
+    metrics.observe_concurrency(0, 4)
+    for _ in range(3):
+        metrics.record_arrival()
+    figures = metrics.close_window(START)
+    assert figures.invocations == 240 and figures.invocations_per_instance == pytest.approx(60)
+    assert figures.answered == 0

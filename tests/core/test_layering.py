@@ -30,6 +30,7 @@ _EVERYTHING = frozenset(
         "local_cloud",
         "simulate",
         "custody",
+        "rehearse",
         "jobs",
     }
 )
@@ -45,6 +46,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "simulate": frozenset({"artifacts", "planning", "leaves"}),
     # Recomputes with the code that measured: the ladder's statistics, the stage builder.
     "custody": frozenset({"artifacts", "planning", "measure", "leaves"}),
+    # Drives an endpoint as the measuring code does and replays in the simulator.
+    "rehearse": frozenset({"artifacts", "planning", "aws", "measure", "simulate", "leaves"}),
     # Never `measure`: the emulator does not depend on what measures it (the launcher both use
     # lives in `serving`).
     "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "serving", "leaves"}),

@@ -45,6 +45,7 @@ class StandIn:
     uncontended: str = "the stand-in's"
     surge_ratio: float | None = None
     deploys: bool = False
+    rehearses: bool = False
     log: list[str] = field(default_factory=list)
 
     @contextlib.contextmanager

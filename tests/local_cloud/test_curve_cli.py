@@ -60,6 +60,8 @@ def _other_build_plan(tmp: Path) -> Path:
             "--cloudwatch-delay-s must not be negative",
         ),
         (["--max-instances", "0"], "--max-instances must be at least 1"),
+        (["--min-instances", "0"], "--min-instances must be at least 1"),
+        (["--min-instances", "4", "--max-instances", "3"], "--min-instances must not be above --max-instances"),
     ],
 )  # fmt: skip
 def test_curve_flags_that_do_not_fit_are_one_line_and_exit_2(

@@ -145,3 +145,33 @@ def test_the_bidirectional_stream_is_refused_in_one_line(cloud: LocalCloud) -> N
     ):
         pass
     assert "\n" not in str(refused.value)
+
+
+def test_rehearse_refuses_an_endpoint_without_a_deployed_plan_before_sending(
+    cloud: LocalCloud, capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    from tests.conftest import REFERENCE_PLAN
+    from tts_bench.cli import main
+
+    began = cloud.clock.now()
+    code = main(
+        [
+            "rehearse",
+            "--plan",
+            str(REFERENCE_PLAN),
+            "--endpoint",
+            cloud.endpoint_name,
+            "--synthetic",
+            "steady:5",
+            "--duration-s",
+            "60",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"endpoint {cloud.endpoint_name} has no deployed plan (no scalable target" in err
+    time.sleep(0.5)  # five of the cloud's 10 s windows at its 100-fold clock
+    assert sum(w.invocations for w in cloud.metrics.windows() if w.start_s >= began - 10) == 0
+    assert not list(tmp_path.iterdir())

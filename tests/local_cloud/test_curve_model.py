@@ -163,3 +163,40 @@ def test_exponential_service_is_redrawn_at_the_new_occupancys_rate() -> None:
         return loop.time() - began
 
     assert asyncio.run(run()) < 1.0
+
+
+def test_a_request_the_chain_finishes_before_its_first_chunk_is_due_leaves_then() -> None:
+    """The first chunk is part of the service: a request never stays in flight (nor holds an
+    admission slot) after the chain finished it, as it cannot in the simulator."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from tts_bench.local_cloud.curve_instance import (
+        CurveIdentity,
+        CurveState,
+        create_curve_app,
+    )
+
+    # 100 requests/s (10 ms) against a first chunk due after 5 s
+    model = CurveModel(
+        Curve((1.0, 2.0), (100.0, 100.0)), first_chunk_s=5.0, service="deterministic"
+    )
+    identity = CurveIdentity("m", "ml.g5.xlarge", "sha256:" + "0" * 64, {}, 1.0)
+
+    async def one_request() -> tuple[float, list[str], int]:
+        state = CurveState(model, identity, CurveQueue(model, np.random.default_rng(1)), 1)
+        state.status = "ready"
+        async with TestClient(TestServer(create_curve_app(state))) as client:
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            response = await client.post(
+                "/invocations", json={"context_id": "c", "transcript": "t"}
+            )
+            kinds = [
+                line.split(b'"type":"')[1].split(b'"')[0].decode()
+                async for line in response.content
+            ]
+            return loop.time() - began, kinds, state.in_flight
+
+    took, kinds, in_flight = asyncio.run(one_request())
+    assert kinds == ["chunk", "done"] and in_flight == 0
+    assert took < 1.0  # not the 5 s the first chunk would otherwise have waited

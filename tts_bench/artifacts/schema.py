@@ -602,6 +602,7 @@ class QmaxArtifact(_Strict):
 class Trigger(StrEnum):
     FORCE_DESIRED = "force-desired"  # UpdateEndpointWeightsAndCapacities +1, policy bypassed
     LOCAL_PROCESS = "local-process"  # a fresh server process started beside a loaded one
+    ORGANIC = "organic"  # the deployed policy scaled out on the probe's own load
 
 
 class Stage(_Strict):
@@ -635,6 +636,32 @@ class TtotalEvents(_Strict):
     points: list[TimedPoint] = Field(min_length=1)
     skew_tolerance_s: NonNegativeFloat
     reasons: dict[str, str] = Field(default_factory=dict, description="point name -> note")
+    counted_from: str | None = Field(
+        default=None,
+        description="the point the counted stages start at (an organic detection's are not counted)",
+    )
+
+
+class Detection(_Strict):
+    """An organic scale-out's detection: the lag measured from the load crossing the scale-out
+    level to the desired count set (the stages between them), which policy's alarm acted, and
+    the deploy shape it was measured under. A plan uses `lag_s` only when its own shape has the
+    same structure and the lag is its target tracking's (`planning.deploy.detection_shape`)."""
+
+    lag_s: NonNegativeFloat = Field(description="load_crossed -> desired_set, measured")
+    modelled_s: NonNegativeFloat = Field(
+        description="the acting alarm's datapoints × period + publication delay (aws_scaling)"
+    )
+    policy_role: str = Field(min_length=1, description="the deploy-shape role that scaled out")
+    alarm: str = Field(min_length=1, description="the alarm that acted, as AWS names it")
+    deploy_shape: str = Field(min_length=1, description="the deployed shape's structure")
+    plan_id: str = Field(pattern=r"^[0-9a-f]{12}$", description="the plan that was deployed")
+    load_factor: PositiveFloat = Field(description="the probe's load over the scale-out level")
+    dips: NonNegativeInt = Field(
+        default=0,
+        description="datapoints back under the level between the first over and the alarm: "
+        "each restarts the alarm's count (a load too near the level for the metric's noise)",
+    )
 
 
 class TtotalArtifact(_Strict):
@@ -652,6 +679,9 @@ class TtotalArtifact(_Strict):
     qmax_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
         default=None, description="the ladder recovery was judged by"
     )
+    detection: Detection | None = Field(
+        default=None, description="organic only: the measured detection lag and its shape"
+    )
     provenance: Provenance
     events: TtotalEvents | None = Field(
         default=None, description="the timestamps the stages were made from (`timed_stages`)"
@@ -661,6 +691,12 @@ class TtotalArtifact(_Strict):
     def _provenance_fits(self) -> TtotalArtifact:
         if problem := kind_fits_fingerprint(self.provenance, self.fingerprint):
             raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _organic_has_detection(self) -> TtotalArtifact:
+        if (self.trigger is Trigger.ORGANIC) != (self.detection is not None):
+            raise ValueError("detection: an organic ttotal records its detection, no other does")
         return self
 
     @model_validator(mode="after")
@@ -885,7 +921,10 @@ class FleetLevels(_Strict):
     scale_in_rps: PositiveFloat = Field(description="λ_in = low_alarm_ratio · λ_out")
     invocations_units: CloudWatchUnits
     target_invocations_per_minute: PositiveFloat = Field(description="60 · λ_out · cw_ratio")
-    detection_lag_s: PositiveFloat = Field(description="period × datapoints + publication delay")
+    detection_lag_s: PositiveFloat = Field(
+        description="period × datapoints + publication delay, or an organic ttotal's measured "
+        "lag (the detection_lag finding says so)"
+    )
     launch_s: PositiveFloat = Field(description="the ttotal's measured total")
     planned_total_s: PositiveFloat = Field(description="launch_s + detection_lag_s")
     burst: BurstLevels | None = None

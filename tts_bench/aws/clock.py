@@ -106,3 +106,20 @@ class ServiceClock:
 
     def now_datetime(self) -> datetime:
         return datetime.fromtimestamp(self.now(), tz=UTC)
+
+
+def service_clock(time_scale: float | None, emulated: bool) -> ServiceClock:
+    """The clock an endpoint's timestamps are in (`from_environment`), checked: a `time_scale`
+    given must be that clock's, and an endpoint on AWS runs at 1."""
+    clock = ServiceClock.from_environment()
+    if time_scale is not None and time_scale != clock.scale:
+        raise ClockError(
+            f"--time-scale {time_scale:g}: the endpoint's clock runs at {clock.scale:g} (the local "
+            f"cloud's env file sets {ENV_TIME_SCALE}); drop the flag or start the cloud with it"
+        )
+    if not emulated and clock.compressed:
+        raise ClockError(
+            f"the time scale is {clock.scale:g} but the endpoint runs on AWS, whose clocks run at "
+            f"1: unset {ENV_TIME_SCALE} and {ENV_TIME_ORIGIN}"
+        )
+    return clock

@@ -48,9 +48,11 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("import-reference", "rebuild the reference artifacts from the published run's figures"),
     # custody: each artifact against what it was made from
     ("verify", "check each artifact against its raw data and sources, with the code that made it"),
-    # checks of the plan's models: against a real run, and a fleet replayed under the policy
+    # checks of the plan's models: against a real run, a fleet replayed under the policy, and
+    # the policy deployed on open-loop traffic beside its replay
     ("surge", "check the surge model with an open-loop run against one bounded instance"),
     ("simulate", "replay traffic on a plan's fleet, policies side by side (no AWS)"),
+    ("rehearse", "rehearse a deployed plan on open-loop traffic, replayed beside it in simulate"),
     # infrastructure
     ("preview", "run the Pulumi program under mocks and evaluate the policy pack on it"),
     ("image", "build and push the serving container"),

@@ -90,6 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-instances", type=int, help="the operator's maxInstances (default: the stack's)"
     )
+    parser.add_argument(
+        "--min-instances", type=int, help="the operator's minInstances (default: the stack's)"
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -159,8 +162,13 @@ def handle(args: argparse.Namespace) -> int:
         server_args = tuple(shlex.split(args.server_args))
     except ValueError as exc:
         raise LocalCloudError(f"--server-args: {exc}") from None
-    if args.max_instances is not None and args.max_instances < 1:
-        raise LocalCloudError("--max-instances must be at least 1")
+    bounds = {"maxInstances": args.max_instances, "minInstances": args.min_instances}
+    for flag, value in bounds.items():
+        if value is not None and value < 1:
+            raise LocalCloudError(f"--{flag[:3]}-instances must be at least 1")
+    low, high = args.min_instances, args.max_instances
+    if low is not None and high is not None and low > high:
+        raise LocalCloudError("--min-instances must not be above --max-instances")
     settings = LocalCloudSettings(
         stack=args.stack,
         instances=args.instances,
@@ -169,9 +177,7 @@ def handle(args: argparse.Namespace) -> int:
         curve=_curve(args, CurveInstances, LocalCloudError),
         time_scale=args.time_scale,
         cloudwatch_delay_s=args.cloudwatch_delay_s,
-        stack_overrides=(
-            {"maxInstances": args.max_instances} if args.max_instances is not None else {}
-        ),
+        stack_overrides={k: v for k, v in bounds.items() if v is not None},
         **({"program_dir": args.program.resolve()} if args.program else {}),
     )
     check_settings(settings)

@@ -3,8 +3,12 @@
 `--endpoint NAME --qmax PATH`: SPEC §4 step 4. A free instance quota first; under the freeze a
 probe holds load, one more instance is forced (UpdateEndpointWeightsAndCapacities, bypassing
 the policies), each stage is timed from its own source until the probe recovers, and the
-capacity is restored. `--local --qmax PATH --host URL`: a fresh local server process beside the
-loaded one; it must report the same build as the ladder's artifact, or nothing is written.
+capacity is restored. `--trigger organic --plan P`: nothing is frozen; an open-loop probe steps
+past the deployed plan's scale-out level and the policy scales out by itself, its detection
+timed stage by stage (load crossed, first datapoint over the target, alarm, scaling activity,
+desired set) before the same stages through recovered (SPEC §13). `--local --qmax PATH --host
+URL`: a fresh local server process beside the loaded one; it must report the same build as the
+ladder's artifact, or nothing is written.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from tts_bench.cli.server_options import serve_flags
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S, DEFAULT_VARIANT
 from tts_bench.measure import ttotal_sagemaker as live
 from tts_bench.measure.ttotal_local import DEFAULT_PROBE_CONCURRENCY
+from tts_bench.measure.ttotal_organic import DEFAULT_LOAD_FACTOR
 
 if TYPE_CHECKING:
     from tts_bench.artifacts.schema import TtotalArtifact
@@ -31,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--qmax", type=Path, required=True, help="the ladder's qmax artifact")
     where = parser.add_argument_group("on a SageMaker endpoint")
     where.add_argument("--endpoint", metavar="NAME", help="SageMaker endpoint name")
+    add_organic_flags(where)
     where.add_argument("--variant", default=DEFAULT_VARIANT, help="production variant")
     where.add_argument("--region", help="AWS region (default: AWS_REGION or the profile's)")
     where.add_argument("--model", default="kokoro-82m", help="model id (default: %(default)s)")
@@ -97,6 +103,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def add_organic_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--trigger",
+        choices=("force-desired", "organic"),
+        default="force-desired",
+        help="force-desired: one more instance forced, the policy bypassed (default); organic: "
+        "the deployed policy scales out on the probe's own load (needs --plan)",
+    )
+    group.add_argument("--plan", type=Path, help="organic: the plan deployed on the endpoint")
+    group.add_argument(
+        "--load-factor",
+        type=float,
+        default=DEFAULT_LOAD_FACTOR,
+        help="organic: the probe's load over the plan's scale-out level (default: %(default)g)",
+    )
+
+
 def print_result(artifact: TtotalArtifact, path: Path) -> None:
     for stage in artifact.stages:
         counted = "" if stage.counted else "  (not counted)"
@@ -105,6 +128,17 @@ def print_result(artifact: TtotalArtifact, path: Path) -> None:
         f"T_total {artifact.measured_total_s:.1f} s measured + {artifact.policy_lag_bound_s:g} s "
         f"policy lag bound = {artifact.planned_total_s:.1f} s planned"
     )
+    if (found := artifact.detection) is not None:
+        tracking = found.policy_role.endswith("-target")
+        use = (
+            "plan uses it for a plan of this deploy shape"
+            if tracking
+            else "not target tracking's: plan keeps the bound for target tracking's lag"
+        )
+        print(
+            f"detection lag {found.lag_s:.1f} s measured ({found.policy_role}: {found.alarm}; "
+            f"modelled {found.modelled_s:g} s); {use}"
+        )
     print(path)
 
 
@@ -120,6 +154,15 @@ def run(args: argparse.Namespace) -> int:
     usable_folder(args.out)  # before the measurement: a bad --out must not cost it
     if args.local and args.endpoint:
         raise RefusalError("pass either --local (a fresh local server) or --endpoint, not both")
+    if args.trigger == "organic":
+        if args.local or not args.endpoint or args.plan is None:
+            raise RefusalError(
+                "--trigger organic needs --endpoint NAME and --plan P (the plan deployed there): "
+                "a policy scales the endpoint, so there is none locally"
+            )
+        return run_organic(args)
+    if args.plan is not None:
+        raise RefusalError("--plan is for --trigger organic; force-desired bypasses the policy")
     if args.endpoint:
         return run_on_endpoint(args)
     if not args.local:
@@ -154,6 +197,37 @@ def run_on_endpoint(args: argparse.Namespace) -> int:
     path = write_artifact(artifact, args.out, name)
     print_result(artifact, path)
     print(f"next: tts-bench plan --qmax {args.qmax} --ttotal {path} --peak-rps R", file=sys.stderr)
+    return 0
+
+
+def run_organic(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.fingerprint import ttotal_filename
+    from tts_bench.artifacts.schema import Trigger, write_artifact
+    from tts_bench.aws.session import AwsSession
+    from tts_bench.measure.corpus import corpus_path, load_corpus
+    from tts_bench.measure.ttotal_organic import OrganicTtotalRequest, measure_organic_ttotal
+
+    _, fingerprint = live.sagemaker_qmax(args.qmax)  # a wrong ladder: refused before AWS
+    request = OrganicTtotalRequest(
+        qmax_path=args.qmax, plan_path=args.plan, endpoint=args.endpoint, variant=args.variant,
+        model=args.model, utterances=load_corpus(corpus_path(args.corpus)),
+        load_factor=args.load_factor, bound_rung=args.bound_rung,
+        recovery_factor=args.recovery_factor, recovery_hold_s=args.recovery_hold_s,
+        warmup_s=args.warmup_s, timeout_s=args.timeout_s, policy_lag_bound_s=args.policy_lag_s,
+        allow_config_mismatch=args.allow_config_mismatch,
+    )  # fmt: skip
+    session = AwsSession.from_environment(args.region)
+    artifact = measure_organic_ttotal(
+        session, request, lambda line: print(f"ttotal: {line}", file=sys.stderr, flush=True)
+    )
+    name = ttotal_filename(fingerprint, Trigger.ORGANIC.value, artifact.provenance.kind)
+    path = write_artifact(artifact, args.out, name)
+    print_result(artifact, path)
+    print(
+        f"next: tts-bench plan --qmax {args.qmax} --ttotal {path} --peak-rps R (the measured lag "
+        "applies to a plan of this deploy shape)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -14,7 +14,6 @@ plan (the local stand-in for `pulumi up`) and `validate`, then the surge check o
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,6 +33,7 @@ from tts_bench.aws.session import AwsSession
 from tts_bench.aws.validate import Comparison, read_and_compare
 from tts_bench.errors import TtsBenchError
 from tts_bench.infra.stack_config import StackConfig, program_config, project_name, stack_values
+from tts_bench.jobs.aws_environment import aws_environment
 from tts_bench.jobs.main_job import JobSettings, MainJobError, Say
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.ladder import LadderSchedule
@@ -61,24 +61,6 @@ CLOUD_RECOVERY_HOLD_S = 15.0
 CLOUD_WARMUP_S = 8.0
 CLOUD_TTOTAL_TIMEOUT_S = 240.0
 REDEPLOY_TIMEOUT_S = 300.0
-
-
-@contextlib.contextmanager
-def aws_environment(env: dict[str, str]) -> Iterator[None]:
-    """This process's AWS settings replaced by `env` (and no profile) for the block."""
-    names = set(env) | {"AWS_PROFILE", "AWS_DEFAULT_PROFILE"}
-    saved = {name: os.environ.get(name) for name in names}
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        os.environ.pop(name, None)
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def redeploy_with_plan(cloud: Any, plan: PlanArtifact, plans_dir: Path) -> None:
@@ -110,6 +92,7 @@ class LocalCloudTarget:
     stopped: str = "local cloud stopped"
     uncontended: str = "the endpoint's"
     deploys: bool = True
+    rehearses: bool = True
     cloud: Any = None
     session: AwsSession | None = None
     endpoint_name: str = "-"  # kept for the report once the cloud is stopped

@@ -45,6 +45,7 @@ class LocalServerTarget:
     uncontended: str = "this machine's"
     surge_ratio: float | None = None
     deploys: bool = False
+    rehearses: bool = False  # a local-http ladder is no SageMaker build for curve instances
 
     @property
     def url(self) -> str:

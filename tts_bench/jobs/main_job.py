@@ -15,7 +15,9 @@ a SageMaker endpoint of local container processes behind real AWS clients
 4. measures T_total (a fresh process beside the loaded one, or one more instance forced);
 5. plans over the pair, and on the local cloud deploys the plan and validates what was deployed;
 6. checks the surge model against open-loop arrivals on an instance bounded at Q_max;
-7. draws the plots.
+7. draws the plots;
+8. on the local cloud, rehearses the plan it made on curve instances from its own ladder
+   (`short_rehearsal`) and says in one line whether the policy scaled out before shedding.
 
 The folder it writes into stays a consistent set: an artifact there made from a file the run
 replaced (a plan of the ladder measured before) is removed (`custody.stale`).
@@ -80,6 +82,7 @@ class Target(Protocol):
     uncontended: str  # whose uncontended TTFAB calibrates the SLO
     surge_ratio: float | None  # the plan's, when the target's configuration sets one
     deploys: bool  # whether a feasible plan is deployed and validated
+    rehearses: bool  # whether its ladder can stand behind curve instances (a SageMaker build)
 
     def running(self, step: Say) -> contextlib.AbstractContextManager[None]: ...
 
@@ -117,6 +120,7 @@ class JobResult:
     elapsed_s: float
     surge_path: Path | None
     deploys: bool
+    rehearsal: str | None = None  # the short rehearsal's one line
 
     @property
     def validated(self) -> bool:
@@ -258,13 +262,27 @@ def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
         if ttotal is not None:
             pngs.append(plot_ttotal(ttotal[0], ttotal[1].with_suffix(".png")))
         step(f"plots: {', '.join(str(p) for p in pngs)}")
+        rehearsal = None
+        if target.rehearses and ttotal is not None and plan_path is not None and plan_code == 0:
+            rehearsal = rehearsal_step(settings, qmax_path, ttotal[1], plan_path, step)
     return JobResult(
         where=target.where, qmax_path=qmax_path, ttotal_path=ttotal and ttotal[1],
         plan_path=plan_path, plan_exit_code=plan_code, validation=validation, pngs=tuple(pngs),
         slo_ms=slo.slo_ms, slo_reason=slo.reason, q_max=qmax.q_max, bracketed=qmax.bracketed,
         measured_total_s=ttotal and ttotal[0].measured_total_s, elapsed_s=time.time() - began,
-        surge_path=surge_path, deploys=target.deploys,
+        surge_path=surge_path, deploys=target.deploys, rehearsal=rehearsal,
     )  # fmt: skip
+
+
+def rehearsal_step(
+    settings: JobSettings, qmax_path: Path, ttotal_path: Path, plan_path: Path, step: Say
+) -> str:
+    """The plan rehearsed on curve instances of the job's ladder; its one line."""
+    from tts_bench.jobs.short_rehearsal import short_rehearsal
+
+    done = short_rehearsal(qmax_path, ttotal_path, plan_path, settings.out, step)
+    step(f"{done.line} ({done.wall_s:.0f} s wall{f'; {done.path}' if done.path else ''})")
+    return done.line
 
 
 def report(result: JobResult) -> str:
@@ -291,6 +309,7 @@ def report(result: JobResult) -> str:
         f"plan: {result.plan_path or 'not written'}{feasible}",
         *([f"validate after the redeploy: {validated}"] if result.deploys else []),
         f"surge check: {result.surge_path or 'not run (see above)'}",
+        *([result.rehearsal] if result.rehearsal else []),
         f"artifacts: {result.qmax_path}, {result.ttotal_path or '-'}",
         f"plots: {', '.join(map(str, result.pngs))}",
         f"runtime {result.elapsed_s / 60:.1f} min",

@@ -96,7 +96,8 @@ class LocalCloud:
         self.env: dict[str, str] = {}
         self.deployment: Deployment | None = None
         self.fleet: Fleet | None = None
-        self.metrics = VariantMetrics()
+        weight = settings.curve.rate_scale * settings.time_scale if settings.curve else 1.0
+        self.metrics = VariantMetrics(request_weight=weight)
         self.control: EndpointControl | None = None
         self._runtime: Runtime | None = None
         self._publisher: MetricsPublisher | None = None

@@ -32,7 +32,8 @@ from tts_bench.local_cloud.curve_model import CurveModel, StartupTimeline
 from tts_bench.local_cloud.deploy import Deployment
 from tts_bench.local_cloud.fleet import Launch
 from tts_bench.local_cloud.settings import REPO_ROOT, CurveInstances
-from tts_bench.telemetry import ENV_INSTANCE_MODEL
+from tts_bench.planning.from_files import source_file
+from tts_bench.telemetry import ENV_INSTANCE_MODEL, ENV_RATE_SCALE
 
 _SAGEMAKER_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
 
@@ -50,20 +51,6 @@ def _same_build(a: Fingerprint | None, b: Fingerprint | None) -> bool:
         and b is not None
         and (a.model, a.instance_type, a.image_digest, a.performance_env)
         == (b.model, b.instance_type, b.image_digest, b.performance_env)
-    )
-
-
-def _recorded_ttotal(plan: PlanArtifact, plan_path: Path) -> Path:
-    source = plan.sources.get("ttotal")
-    if source is None:
-        raise RefusalError("--ttotal: the plan names no ttotal artifact; pass --ttotal T")
-    recorded = Path(source.path)
-    for candidate in (recorded, REPO_ROOT / recorded, plan_path.parent / recorded.name):
-        if candidate.is_file():
-            return candidate
-    raise RefusalError(
-        f"--ttotal: the plan's ttotal {source.path} is not found (here, in the repository or "
-        "beside the plan); pass --ttotal T"
     )
 
 
@@ -108,7 +95,7 @@ class CurveFleet:
                     "--ttotal: curve instances start along a ttotal artifact's stages; pass "
                     "--ttotal T (or a --plan that names one)"
                 )
-            ttotal_path = _recorded_ttotal(plan, settings.plan)
+            ttotal_path = source_file(plan, settings.plan, "ttotal", "--ttotal", (REPO_ROOT,))
         ttotal: TtotalArtifact = _load(ttotal_path, TtotalArtifact, "--ttotal")
         if not _same_build(ttotal.fingerprint, fp):
             raise RefusalError(
@@ -147,9 +134,13 @@ class CurveFleet:
         return overrides
 
     def mark(self, deployment: Deployment) -> Deployment:
-        """The Model's env says what serves it."""
+        """The Model's env says what serves it, and how much slower than the ladder."""
         container = dict(deployment.model["PrimaryContainer"])
-        container["Environment"] = {**container["Environment"], ENV_INSTANCE_MODEL: INSTANCE_MODEL}
+        container["Environment"] = {
+            **container["Environment"],
+            ENV_INSTANCE_MODEL: INSTANCE_MODEL,
+            ENV_RATE_SCALE: f"{self.settings.rate_scale:g}",
+        }
         return replace(deployment, model={**deployment.model, "PrimaryContainer": container})
 
     def provisioning_wall_s(self, clock: ServiceClock) -> float:

@@ -11,8 +11,8 @@ process:
   past `MAX_QUEUE_DEPTH`, with `retry_after_ms`), the JSON checked for a non-empty
   `context_id` and `transcript` (422 naming the fields; there is no engine to check language
   and voice against), then NDJSON: one chunk event of 20 ms of zero samples at the requested
-  rate and encoding when the request's first chunk is due, and the done event when the chain
-  finishes it (`curve_model`);
+  rate and encoding when the request's first chunk is due (or when the chain finishes it, if
+  sooner), and the done event when the chain finishes it (`curve_model`);
 - `GET /invocations-bidirectional-stream`: refused (501, one line): out of scope.
 Start-up follows the ttotal artifact's stages (start-up markers in its log stream, the cloud's
 clock); `stop` drains as SIGTERM does (ping 503, nothing new admitted, in-flight finishes; what
@@ -285,7 +285,11 @@ async def _serve(
     try:
         started = await job.started
         loop = asyncio.get_running_loop()
-        await asyncio.sleep(max(0.0, started + state.model.first_chunk_after_s - loop.time()))
+        # The first chunk is part of the request's service: it leaves at the first-chunk time,
+        # or when the chain finishes the request sooner, so the request is never in flight (nor
+        # holds an admission slot) longer than the chain holds it, as in the simulator.
+        due_s = max(0.0, started + state.model.first_chunk_after_s - loop.time())
+        await asyncio.wait({job.finished}, timeout=due_s)
         audio, rate = _silence(data)
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/jsonlines"})
         await response.prepare(request)

@@ -6,8 +6,9 @@ after an exponential time at rate X(n) / S for its occupancy n (queued + executi
 whenever n changes, exactly the chain the simulator runs (`simulate.requests`), with X(n) the
 ladder's achieved rps interpolated as the plan interpolates it (`planning.curve`). A request's
 first chunk leaves `first_chunk_s` × S after it reaches the head (the c=1 rung's median TTFAB:
-at c=1 nothing waits, so that is the first-chunk time), so its TTFAB is its own wait plus that,
-and queueing is counted once. S (`rate_scale`) slows every instance S-fold, so that a
+at c=1 nothing waits, so that is the first-chunk time), or when the chain finishes it if that
+comes first (the chunk is part of its service), so its TTFAB is its own wait plus that, and
+queueing is counted once. S (`rate_scale`) slows every instance S-fold, so that a
 fleet-scale load fits a small machine: the chain's occupancy law is unchanged, its clock runs
 S times slower.
 

@@ -9,7 +9,13 @@ a datapoint when a reader can.
 
 ConcurrentRequestsPerModel: requests in flight at the containers (queued plus executing,
 arrival to last byte), divided by the InService instances, the maximum over the window.
-InvocationsPerInstance: each invocation adds 1/N, N the InService instances when it came.
+Invocations and InvocationsPerInstance count a request when it arrives (the simulator counts
+it so too): each adds `request_weight`, and 1/N of it per instance, N the InService instances
+when it came, whatever the container answers. The weight is 1 for real instances; a curve
+instance's request stands for S × K requests of the fleet it models (`--rate-scale` S slows
+its service S-fold, `--time-scale` K puts K of the cloud's seconds in one of the wall's), so
+the count per instance per minute reads what that fleet's would at the same load per instance,
+the units a plan's target is in.
 """
 
 from __future__ import annotations
@@ -43,23 +49,25 @@ HISTORY_WINDOWS = 720  # two hours of 10 s windows, more than any alarm looks ba
 class WindowFigures:
     start_s: float  # the window's start, a multiple of PERIOD_S
     concurrency_max: float
-    invocations: int
+    invocations: float
     errors_4xx: int
     errors_5xx: int
     latency_us_sum: float
     latency_us_min: float
     latency_us_max: float
     invocations_per_instance: float = 0.0
+    answered: int = 0  # invocations answered in the window (ModelLatency's sample count)
 
 
 class VariantMetrics:
-    def __init__(self) -> None:
+    def __init__(self, request_weight: float = 1.0) -> None:
+        self.request_weight = request_weight
         self._lock = threading.Lock()
         self._current = 0.0
         self._window_max = 0.0
         self._in_service = 0
         self._per_instance = 0.0
-        self._invocations = 0
+        self._invocations = 0.0
         self._errors_4xx = 0
         self._errors_5xx = 0
         self._latencies_us: list[float] = []
@@ -71,11 +79,16 @@ class VariantMetrics:
             self._current = in_flight_total / in_service if in_service else 0.0
             self._window_max = max(self._window_max, self._current)
 
+    def record_arrival(self) -> None:
+        """One invocation arrived at an instance (before the container admits or refuses it)."""
+        with self._lock:
+            self._invocations += self.request_weight
+            if self._in_service:
+                self._per_instance += self.request_weight / self._in_service
+
     def record_invocation(self, latency_s: float, status: int) -> None:
         """One invocation answered: `status` is what the client got (200, or the container's)."""
         with self._lock:
-            self._invocations += 1
-            self._per_instance += 1 / self._in_service if self._in_service else 0.0
             self._latencies_us.append(latency_s * 1e6)
             if 400 <= status < 500:
                 self._errors_4xx += 1
@@ -95,10 +108,11 @@ class VariantMetrics:
                 latency_us_min=min(latencies, default=0.0),
                 latency_us_max=max(latencies, default=0.0),
                 invocations_per_instance=self._per_instance,
+                answered=len(latencies),
             )
             self._window_max = self._current  # what is in flight now carries into the next
-            self._invocations = self._errors_4xx = self._errors_5xx = 0
-            self._per_instance = 0.0
+            self._errors_4xx = self._errors_5xx = 0
+            self._invocations = self._per_instance = 0.0
             self._latencies_us = []
             self.history.append(figures)
             del self.history[:-HISTORY_WINDOWS]
@@ -134,13 +148,13 @@ def metric_data(figures: WindowFigures, endpoint: str, variant: str) -> list[dic
         datum(SAGEMAKER_4XX, "None", Value=float(figures.errors_4xx)),
         datum(SAGEMAKER_5XX, "None", Value=float(figures.errors_5xx)),
     ]
-    if figures.invocations:
+    if figures.answered:
         data.append(
             datum(
                 MODEL_LATENCY,
                 "Microseconds",
                 StatisticValues={
-                    "SampleCount": float(figures.invocations),
+                    "SampleCount": float(figures.answered),
                     "Sum": figures.latency_us_sum,
                     "Minimum": figures.latency_us_min,
                     "Maximum": figures.latency_us_max,

@@ -138,6 +138,7 @@ def _begin(request: web.Request) -> _Call | web.Response:
         instance = served.fleet.acquire()
     except NoInstanceError as exc:
         return _wire(wire_errors.no_instance(str(exc)))
+    served.metrics.record_arrival()
     return _Call(endpoint, served, instance, arrived)
 
 

@@ -14,7 +14,8 @@ What it holds, by measurement:
   (`stream_events`), response-stream (`response_stream`) and bidi-stream (`bidi_stream`);
 - T_total: one probe (`ttotal_probe`), one stage builder (`ttotal_stages`), the recovery rule
   (`ttotal_recovery`), the endpoint's AWS calls (`ttotal_aws`) and the instance quota
-  (`quota`); locally beside a server (`ttotal_local`) or on an endpoint (`ttotal_sagemaker`);
+  (`quota`); locally beside a server (`ttotal_local`), on an endpoint forcing one more instance
+  (`ttotal_sagemaker`) or letting its policy scale out on the probe's own load (`ttotal_organic`);
 - the surge: open-loop runs (`surge_run`) and their figures beside the model (`surge_figures`);
 - the plots (`plots`) and the GPU benchmark summary (`gpu_summary`).
 

@@ -10,6 +10,7 @@ cloud of curve instances says so in its Model's env, and what is measured there 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -23,7 +24,7 @@ from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import TAG_MODEL, is_local_image
 from tts_bench.errors import RefusalError
 from tts_bench.planning.gate import performance_env_of
-from tts_bench.telemetry import ENV_INSTANCE_MODEL, ENV_MAX_QUEUE_DEPTH
+from tts_bench.telemetry import ENV_INSTANCE_MODEL, ENV_MAX_QUEUE_DEPTH, ENV_RATE_SCALE
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -43,6 +44,7 @@ class EndpointTarget:
     current_instances: int | None
     emulated: bool
     curve_modelled: bool = False
+    rate_scale: float = 1.0  # curve instances serve X(n) / rate_scale: their latencies × it
 
     @property
     def provenance_kind(self) -> ProvenanceKind:
@@ -159,7 +161,19 @@ def read_endpoint_target(
         current_instances=live.get("CurrentInstanceCount"),
         emulated=is_local_image(image) or _on_loopback(runtime_url),
         curve_modelled=env.get(ENV_INSTANCE_MODEL) == "curve",
+        rate_scale=_rate_scale(env, endpoint),
     )
+
+
+def _rate_scale(env: dict[str, str], endpoint: str) -> float:
+    raw = env.get(ENV_RATE_SCALE, "1")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise RefusalError(f"endpoint {endpoint}: its Model's {ENV_RATE_SCALE}={raw!r} is no scale")
+    return value
 
 
 def read_target_from_environment(

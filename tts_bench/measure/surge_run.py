@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -58,6 +59,7 @@ IDLE_BETWEEN_RATES_S = 2.0  # the next rate starts on an idle server
 # response-stream: invocations in flight at once (threads and pooled connections). Past it a
 # send waits for a thread; the lag is recorded and latency still counts from the intended time.
 STREAM_THREADS = 256
+STOP_CHECK_S = 0.5  # a stopped sender notices within this while it waits for the next send
 SETTLE_TIMEOUT_S = 300.0  # for the frozen endpoint to come down to one instance
 SETTLE_POLL_S = 2.0
 
@@ -95,6 +97,7 @@ class OpenLoopSender:
         utterances: Sequence[Utterance],
         clock: EpochClock,
         stream: StreamEndpoint | None = None,
+        threads: int = STREAM_THREADS,
     ) -> None:
         if transport is Transport.RESPONSE_STREAM and stream is None:
             raise RefusalError("a response-stream surge needs an endpoint")
@@ -104,20 +107,30 @@ class OpenLoopSender:
         self.clock = clock
         self.stream = stream
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self.threads = threads
+        self.finished: list[Sample] = []  # every sample as its stream ends (read while running)
+        self._stop = threading.Event()
         self._threads: ThreadPoolExecutor | None = None
 
+    def stop(self) -> None:
+        """Send nothing more; `run` returns once the streams already sent have ended."""
+        self._stop.set()
+
     async def run(self, intended: Sequence[float]) -> list[Sample]:
-        """Send at each intended epoch time; wait for every stream to end."""
+        """Send at each intended epoch time (until `stop`); wait for every stream to end."""
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         connector = aiohttp.TCPConnector(limit=0, force_close=True)
         if self.stream is not None and self._threads is None:
-            self._threads = ThreadPoolExecutor(STREAM_THREADS, thread_name_prefix="surge")
+            self._threads = ThreadPoolExecutor(self.threads, thread_name_prefix="surge")
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             tasks = []
             for i, at in enumerate(intended):
-                delay = self.clock.perf_of(at) - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                while (delay := self.clock.perf_of(at) - time.perf_counter()) > 0:
+                    if self._stop.is_set():
+                        break
+                    await asyncio.sleep(min(delay, STOP_CHECK_S))
+                if self._stop.is_set():
+                    break
                 while self.clock.now() < at:  # asyncio may wake a hair early
                     await asyncio.sleep(0)
                 utterance = self.utterances[i % len(self.utterances)]
@@ -142,7 +155,7 @@ class OpenLoopSender:
         outcome = reading.end()
         end = self.clock.now()
         heard = reading.heard.result()  # type: ignore[union-attr]
-        return Sample(
+        sample = Sample(
             rung=None,
             worker=self.worker,
             start=start,
@@ -156,6 +169,8 @@ class OpenLoopSender:
             stall_ms=heard.stall_s * 1000 if heard.audio_s else None,
             intended_start=at,
         )
+        self.finished.append(sample)
+        return sample
 
     async def _http(
         self, session: aiohttp.ClientSession, body: dict, reading: StreamReading

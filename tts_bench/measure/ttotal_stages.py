@@ -1,11 +1,12 @@
 """T_total's stages: consecutive timestamps, each from its own source, made into `Stage`s.
 
-One builder for both measurements. The first stage, from the moment the probe's load was
+One builder for every measurement. The first stage, from the moment the probe's load was
 applied to the first timestamp, is recorded and not counted (the probe's warm-up); every later
-stage runs between consecutive timestamps and is counted. Timestamps from different clocks may
-step back a little (clock skew, clamped to 0); past `skew_tolerance_s` a step back is a wrong
-reading and refused. A local measurement reads one clock (a millisecond of tolerance); the
-endpoint's reads ours, CloudWatch Logs' and the container's (a second).
+stage runs between consecutive timestamps and is counted (an organic scale-out's detection
+stages before `desired_set` are recorded, not counted: its lag is kept apart). Timestamps from
+different clocks may step back a little (clock skew, clamped to 0); past `skew_tolerance_s` a
+step back is a wrong reading and refused. A local measurement reads one clock (a millisecond of
+tolerance); the endpoint's reads ours, CloudWatch Logs' and the container's (a second).
 
 The timestamps themselves are kept in the artifact (`TtotalEvents`), so `tts-bench verify`
 recomputes every stage and the total with `stages_from_events` and `measured_total_s`.
@@ -28,10 +29,14 @@ def timed_stages(
     points: Sequence[tuple[str, float]],
     skew_tolerance_s: float,
     reasons: Mapping[str, str] | None = None,
+    counted_from: str | None = None,
 ) -> list[Stage]:
-    """The warm-up stage (not counted), then one counted stage per pair of consecutive points.
+    """The warm-up stage (not counted), then one stage per pair of consecutive points, counted
+    from the point named `counted_from` on (default: the first).
 
     `reasons` notes a stage by the name of the point it ends at."""
+    names = [name for name, _ in points]
+    first_counted = names.index(counted_from) if counted_from is not None else 0
     first, started = points[0]
     stages = [
         Stage(
@@ -41,7 +46,7 @@ def timed_stages(
             counted=False,
         )
     ]
-    for (a, ta), (b, tb) in itertools.pairwise(points):
+    for i, ((a, ta), (b, tb)) in enumerate(itertools.pairwise(points)):
         if tb < ta - skew_tolerance_s:
             raise TtotalError(f"stage {a} -> {b} runs backwards ({tb - ta:.3f} s): clocks disagree")
         stages.append(
@@ -50,7 +55,7 @@ def timed_stages(
                 seconds=round(max(0.0, tb - ta), 3),
                 measured=True,
                 reason=(reasons or {}).get(b),
-                counted=True,
+                counted=i >= first_counted,
             )
         )
     return stages
@@ -61,6 +66,7 @@ def recorded_events(
     points: Sequence[tuple[str, float]],
     skew_tolerance_s: float,
     reasons: Mapping[str, str] | None = None,
+    counted_from: str | None = None,
 ) -> TtotalEvents:
     """The timestamps a T_total is made from, as the artifact keeps them."""
     return TtotalEvents(
@@ -68,6 +74,7 @@ def recorded_events(
         points=[TimedPoint(name=name, epoch_s=at) for name, at in points],
         skew_tolerance_s=skew_tolerance_s,
         reasons=dict(reasons or {}),
+        counted_from=counted_from,
     )
 
 
@@ -77,6 +84,7 @@ def stages_from_events(events: TtotalEvents) -> list[Stage]:
         [(p.name, p.epoch_s) for p in events.points],
         events.skew_tolerance_s,
         events.reasons,
+        events.counted_from,
     )
 
 

@@ -148,6 +148,12 @@ class AlarmRule:
         return publication_delay_s(self.period_s)
 
     @property
+    def detection_s(self) -> int:
+        """From a crossing at a period's start to the evaluation that sees the alarm's last
+        breaching datapoint: its datapoints × the period, plus the publication delay."""
+        return self.period_s * self.datapoints_to_alarm + self.delay_s
+
+    @property
     def lookback_s(self) -> int:
         """How far back its evaluation reads, publication delay included."""
         return self.period_s * (self.evaluation_periods + 1) + self.delay_s

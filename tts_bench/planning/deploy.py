@@ -4,7 +4,8 @@
 metric with scale-in disabled, plus a step scale-in on its own alarm); the fleet rule builds its
 own (`fleet_rule`). `deploy_shape_of` reads any plan's shape, a version 1 plan's from its
 thresholds and `tts_bench.deployment`, as it was deployed. `engine_rules` turns a shape into
-`aws_scaling` rules, the form the simulator and the local cloud apply.
+`aws_scaling` rules, the form the simulator and the local cloud apply. `detection_shape` is a
+shape's structure, what an organic ttotal's measured detection lag depends on.
 """
 
 from __future__ import annotations
@@ -163,3 +164,36 @@ def engine_rules(
             )
         )
     return tuple(rules)
+
+
+def _alarm_structure(alarm: AlarmSpec) -> str:
+    return (
+        f"{alarm.metric} {alarm.statistic} {alarm.period_s} s, {alarm.datapoints_to_alarm} of "
+        f"{alarm.evaluation_periods} {alarm.comparison} (missing: {alarm.treat_missing_data})"
+    )
+
+
+def detection_shape(shape: DeployShape) -> str:
+    """The shape's structure: each policy's kind, role, metric and alarms (statistic, period,
+    datapoints, comparison), without the numbers derived from the measurements (targets,
+    thresholds, steps, cooldowns, launch). How long a first scale-out takes to be detected
+    depends on the structure alone, and the numbers change with the very T_total a lag goes
+    into, so a plan re-derived with a measured lag keeps the structure it was measured under."""
+    parts = []
+    for policy in sorted(shape.policies, key=lambda p: p.role):
+        if isinstance(policy, TargetTrackingSpec):
+            low = policy.low_alarm
+            alarms = f"high {_alarm_structure(policy.high_alarm)}" + (
+                f"; low {_alarm_structure(low)}" if low is not None else "; scale-in disabled"
+            )
+            parts.append(f"{policy.role}: target tracking on {policy.predefined_metric} ({alarms})")
+        else:
+            parts.append(
+                f"{policy.role}: step {policy.adjustment_type} ({_alarm_structure(policy.alarm)})"
+            )
+    return "; ".join(parts)
+
+
+def tracking_role(shape: DeployShape) -> str | None:
+    """The role of the shape's target-tracking policy, whose detection lag a plan plans for."""
+    return next((p.role for p in shape.policies if isinstance(p, TargetTrackingSpec)), None)

@@ -38,6 +38,7 @@ FINDING_ORDER = (
     "cw_ratio",
     "threshold_order",
     "fingerprint",
+    "detection_lag",
     "surge_survival",
     "rule_comparison",
     "scale_in_safety",
@@ -501,6 +502,6 @@ def collect_findings(steps: PlanSteps) -> list[Finding]:
         bracketing(qmax, steps.basis.q_max),
         alarm(steps.alarm),
     ]
-    found += [f for f in (stability(qmax),) if f is not None]
+    found += [f for f in (stability(qmax), steps.detection) if f is not None]
     found.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
     return found

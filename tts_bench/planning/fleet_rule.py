@@ -219,8 +219,9 @@ def fleet_levels(
             f"the ladder measured no throughput at Q_max {basis.q_max}: the fleet rule has no load "
             "level to scale at; re-run the ladder (or plan with --rule published to see why)"
         )
-    high, _ = aws_scaling.tracking_alarms(aws_scaling.INVOCATIONS_TRACKING, 1.0, False)
-    detection_lag_s = round9(high.period_s * high.datapoints_to_alarm + high.delay_s)
+    detection_lag_s = (
+        tracking_lag_s() if basis.measured_lag_s is None else round9(basis.measured_lag_s)
+    )
     planned_total_s = round9(basis.launch_s + detection_lag_s)
     margin = fleet_margin(request, planned_total_s)
     scale_out_rps = round9(x_q_max * (1 - margin) / surge)
@@ -246,6 +247,13 @@ def fleet_levels(
         burst=burst,
     )
     return levels, where
+
+
+def tracking_lag_s() -> float:
+    """Target tracking's detection lag on the invocations metric: its AlarmHigh's datapoints ×
+    the period, plus the publication delay (aws_scaling); an organic ttotal may measure it."""
+    high, _ = aws_scaling.tracking_alarms(aws_scaling.INVOCATIONS_TRACKING, 1.0, False)
+    return round9(high.detection_s)
 
 
 def derive_fleet(

@@ -5,7 +5,7 @@ The one path from files to a written plan, shared by `tts-bench plan` and the ma
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from tts_bench.artifacts.schema import (
     sha256_file,
     write_artifact,
 )
+from tts_bench.errors import RefusalError
 from tts_bench.planning.plan import derive_plan
 from tts_bench.planning.steps import PlanRequest
 
@@ -68,3 +69,22 @@ def plan_from_files(
         else f"plan-{plan.rule}-unfingerprinted.json"
     )
     return WrittenPlan(plan, write_artifact(plan, out, filename), qmax, ttotal)
+
+
+def source_file(
+    plan: PlanArtifact, plan_path: Path, name: str, flag: str, roots: Sequence[Path] = ()
+) -> Path:
+    """The qmax or ttotal file a plan names (`sources`): where it says, under one of `roots`, or
+    beside the plan; a one-line refusal naming `flag` otherwise."""
+    source = plan.sources.get(name)  # type: ignore[call-overload]
+    if source is None:
+        raise RefusalError(f"{flag}: the plan names no {name} artifact; pass {flag} FILE")
+    recorded = Path(source.path)
+    candidates = [recorded, *(root / recorded for root in roots), plan_path.parent / recorded.name]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise RefusalError(
+        f"{flag}: the plan's {name} {source.path} is not found (where it says, or beside the "
+        f"plan); pass {flag} FILE"
+    )

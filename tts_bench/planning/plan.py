@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from tts_bench.artifacts.schema import (
@@ -21,6 +22,7 @@ from tts_bench.artifacts.schema import (
     DeployShape,
     Finding,
     Fingerprint,
+    FleetLevels,
     PlanArtifact,
     PlanInputs,
     Provenance,
@@ -37,7 +39,7 @@ from tts_bench.deployment import (
 )
 from tts_bench.errors import RefusalError
 from tts_bench.planning.curve import Curve, ratio_at, throughput_curve
-from tts_bench.planning.deploy import published_shape
+from tts_bench.planning.deploy import detection_shape, published_shape, tracking_role
 from tts_bench.planning.findings import alarm_threshold, collect_findings, finding
 from tts_bench.planning.fleet_rule import derive_fleet
 from tts_bench.planning.rounding import ceil9, floor9, round9
@@ -233,6 +235,54 @@ def published_steps(
     return thresholds, fleet, shape
 
 
+def rule_steps(
+    basis: Basis, request: PlanRequest, qmax: QmaxArtifact, x_curve: Curve
+) -> tuple[Thresholds, Fleet, DeployShape, FleetLevels | None]:
+    """The rule's own steps: thresholds, fleet bounds, the deploy shape (and a fleet's levels)."""
+    if request.rule == "fleet":
+        derived = derive_fleet(basis, request, qmax, x_curve)
+        return derived.thresholds, derived.fleet, derived.shape, derived.levels
+    return (*published_steps(basis, request, qmax, x_curve), None)
+
+
+def measured_lag(
+    ttotal: TtotalArtifact, shape: DeployShape, basis: Basis, levels: FleetLevels | None
+) -> tuple[Finding | None, float | None]:
+    """An organic ttotal's measured detection lag, and whether this plan may use it: only for a
+    deploy shape of the structure it was measured under, and only when the policy that scaled
+    out was the target tracking whose lag the plan plans for; otherwise the bound, with a
+    finding. A ttotal that bypassed the policy (force-desired, local) has no lag: no finding."""
+    detection = ttotal.detection
+    if detection is None:
+        return None, None
+    bound_s = levels.detection_lag_s if levels else round9(basis.t_total_s - basis.launch_s)
+    ours, role = detection_shape(shape), tracking_role(shape)
+    figures = {
+        "measured_lag_s": detection.lag_s, "modelled_lag_s": detection.modelled_s,
+        "bound_s": bound_s, "measured_plan_id": detection.plan_id,
+    }  # fmt: skip
+    if detection.deploy_shape != ours:
+        message = (
+            f"the organic ttotal measured a {detection.lag_s:g} s detection lag under another "
+            f"deploy shape ({detection.deploy_shape}); this plan deploys {ours}: the "
+            f"{bound_s:g} s bound applies; measure ttotal --trigger organic with this rule's plan"
+        )
+        return finding("detection_lag", Verdict.WARN, message, used=False, **figures), None
+    if detection.policy_role != role:
+        message = (
+            f"the organic ttotal's scale-out came from the {detection.policy_role} policy "
+            f"({detection.lag_s:g} s), not the {role} target tracking this plan's T_total plans "
+            f"for: the {bound_s:g} s bound applies; measure again with a smaller --load-factor"
+        )
+        return finding("detection_lag", Verdict.WARN, message, used=False, **figures), None
+    message = (
+        f"planned T_total uses the organic ttotal's measured detection lag, {detection.lag_s:g} s "
+        f"({detection.alarm}; modelled {detection.modelled_s:g} s), measured under this deploy "
+        f"shape, in place of the {bound_s:g} s bound"
+    )
+    return finding("detection_lag", Verdict.OK, message, used=True, **figures), detection.lag_s
+
+
 def derive_plan(
     qmax: QmaxArtifact,
     ttotal: TtotalArtifact,
@@ -248,16 +298,14 @@ def derive_plan(
         qmax, ttotal, request.allow_config_mismatch, qmax_source.sha256 if qmax_source else None
     )
     x_curve = throughput_curve(qmax.curve_rungs)  # refinement probes are points of X(N) too
-    levels = None
-    if request.rule == "fleet":
-        fleet_rule = derive_fleet(basis, request, qmax, x_curve)
-        thresholds, fleet, shape = fleet_rule.thresholds, fleet_rule.fleet, fleet_rule.shape
-        levels = fleet_rule.levels
-    else:
-        thresholds, fleet, shape = published_steps(basis, request, qmax, x_curve)
+    thresholds, fleet, shape, levels = rule_steps(basis, request, qmax, x_curve)
+    detection, lag_s = measured_lag(ttotal, shape, basis, levels)
+    if lag_s is not None:  # the same structure again, timed by the measured lag
+        basis = replace(basis, t_total_s=round9(basis.launch_s + lag_s), measured_lag_s=lag_s)
+        thresholds, fleet, shape, levels = rule_steps(basis, request, qmax, x_curve)
     alarm = alarm_threshold(qmax, thresholds.c_scale_max, basis.c1_ttfab_p95_ms)
     steps = PlanSteps(
-        request, qmax, pairing, basis, thresholds, fleet, alarm, x_curve, shape, levels
+        request, qmax, pairing, basis, thresholds, fleet, alarm, x_curve, shape, levels, detection
     )
     findings = collect_findings(steps)
     inputs = PlanInputs(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tts_bench.artifacts.schema import (
     CloudWatchUnits,
     PlanArtifact,
@@ -75,7 +77,7 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
     lines += [
         f"  Q_max {inp.q_max} at SLO {inp.slo_ms:g} ms ({'bracketed' if qmax.bracketed else 'NOT bracketed'})"
         f";  S {inp.service_mean_s * 1000:.1f} ms mean, {inp.service_p95_s * 1000:.1f} ms p95",
-        f"  T_total {ttotal.measured_total_s:.1f} s measured + {ttotal.policy_lag_bound_s:.1f} s policy lag"
+        f"  T_total {ttotal.measured_total_s:.1f} s measured + {_lag(inp.planned_total_s, ttotal)}"
         f" = {inp.planned_total_s:.1f} s planned",
         f"  surge ratio {inp.surge_ratio:g};  peak {inp.peak_rps:g} rps;  trough {inp.trough_rps:g} rps;"
         f"  floor {inp.min_floor}",
@@ -112,3 +114,12 @@ def next_step(plan: PlanArtifact, path: str) -> str:
     if not plan.feasible:
         return "next: fix the stop findings above and re-measure; Pulumi deploys no autoscaling for an infeasible plan"
     return f"next: tts-bench preview --stack dev (the Pulumi gate deploys {path} when its digest matches the image)"
+
+
+def _lag(planned_total_s: float, ttotal: TtotalArtifact) -> str:
+    """The lag the planned T_total adds: the ttotal's bound, or an organic ttotal's measured lag
+    when the plan used it (the detection_lag finding says why)."""
+    lag = planned_total_s - ttotal.measured_total_s
+    if math.isclose(lag, ttotal.policy_lag_bound_s, abs_tol=1e-6):
+        return f"{lag:.1f} s policy lag"
+    return f"{lag:.1f} s measured detection lag"

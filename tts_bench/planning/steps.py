@@ -53,8 +53,9 @@ class Basis:
     s_mean: float  # uncontended end-to-end latency, mean and p95 (s)
     s_p95: float
     c1_ttfab_p95_ms: float
-    t_total_s: float  # planned: measured + lag bound, read from the artifact
+    t_total_s: float  # planned: measured + lag bound, read from the artifact (or measured lag)
     launch_s: float  # measured: desired count set → serving
+    measured_lag_s: float | None = None  # an organic ttotal's lag, when this plan may use it
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class PlanSteps:
     x_curve: Curve
     shape: DeployShape
     levels: FleetLevels | None = None
+    detection: Finding | None = None  # whether an organic ttotal's measured lag was used
 
 
 def refuse_beyond_max_capacity(request: PlanRequest, rate_rps: float) -> None:

@@ -56,6 +56,7 @@ class Controller:
             for metric in (CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE)
         }
         self._alarms = alarms
+        self.actions: list[tuple[float, aws_scaling.Action]] = []  # (when, what), in order
 
     def next_serving_s(self) -> float:
         return self.launching[0] if self.launching else math.inf
@@ -87,6 +88,7 @@ class Controller:
         action = self.engine.decide(window.end_s, readings, self.desired, bounds)
         if action is None:
             return Decision(0)
+        self.actions.append((window.end_s, action))
         return Decision(self._apply(action, window.end_s))
 
     def _apply(self, action: aws_scaling.Action, now_s: float) -> int:

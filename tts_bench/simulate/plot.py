@@ -19,7 +19,7 @@ DPI = 110
 COLOURS = ("#1f5fa8", "#c0392b", "#1e8449", "#d9822b", "#7d3c98", "#566573")
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,7 +31,7 @@ def _pyplot() -> Any:
 def plot_timeline(
     runs: list[PolicyRun], c_scale_max: float, q_max: int, title: str, path: str | os.PathLike[str]
 ) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(4, 1, figsize=(11, 10), dpi=DPI, sharex=True)
     load_ax, fleet_ax, occupancy_ax, loss_ax = axes
     span_s = runs[0].timeline.end_s[-1] if len(runs[0].timeline.end_s) else 1.0

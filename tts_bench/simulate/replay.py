@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tts_bench.planning import aws_scaling
 from tts_bench.planning.rounding import ceil9
 from tts_bench.simulate.controller import Controller, Window
 from tts_bench.simulate.deploy_shape import ScalingShape
@@ -42,6 +43,7 @@ class Timeline:
     in_service: np.ndarray  # during the period (at its end, if an instance came in)
     mean_occupancy: np.ndarray  # time-average of requests in flight per in-service instance
     datapoint: np.ndarray  # ConcurrentRequestsPerModel as the controller saw it (CloudWatch units)
+    invocations_per_instance: np.ndarray  # InvocationsPerInstance as the controller saw it
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class PolicyRun:
     instance_seconds: float  # provisioned: in service or launching
     peak_instances: int  # the most instances provisioned at once
     timeline: Timeline
+    actions: tuple[tuple[float, aws_scaling.Action], ...] = ()  # what the policies did, when
 
 
 def initial_instances(policy: Policy, traffic: Traffic, sizing_rps: float) -> int:
@@ -71,7 +74,7 @@ def replay(
     duration_s: float,
 ) -> PolicyRun:
     periods = max(1, math.ceil(duration_s / shape.metric_period_s - 1e-9))
-    rows = np.zeros((periods, 8))
+    rows = np.zeros((periods, 9))
     requests = shed = over = 0
     instance_s = 0.0
     peak = controller.desired
@@ -93,7 +96,7 @@ def replay(
             if serving:
                 busiest = max(busiest, seg.peak_occupancy / serving)
                 area_per_instance += seg.occupancy_s / serving
-                per_instance += seg.arrived / serving
+                per_instance += seg.arrived * curves.request_weight / serving
             if stop_s >= end_s:
                 break
             queues.add(controller.take_serving(stop_s))
@@ -106,10 +109,13 @@ def replay(
         requests, shed, over = requests + arrived, shed + shed_p, over + over_p
         rows[p] = (
             end_s, arrived, shed_p, over_p, controller.desired, queues.in_service,
-            area_per_instance / max(end_s - start_s, 1e-12), datapoint,
+            area_per_instance / max(end_s - start_s, 1e-12), datapoint, per_instance,
         )  # fmt: skip
-    timeline = Timeline(*(rows[:, i].copy() for i in range(8)))
-    return PolicyRun(controller.policy.name, requests, shed, over, instance_s, peak, timeline)
+    timeline = Timeline(*(rows[:, i].copy() for i in range(9)))
+    return PolicyRun(
+        controller.policy.name, requests, shed, over, instance_s, peak, timeline,
+        tuple(controller.actions),
+    )  # fmt: skip
 
 
 def run_fleet_model(

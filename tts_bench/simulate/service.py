@@ -8,7 +8,7 @@ interpolation the plan uses (`planning.curve`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,6 +31,9 @@ class ServiceCurves:
     over_slo_from: int
     cw_ratio: Curve | None  # CloudWatch value / client in-flight; None = 1.0 (not measured)
     slo_ms: float
+    # What one simulated request counts for in InvocationsPerInstance: 1, or the f requests a
+    # slowed instance's request stands for (`slowed`).
+    request_weight: float = 1.0
 
     def cloudwatch_value(self, occupancy: float) -> float:
         """The ConcurrentRequestsPerModel reading for a mean client occupancy."""
@@ -77,6 +80,20 @@ def service_curves(qmax: QmaxArtifact, queue_max_depth: int) -> ServiceCurves:
         over_slo_from=int(over[0]) + 1 if over.size else queue_max_depth + 1,
         cw_ratio=cloudwatch_ratio_curve(qmax),
         slo_ms=qmax.slo_ms,
+    )
+
+
+def slowed(curves: ServiceCurves, factor: float) -> ServiceCurves:
+    """Every X(n) divided by `factor`, each request counting `factor` invocations: the fleet a
+    rehearsal on curve instances runs, whose service is slowed (rate scale S) against clocks
+    compressed K-fold (factor S × K). Occupancy at a given load per instance is unchanged; its
+    transients last `factor` times longer against the policy's clocks."""
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"slow-down {factor!r}: give a positive number")
+    return replace(
+        curves,
+        service_rps=np.ascontiguousarray(curves.service_rps / factor),
+        request_weight=curves.request_weight * factor,
     )
 
 

@@ -1,0 +1,185 @@
+"""How a rehearsal and its replay agree: pure rules over the two runs' records.
+
+- **Desired counts**: at each whole minute after the first scale-out (of any run), the
+  rehearsed desired count against the simulated one at that minute or one metric period either
+  side; they agree within max(1, 10 %) of the simulated count, and two runs agree when 95 % of
+  the minutes do. The replays disagree among themselves too: the rules are sensitive to the order
+  of events that service draws decide (which policy's first scale-out comes first sets the
+  capacity a cooldown sizes from), so one replay is no yardstick. The rehearsal is judged as one
+  more replay: the share of replays it agrees with must not fall below the 5 % quantile of each
+  replay's share of the others it agrees with.
+- **Shed shares**: the replays are runs of the same fleet on the same arrivals with other service
+  draws, so a rehearsal that is that fleet lies within their spread: within 3 × sd × sqrt(1 + 1/R)
+  of their mean over R replays (a new run's deviation from an R-run mean), plus one request's
+  share so that a fleet that never sheds is not judged by a single request.
+- **Detection lags**: for each scale-out that opened its alarm's episode, the time from the start
+  of the first breaching datapoint's period to the action (what the organic ttotal measures),
+  reconstructed the same way in both runs: the alarm evaluated over its datapoints at each of its
+  periods with `planning.aws_scaling.read_alarm`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tts_bench.planning import aws_scaling
+
+DESIRED_TOLERANCE = 0.10
+REQUIRED_SHARE = 0.95
+SHED_SIGMAS = 3.0
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A step function: `values[i]` holds from `times[i]` (sorted) until the next time."""
+
+    times: Sequence[float]
+    values: Sequence[float]
+
+    def at(self, t_s: float, before: float = math.nan) -> float:
+        i = bisect.bisect_right(self.times, t_s + 1e-9) - 1
+        return self.values[i] if i >= 0 else before
+
+    def integral(self, start_s: float, end_s: float, before: float) -> float:
+        """∫ over [start_s, end_s], `before` until the first time."""
+        edges = [start_s, *(t for t in self.times if start_s < t < end_s), end_s]
+        return sum(self.at(a, before) * (b - a) for a, b in itertools.pairwise(edges))
+
+
+def desired_agreement(
+    rehearsed: Steps,
+    simulated: Steps,
+    from_s: float,
+    duration_s: float,
+    shift_s: float,
+    initial: int,
+) -> tuple[int, int]:
+    """(minutes compared, minutes agreeing) from the first whole minute at or after `from_s`."""
+    minutes = agreeing = 0
+    for m in range(math.ceil(from_s / 60 - 1e-9), math.floor(duration_s / 60 + 1e-9) + 1):
+        t = 60.0 * m
+        if t <= from_s - 1e-9 or t > duration_s + 1e-9:
+            continue
+        ours = rehearsed.at(t, initial)
+        candidates = [simulated.at(t + d, initial) for d in (-shift_s, 0.0, shift_s)]
+        minutes += 1
+        agreeing += any(abs(ours - sim) <= max(1.0, DESIRED_TOLERANCE * sim) for sim in candidates)
+    return minutes, agreeing
+
+
+@dataclass(frozen=True)
+class Exchangeable:
+    share: float  # of the replays the rehearsal agrees with
+    replay_quantile: float  # the 5 % quantile of each replay's share of the others
+    passed: bool
+
+
+def exchangeable(rehearsal: Sequence[bool], pairwise: Sequence[Sequence[bool]]) -> Exchangeable:
+    """Whether the rehearsal agrees with the replays as often as a replay agrees with the others:
+    `rehearsal[k]` whether it agrees with replay k, `pairwise[i][j]` whether replays i and j do."""
+    runs = len(rehearsal)
+    share = sum(rehearsal) / runs if runs else 1.0
+    if runs < 2:
+        return Exchangeable(share, share, bool(share >= 1))
+    scores = [sum(pairwise[i][j] for j in range(runs) if j != i) / (runs - 1) for i in range(runs)]
+    quantile = float(np.quantile(scores, 0.05))
+    return Exchangeable(share, quantile, share >= quantile - 1e-12)
+
+
+@dataclass(frozen=True)
+class ShedSpread:
+    mean: float
+    sd: float
+    tolerance: float
+    passed: bool
+
+
+def shed_spread(
+    rehearsed_share: float, requests: int, replay_shares: Sequence[float]
+) -> ShedSpread:
+    shares = np.asarray(replay_shares, dtype=float)
+    runs = len(shares)
+    mean = float(shares.mean()) if runs else 0.0
+    sd = float(shares.std(ddof=1)) if runs > 1 else 0.0
+    tolerance = SHED_SIGMAS * sd * math.sqrt(1 + 1 / max(runs, 1)) + 1 / max(requests, 1)
+    return ShedSpread(mean, sd, tolerance, abs(rehearsed_share - mean) <= tolerance + 1e-12)
+
+
+def alarm_episodes(
+    rule: aws_scaling.AlarmRule, points: Sequence[aws_scaling.Datapoint], until_s: float
+) -> list[tuple[float, float]]:
+    """(evaluation that put the alarm in ALARM, start of the earliest breaching period it read),
+    for each time the alarm entered ALARM, its evaluations at each of its periods from the run's
+    start (`read_alarm`, publication delay included)."""
+    episodes: list[tuple[float, float]] = []
+    state = aws_scaling.AlarmState.INSUFFICIENT_DATA
+    period = rule.period_s
+    for k in range(1, int(until_s // period) + 1):
+        t = k * period
+        reading = aws_scaling.read_alarm(rule, points, t)
+        if reading.state is aws_scaling.AlarmState.ALARM and state is not reading.state:
+            last_end = math.floor((t - rule.delay_s) / period + 1e-9) * period
+            first = last_end - rule.evaluation_periods * period
+            breaching = [
+                i
+                for i, value in enumerate(reading.points)
+                if value is not None
+                and aws_scaling.breaches(value, rule.comparison, rule.threshold)
+            ]
+            episodes.append((t, first + period * (breaching[0] if breaching else 0)))
+        state = reading.state
+    return episodes
+
+
+@dataclass(frozen=True)
+class Action:
+    """A change of the desired count and the alarm that asked for it (None: unknown)."""
+
+    t_s: float
+    before: int
+    after: int
+    alarm: str | None
+
+
+def detection_lags(
+    actions: Sequence[Action],
+    rules: dict[str, aws_scaling.AlarmRule],
+    points: dict[str, Sequence[aws_scaling.Datapoint]],
+    until_s: float,
+    slack_s: float = aws_scaling.METRIC_PERIOD_S,
+) -> list[float | None]:
+    """Each action's detection lag: for a scale-out that is the first of its alarm's episode,
+    the action's time less the episode's breach start; None for any other action. `slack_s`
+    lets an action follow its reconstructed evaluation by a read delay."""
+    episodes = {
+        name: alarm_episodes(rule, points.get(name, ()), until_s + slack_s)
+        for name, rule in rules.items()
+    }
+    lags: list[float | None] = []
+    taken: set[tuple[str, float]] = set()
+    for action in actions:
+        if action.after <= action.before or action.alarm not in episodes:
+            lags.append(None)
+            continue
+        opened = [e for e in episodes[action.alarm] if e[0] <= action.t_s + 1e-9]
+        if not opened or (action.alarm, opened[-1][0]) in taken:
+            lags.append(None)
+            continue
+        taken.add((action.alarm, opened[-1][0]))
+        lags.append(round(action.t_s - opened[-1][1], 3))
+    return lags
+
+
+def scaled_out_before_shedding(
+    first_scale_out_s: float | None, first_shed_s: float | None
+) -> bool | None:
+    """True when the first scale-out came before the first shed (or nothing was shed)."""
+    if first_scale_out_s is None:
+        return None if first_shed_s is None else False
+    return first_shed_s is None or first_scale_out_s <= first_shed_s
