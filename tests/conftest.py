@@ -1,10 +1,14 @@
-"""Fixtures every test folder may use: where the repository and its reference artifacts are."""
+"""Fixtures every test folder may use: where the repository and its reference artifacts are,
+and the session's headless Chromium."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from .chromium import Browser, Page, why_no_browser
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "measurements"
@@ -31,3 +35,20 @@ def reference_ttotal_path() -> Path:
 @pytest.fixture(scope="session")
 def reference_plan_path() -> Path:
     return REFERENCE_PLAN
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless Chromium for the session (skips, saying why, where none is installed)."""
+    if (reason := why_no_browser()) is not None:
+        pytest.skip(reason)
+    with Browser(tmp_path_factory.mktemp("chromium-profile")) as browser:
+        yield browser
+
+
+@pytest.fixture
+def browser_page(chromium: Browser) -> Iterator[Page]:
+    """A fresh tab of the session's Chromium, closed after the test."""
+    page = chromium.new_page()
+    yield page
+    page.close()
