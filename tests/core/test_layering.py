@@ -29,6 +29,7 @@ _EVERYTHING = frozenset(
         "infra",
         "local_cloud",
         "simulate",
+        "report",
         "jobs",
     }
 )
@@ -42,6 +43,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "infra": frozenset({"artifacts", "planning", "aws", "leaves"}),
     "measure": frozenset({"artifacts", "planning", "aws", "serving", "leaves"}),
     "simulate": frozenset({"artifacts", "planning", "leaves"}),
+    # The report page reads every artifact and draws the measurement plots; it measures nothing.
+    "report": frozenset({"artifacts", "planning", "measure", "leaves"}),
     # Never `measure`: the emulator does not depend on what measures it (the launcher both use
     # lives in `serving`).
     "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "serving", "leaves"}),
