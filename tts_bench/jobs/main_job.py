@@ -15,7 +15,7 @@ a SageMaker endpoint of local container processes behind real AWS clients
 4. measures T_total (a fresh process beside the loaded one, or one more instance forced);
 5. plans over the pair, and on the local cloud deploys the plan and validates what was deployed;
 6. checks the surge model against open-loop arrivals on an instance bounded at Q_max;
-7. draws the plots.
+7. draws the plots and writes the run's HTML report (`report`).
 """
 
 from __future__ import annotations
@@ -112,6 +112,7 @@ class JobResult:
     elapsed_s: float
     surge_path: Path | None
     deploys: bool
+    page: Path | None = None  # the run's HTML report
 
     @property
     def validated(self) -> bool:
@@ -222,7 +223,7 @@ def step_clock(say: Say) -> Iterator[Say]:
 
 def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
     """The chain against `target`, started here and stopped whatever happens."""
-    from tts_bench.measure.plots import plot_qmax, plot_ttotal
+    from tts_bench.report.build import write_report
 
     began = time.time()
     settings.out.mkdir(parents=True, exist_ok=True)
@@ -244,16 +245,18 @@ def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
                 )
             surge_path = target.surge(settings, qmax_path, validation, step)
         step(target.stopped)
-        pngs = [plot_qmax(qmax, qmax_path.with_suffix(".png"))]
-        if ttotal is not None:
-            pngs.append(plot_ttotal(ttotal[0], ttotal[1].with_suffix(".png")))
+        ran = [qmax_path, ttotal and ttotal[1], plan_path, surge_path]
+        report_page = settings.out / f"report-{qmax_path.stem.removeprefix('qmax-')}.html"
+        written = write_report([p for p in ran if p is not None], report_page)
+        pngs = list(written.pngs)
         step(f"plots: {', '.join(str(p) for p in pngs)}")
+        step(f"report: {written.page}")
     return JobResult(
         where=target.where, qmax_path=qmax_path, ttotal_path=ttotal and ttotal[1],
         plan_path=plan_path, plan_exit_code=plan_code, validation=validation, pngs=tuple(pngs),
         slo_ms=slo.slo_ms, slo_reason=slo.reason, q_max=qmax.q_max, bracketed=qmax.bracketed,
         measured_total_s=ttotal and ttotal[0].measured_total_s, elapsed_s=time.time() - began,
-        surge_path=surge_path, deploys=target.deploys,
+        surge_path=surge_path, deploys=target.deploys, page=written.page,
     )  # fmt: skip
 
 
@@ -283,6 +286,7 @@ def report(result: JobResult) -> str:
         f"surge check: {result.surge_path or 'not run (see above)'}",
         f"artifacts: {result.qmax_path}, {result.ttotal_path or '-'}",
         f"plots: {', '.join(map(str, result.pngs))}",
+        f"report: {result.page or 'not written'}",
         f"runtime {result.elapsed_s / 60:.1f} min",
     ]
     return "\n".join(lines)
