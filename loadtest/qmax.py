@@ -260,9 +260,10 @@ def start_refusal(
 ) -> tuple[str | None, LadderTarget | None]:
     """The start form's flags and host checked as a headless start checks them: the one-line
     refusal (None when none) and the target fingerprinted."""
-    sent = {k: v for k, v in form.items() if hasattr(environment.parsed_options, k)}
+    current = vars(environment.parsed_options)
+    sent = {k: v for k, v in form.items() if k in current}  # as Locust's /swarm applies them
     try:
-        options = ladder_options(argparse.Namespace(**{**vars(environment.parsed_options), **sent}))
+        options = ladder_options(argparse.Namespace(**{**current, **sent}))
         load_corpus(options.corpus)
         return None, target_of(form.get("host") or environment.host, options)
     except TtsBenchError as exc:
