@@ -1,5 +1,7 @@
 """Fixtures every test folder may use: where the repository and its reference artifacts are,
-and the session's headless Chromium."""
+the real servers that tests share for the whole session (see docs/testing.md), and the session's
+headless Chromium.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from .chromium import Browser, Page, why_no_browser
+from tests.chromium import Browser, Page, why_no_browser
+from tests.servers import ServerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "measurements"
@@ -35,6 +38,20 @@ def reference_ttotal_path() -> Path:
 @pytest.fixture(scope="session")
 def reference_plan_path() -> Path:
     return REFERENCE_PLAN
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[ServerProcess]:
+    """One unbounded server with default settings (onnx, the offline weights), ready, for the
+    whole session: the server tests' requests, the real ladders, the fuzzing. Use it only to
+    send requests; a test that needs other settings, a drain or a kill starts its own. A test
+    that reads the log for what it caused reads from `server.mark()` taken before."""
+    process = ServerProcess()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tts_server.engine.g2p import Phonemized, Phonemizer, WordSpan, split_phonemized
 from tts_server.engine.offline_weights import load_vocab
+
+from .pronunciations import REPO, load_recorded, pronounce
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +61,45 @@ def test_split_keeps_every_word_and_respects_the_limit(lengths: list[int], limit
     assert all(
         c.phonemes[w.start : w.end] == "a" * (w.end - w.start) for c in chunks for w in c.words
     )
+
+
+def test_every_corpus_line_is_pronounced_as_recorded(phonemizer: Phonemizer) -> None:
+    """Phonemes and word spans of every corpus line and sentence piece, English and Japanese,
+    as the G2P said them before its spaCy tokenizer was built without `spacy.blank`."""
+    recorded = load_recorded()
+    assert set(recorded) == {"en", "ja"} and all(len(v) > 20 for v in recorded.values())
+    said = pronounce(phonemizer)
+    assert {language: set(texts) for language, texts in said.items()} == {
+        language: set(texts) for language, texts in recorded.items()
+    }, "the corpus changed: record again (tests/engine/pronunciations.py)"
+    changed = [
+        (text, said[language][text], recorded[language][text])
+        for language, texts in recorded.items()
+        for text in texts
+        if said[language][text] != recorded[language][text]
+    ]
+    assert changed == []
+
+
+@pytest.mark.slow
+def test_loading_both_g2ps_imports_no_torch_and_no_spacy_entry_point_factory() -> None:
+    """A fresh process, as a server with the onnx backend: thinc would import torch, and
+    `spacy.blank` every installed pipeline factory (spacy-curated-transformers, transformers)."""
+    probe = (
+        "import json, sys\n"
+        "from tts_server.engine.g2p import Phonemizer\n"
+        "from tts_server.engine.offline_weights import load_vocab\n"
+        "p = Phonemizer(load_vocab())\n"
+        "spoken = [p.phonemize('Hello there.', 'en').phonemes, p.phonemize('今日は。', 'ja').phonemes]\n"
+        "print(json.dumps([spoken, sorted(m.partition('.')[0] for m in sys.modules)]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "container"), str(REPO)])}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    spoken, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(spoken), spoken
+    assert "spacy" in modules and "misaki" in modules  # the live G2P did load
+    heavy = {"torch", "transformers", "spacy_curated_transformers", "curated_transformers"}
+    assert heavy & set(modules) == set()

@@ -1,4 +1,6 @@
-"""Fixtures for the ladder's tests: the repository, a child-process environment, a real server."""
+"""Fixtures for the ladder's tests: the repository, a child-process environment, and the
+session's two real ladders against the session's plain server (`tests/conftest.py` `server`):
+one unbracketed (`http_ladder`) and one bracketed and refined (`refined_ladder`)."""
 
 from __future__ import annotations
 
@@ -53,33 +55,26 @@ def unused_port() -> int:
 CORPORA = Path(__file__).resolve().parent / "corpora"
 
 
-@pytest.fixture(scope="session")
-def live_server(child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
-    """One real `python -m tts_server` (real offline weights) on a free loopback port."""
-    from tts_bench.serving.local_server import LocalServer
-
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with LocalServer(env=child_env, log_path=log) as server:
-        server.wait_ready(timeout_s=600)
-        yield server
+# The unbracketed ladder's holds: tiny, but long enough for a contended 2-core machine to finish
+# requests in each window; an unstable rung (a window third with no finished request, or p95s
+# of its thirds more than 10 % apart) keeps its users one more window, up to MAX_HOLD_S.
+HOLD_S, MEASURE_S, MAX_HOLD_S = 22.0, 14.0, 36.0
 
 
 @pytest.fixture(scope="session")
-def http_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real ladder through `tts-bench qmax`: local-http, two-sentence texts, rungs 1 and 2.
-
-    Holds are tiny but long enough for a contended 2-core machine to finish requests in each
-    window; the SLO is huge, so both rungs pass and Q_max is the top rung, unbracketed (so
-    `--refine` has nothing to bisect).
-    """
+def http_ladder(server, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real ladder through `tts-bench qmax`: local-http, two-sentence texts, rungs 1 and 2,
+    `--max-hold-s` and `--refine`. The SLO is huge, so both rungs pass and Q_max is the top
+    rung, unbracketed (so `--refine` has nothing to bisect)."""
     from tts_bench.cli import main
 
     out = tmp_path_factory.mktemp("http-ladder")
     code = main(
         [
-            "qmax", "--host", live_server.url, "--rungs", "1,2", "--hold-s", "24",
-            "--measure-s", "16", "--idle-s", "0", "--slo-ms", "60000",
-            "--corpus", str(CORPORA / "two_sentences.txt"), "--out", str(out), "--refine",
+            "qmax", "--host", server.url, "--rungs", "1,2", "--hold-s", f"{HOLD_S:g}",
+            "--measure-s", f"{MEASURE_S:g}", "--idle-s", "0", "--max-hold-s", f"{MAX_HOLD_S:g}",
+            "--slo-ms", "60000", "--corpus", str(CORPORA / "two_sentences.txt"),
+            "--out", str(out), "--refine",
         ]
     )  # fmt: skip
     assert code == 0
@@ -100,7 +95,7 @@ class CalibratedLadder:
 
 
 @pytest.fixture(scope="session")
-def refined_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> CalibratedLadder:
+def refined_ladder(server, tmp_path_factory: pytest.TempPathFactory) -> CalibratedLadder:
     """`tts-bench qmax --refine` on two-sentence texts, rungs 1 and 8, with an SLO and holds
     scaled to this machine's lone-request speed as it is now, so c=1 passes and c=8 fails."""
     from tts_bench.cli import main
@@ -108,7 +103,7 @@ def refined_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Cal
     from tts_bench.measure.ttotal_probe import speak
 
     corpus = CORPORA / "two_sentences.txt"
-    lone = [speak(live_server.url, u) for u in load_corpus(corpus)]
+    lone = [speak(server.url, u) for u in load_corpus(corpus)]
     assert all(s.ok and s.ttfab_s for s in lone), [s.detail for s in lone]
     slo_ms = SLO_MULTIPLE * 1000 * max(s.ttfab_s for s in lone)  # type: ignore[type-var]
     lone_s = max(s.end - s.start for s in lone)
@@ -116,7 +111,7 @@ def refined_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Cal
     out = tmp_path_factory.mktemp("refined-ladder")
     code = main(
         [
-            "qmax", "--host", live_server.url, "--rungs", "1,8", "--hold-s", f"{hold_s:.0f}",
+            "qmax", "--host", server.url, "--rungs", "1,8", "--hold-s", f"{hold_s:.0f}",
             "--measure-s", f"{0.7 * hold_s:.0f}", "--idle-s", "1", "--slo-ms", f"{slo_ms:.0f}",
             "--corpus", str(corpus), "--out", str(out), "--refine",
         ]

@@ -1,8 +1,9 @@
 """The real ladder with --max-hold-s against the real server: every extension the conductor
 made is the one the pure rule makes over the samples it wrote, and the windows follow.
 
-Windows of a few seconds on a shared 2-core machine often have a third with no finished
-request (unstable), so the run usually extends; whichever way it goes, the replay must agree.
+The session's unbracketed ladder (conftest `http_ladder`) holds with `--max-hold-s`. Windows of
+seconds on a shared 2-core machine often have a third with too few finished requests
+(unstable), so the run often extends; whichever way it goes, the replay must agree.
 """
 
 from __future__ import annotations
@@ -20,37 +21,17 @@ from tts_bench.measure.ladder import (
 )
 from tts_bench.measure.samples import read_samples, samples_path
 
-from .conftest import CORPORA
+from .conftest import MAX_HOLD_S
 
 pytestmark = pytest.mark.slow
 
-HOLD_S, MEASURE_S, MAX_HOLD_S = 12.0, 6.0, 24.0
 
-
-@pytest.fixture(scope="module")
-def held_ladder(live_server, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tts_bench.cli import main
-
-    out = tmp_path_factory.mktemp("held-ladder")
-    code = main(
-        [
-            "qmax", "--host", live_server.url, "--rungs", "1,2", "--hold-s", f"{HOLD_S:g}",
-            "--measure-s", f"{MEASURE_S:g}", "--idle-s", "1", "--max-hold-s", f"{MAX_HOLD_S:g}",
-            "--slo-ms", "60000", "--corpus", str(CORPORA / "two_sentences.txt"),
-            "--out", str(out),
-        ]
-    )  # fmt: skip
-    assert code == 0
-    (artifact,) = out.glob("qmax-*.json")
-    return artifact
-
-
-def test_each_hold_is_the_pure_rules_replayed_over_the_samples(held_ladder):
-    artifact = load_artifact(held_ladder, QmaxArtifact)
+def test_each_hold_is_the_pure_rules_replayed_over_the_samples(http_ladder: Path) -> None:
+    artifact = load_artifact(http_ladder, QmaxArtifact)
     ladder = artifact.ladder
     assert ladder is not None and ladder.start_epoch is not None
     assert ladder.max_hold_s == MAX_HOLD_S
-    samples = read_samples(samples_path(held_ladder))
+    samples = read_samples(samples_path(http_ladder))
     for i, rung in enumerate(artifact.rungs):
         replay = LadderSchedule(
             tuple(ladder.rungs), ladder.hold_s, ladder.measure_s, ladder.idle_s,
@@ -68,13 +49,13 @@ def test_each_hold_is_the_pure_rules_replayed_over_the_samples(held_ladder):
         assert again.model_dump(exclude=exclude) == rung.model_dump(exclude=exclude)
 
 
-def test_the_users_stay_on_through_the_extension_and_leave_at_its_end(held_ladder):
+def test_the_users_stay_on_through_the_extension_and_leave_at_its_end(http_ladder: Path) -> None:
     """One user (rung 1) stays in flight from its planned window to the end of its real hold
     (the shape keeps it on while each window is judged), and starts nothing after that."""
-    artifact = load_artifact(held_ladder, QmaxArtifact)
+    artifact = load_artifact(http_ladder, QmaxArtifact)
     ladder = artifact.ladder
     t0, held = ladder.start_epoch, ladder.rung_hold_s(0)
-    samples = read_samples(samples_path(held_ladder))
+    samples = read_samples(samples_path(http_ladder))
     before_next = [s for s in samples if s.start < t0 + held + ladder.idle_s]
     planned_w0 = t0 + ladder.hold_s - ladder.measure_s
     assert mean_in_flight(before_next, planned_w0, t0 + held) >= 0.95

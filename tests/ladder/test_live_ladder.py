@@ -63,7 +63,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_distributed_ladder_stops_after_the_first_failing_rung(live_server, child_env, tmp_path):
+def test_distributed_ladder_stops_after_the_first_failing_rung(server, child_env, tmp_path):
     """One master and one worker process on loopback, the WebSocket transport, a 1 ms SLO."""
     port = free_port()
     common = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
@@ -71,7 +71,7 @@ def test_distributed_ladder_stops_after_the_first_failing_rung(live_server, chil
         [
             *common, "--master", "--headless", "--expect-workers", "1",
             "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-            "--host", live_server.url, "--transport", "local-ws", "--rungs", "1,2",
+            "--host", server.url, "--transport", "local-ws", "--rungs", "1,2",
             "--hold-s", "14", "--measure-s", "8", "--idle-s", "1", "--slo-ms", "1",
             "--corpus", str(CORPORA / "short.txt"), "--out", str(tmp_path),
         ],

@@ -145,12 +145,10 @@ def test_the_surge_artifact_recomputes_from_its_samples(surged, ladder):
             assert again == run
 
 
-def test_a_server_without_the_ladders_bound_is_refused(
-    live_server, ladder, refined_ladder, tmp_path
-):
+def test_a_server_without_the_ladders_bound_is_refused(server, ladder, refined_ladder, tmp_path):
     request = SurgeRequest(
         qmax_path=refined_ladder.path, qmax=ladder, rates_rps=[1.0], duration_s=1.0,
         transport=Transport.LOCAL_HTTP, utterances=load_corpus(CORPUS), seed=1,
     )  # fmt: skip
     with pytest.raises(RefusalError, match="admission bound is None"):
-        measure_surge(request, live_server.url, tmp_path, lambda _: None)
+        measure_surge(request, server.url, tmp_path, lambda _: None)

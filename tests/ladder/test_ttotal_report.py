@@ -21,10 +21,10 @@ from .test_statistics import FP
 
 
 @pytest.mark.slow
-def test_local_ttotal_pairs_with_the_local_ladder(live_server, http_ladder, tmp_path, capsys):
+def test_local_ttotal_pairs_with_the_local_ladder(server, http_ladder, tmp_path, capsys):
     code = main(
         [
-            "ttotal", "--local", "--qmax", str(http_ladder), "--host", live_server.url,
+            "ttotal", "--local", "--qmax", str(http_ladder), "--host", server.url,
             "--corpus", str(CORPORA / "short.txt"), "--out", str(tmp_path), "--probe-concurrency", "1",
         ]
     )  # fmt: skip

@@ -81,7 +81,7 @@ def web_ui(child_env, tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
-    web_ui, browser_page, live_server, http_ladder, tmp_path
+    web_ui, browser_page, server, http_ladder, tmp_path
 ):
     url, out = web_ui
     page = browser_page
@@ -97,7 +97,7 @@ def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
     # A host nothing answers on, then a flag out of order: each the form's one-line error.
     for values, expected in (
         ({"host": f"http://127.0.0.1:{free_port()}"}, "cannot reach the server"),
-        ({"host": live_server.url, "rungs": "4,2"}, "--rungs '4,2': concurrencies must be"),
+        ({"host": server.url, "rungs": "4,2"}, "--rungs '4,2': concurrencies must be"),
     ):
         page.evaluate(f"{FILL}({json.dumps(values)})")
         error = page.wait_for(
@@ -109,7 +109,7 @@ def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
 
     # The server chosen in the form: one short rung, then the Ladder tab, live, then judged.
     settings = {
-        "host": live_server.url, "rungs": "1", "holdS": "8", "measureS": "5", "idleS": "0",
+        "host": server.url, "rungs": "1", "holdS": "8", "measureS": "5", "idleS": "0",
         "sloMs": "60000", "corpus": str(CORPORA / "short.txt"),
     }  # fmt: skip
     page.evaluate(f"{FILL}({json.dumps(settings)})")
@@ -130,7 +130,7 @@ def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
         time.sleep(0.5)
     (path,) = written
     artifact = load_artifact(path, QmaxArtifact)
-    fingerprint = fetch_ping(live_server.url).fingerprint(Transport.LOCAL_HTTP)
+    fingerprint = fetch_ping(server.url).fingerprint(Transport.LOCAL_HTTP)
     assert path.name == qmax_filename(fingerprint) and artifact.fingerprint == fingerprint
     assert artifact.fingerprint == headless.fingerprint
     assert artifact.model_dump().keys() == headless.model_dump().keys()
@@ -142,5 +142,5 @@ def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
     assert artifact.provenance.kind == headless.provenance.kind == "measured"
     assert artifact.provenance.notes == "started from Locust's web UI"
     command = artifact.provenance.command or ""
-    assert f"--headless --host {live_server.url} --rungs 1 --hold-s 8 --measure-s 5" in command
+    assert f"--headless --host {server.url} --rungs 1 --hold-s 8 --measure-s 5" in command
     assert path.with_name(path.name + ".samples.csv.gz").is_file()

@@ -1,8 +1,8 @@
 """The AWS SDK's HTTP/2 client (real, in .venv-http2) through the bridge to a real container.
 
 The bridge is given its own `open_session` here: the test's stand-in for the cloud's routing
-yields a locally started `python -m tts_server --backend onnx`'s WebSocket URL and counts the
-sessions in flight, as the contract asks of the cloud. One server is shared by the module.
+yields a real `python -m tts_server`'s WebSocket URL (the session's plain server, onnx) and
+counts the sessions in flight, as the contract asks of the cloud.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import websocket
 
+from tests.servers import ServerProcess
 from tts_bench.local_cloud.bidi_bridge import BidiBridge
 from tts_bench.local_cloud.errors import NoInstanceError
 from tts_bench.local_cloud.tls import LocalTls, make_local_tls
@@ -69,15 +70,8 @@ class Routing:
                 self.in_flight[endpoint] -= 1
 
 
-def ws_url(server: LocalServer) -> str:
+def ws_url(server: LocalServer | ServerProcess) -> str:
     return f"ws://127.0.0.1:{server.port}{WS_PATH}"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    with LocalServer(SERVER_ARGS) as started:
-        started.wait_ready(READY_TIMEOUT_S)
-        yield started
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +80,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> LocalTls:
 
 
 @pytest.fixture(scope="module")
-def routing(server: LocalServer) -> Routing:
+def routing(server: ServerProcess) -> Routing:
     routing = Routing()
     routing.urls["kokoro"] = ws_url(server)
     return routing
@@ -118,7 +112,7 @@ def events_until_closed(session: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def direct_events(server: LocalServer, body: dict[str, Any]) -> list[dict[str, Any]]:
+def direct_events(server: ServerProcess, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The same request straight to the container's WebSocket."""
     ws = websocket.create_connection(ws_url(server), timeout=TURN_TIMEOUT_S)
     try:
@@ -136,7 +130,7 @@ def audio_of(events: list[dict[str, Any]]) -> bytes:
 
 
 def test_two_turns_on_one_session_match_the_container_and_are_timed_per_turn(
-    worker: BidiWorker, routing: Routing, server: LocalServer
+    worker: BidiWorker, routing: Routing, server: ServerProcess
 ) -> None:
     first, second = speech_request("turn-1", "Hello there."), speech_request("turn-2", "Goodbye.")
     session = worker.open("kokoro", events=True)

@@ -159,6 +159,9 @@ MALFORMED = [
     b"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
     b"POST /endpoints/no-such/invocations-response-stream HTTP/1.1\r\nHost: x\r\n"
     b"Content-Length: 0\r\n\r\n",
+    # A body its Content-Encoding does not decode (found by the fuzz below).
+    b"POST /endpoints/scripted/invocations HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+    b"Content-Length: 4\r\n\r\nabcd",
 ]
 
 

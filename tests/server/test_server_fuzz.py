@@ -6,7 +6,8 @@ a valid request is served, a WebSocket session is never dropped (every message g
 answer on a session that stays open), and afterwards the server still serves and has logged
 no error line and no line that is not JSON.
 
-One server for the module. CI runs FUZZ_EXAMPLES (default 20) examples per transport: a
+The session's plain server (`tests/conftest.py`); what it logged is read from where the log
+stood when this module began. CI runs FUZZ_EXAMPLES (default 20) examples per transport: a
 valid request costs a synthesis, seconds on a shared 2-core machine. A longer run is one
 command (see the README):
 
@@ -19,6 +20,7 @@ import asyncio
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -27,9 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tts_server.engine import create_engine
 
-from tests.server.conftest import ServerProcess
 from tests.server.request_space import Body, hostile_bodies
 from tests.server.server_client import speech_request
+from tests.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -46,14 +48,25 @@ PROBE = "fuzz-probe"
 CONTENT_TYPES = ["application/json"] * 6 + ["text/plain", "application/json; charset=latin-1"]
 
 
+@dataclass(frozen=True)
+class Fuzzed:
+    """The session's plain server, and where its log stood when this module began."""
+
+    server: ServerProcess
+    log_from: int
+
+    @property
+    def base(self) -> str:
+        return self.server.base
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self.server.records[self.log_from :]
+
+
 @pytest.fixture(scope="module")
-def fuzz_server() -> Iterator[ServerProcess]:
-    process = ServerProcess()
-    try:
-        process.wait_ready()
-        yield process
-    finally:
-        process.stop()
+def fuzz_server(server: ServerProcess) -> Fuzzed:
+    return Fuzzed(server, server.mark())
 
 
 class Loop:

@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 from aiohttp import WSCloseCode
 
-from tests.server.conftest import ServerProcess
 from tests.server.server_client import LONG_TEXT, StreamResult, post_stream, speech_request
+from tests.servers import ServerProcess
 
 pytestmark = pytest.mark.slow
 

@@ -5,6 +5,11 @@ Each subcommand module exposes ``register(subparsers)``, which adds its parser a
 subclasses become one line on stderr and their ``exit_code``; nothing else is caught, so a
 real bug still shows its traceback.
 
+Only the chosen subcommand's module is imported: the others' libraries (the engine, aiohttp,
+Locust, moto, the main job) cost seconds to import, and `tts-bench --help` lists every command
+from `COMMANDS` alone. So a command's one-line summary lives in `COMMANDS`, and its module's
+``add_parser`` gives everything else (its description, its flags).
+
 May import: every part of `tts_bench`. Nothing imports `cli` but `tts_bench/__main__.py`: the
 library below it never calls the command line (the main job calls `planning`, not `plan`).
 """
@@ -16,26 +21,53 @@ import importlib
 import math
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tts_bench import __version__
 from tts_bench.errors import TtsBenchError
 
-# Modules under tts_bench.cli, in the order `--help` lists them (the order of the tool chain).
-COMMANDS = (
+# Every subcommand with its one-line summary, in the order `--help` lists them (the order of the
+# tool chain); its module is tts_bench.cli.<name with - as _>.
+COMMANDS: tuple[tuple[str, str], ...] = (
     # the serving container and its weights, locally
-    "serve", "synth", "weights",
+    ("serve", "run the Kokoro server locally (SageMaker contract on HTTP and WebSocket)"),
+    ("synth", "synthesise text to a 24 kHz 16-bit mono WAV with the local Kokoro engine"),
+    ("weights", "prepare Kokoro weights for the engine (offline)"),
     # the main job: serve, ladder, T_total, plan and plots on this machine
-    "local_run",
+    ("local-run", "the whole chain on this machine through the local cloud: ladder, T_total, "
+     "plan, redeploy, validate, plots"),
     # the measurement chain, in the order it runs (SPEC §4)
-    "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "import_reference",
+    ("drift", "read-only preflight: orphans, suspended scaling, stuck alarms, plan differences"),
+    ("thaw", "restore the scaling state a frozen run left behind"),
+    ("qmax", "measure Q_max with the closed-loop ladder"),
+    ("ttotal", "measure T_total: force one more instance on an endpoint, or a fresh local server"),
+    ("plan", "derive thresholds, cooldowns, fleet size, admission bound and alarm"),
+    ("validate", "compare the deployed target value, thresholds, cooldowns, min/max and queue "
+     "bound with a plan"),
+    ("report", "plot a run's artifacts as PNG; with --html, one HTML page of the whole run"),
+    ("import-reference", "rebuild the reference artifacts from the published run's figures"),
     # checks of the plan's models: against a real run, and a fleet replayed under the policy
-    "surge", "simulate",
+    ("surge", "check the surge model with an open-loop run against one bounded instance"),
+    ("simulate", "replay traffic on a plan's fleet, policies side by side (no AWS)"),
     # infrastructure
-    "preview", "image",
+    ("preview", "run the Pulumi program under mocks and evaluate the policy pack on it"),
+    ("image", "build and push the serving container"),
     # a SageMaker endpoint on this machine (SPEC §11)
-    "local_cloud",
+    ("local-cloud", "run a SageMaker endpoint on this machine (moto + real container processes)"),
 )  # fmt: skip
+
+
+def command_module(name: str) -> str:
+    return f"tts_bench.cli.{name.replace('-', '_')}"
+
+
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subparsers whose one-line summary comes from `COMMANDS`, never from the module."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if "help" in kwargs:
+            raise TypeError(f"{command_module(name)}: its summary belongs in cli.COMMANDS")
+        return super().add_parser(name, help=dict(COMMANDS)[name], **kwargs)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -56,20 +88,35 @@ def non_finite_flag(args: argparse.Namespace) -> str | None:
     return None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser with the chosen command's own parser registered by its module (imported now),
+    and every other command as a name and summary only."""
     parser = OneLineParser(
         prog="tts-bench",
         description="Measure a TTS endpoint, derive its autoscaling plan, gate deployment on it.",
     )
     parser.add_argument("--version", action="version", version=f"tts-bench {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        importlib.import_module(f"tts_bench.cli.{name}").register(subparsers)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, action=_Subcommands
+    )
+    for name, _ in COMMANDS:
+        if name == chosen:
+            importlib.import_module(command_module(name)).register(subparsers)
+        else:
+            subparsers.add_parser(name)
     return parser
 
 
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names (its first word: the top level has only --help and
+    --version), or None."""
+    first = next(iter(argv), None)
+    return first if first in dict(COMMANDS) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(chosen_command(argv))
     args = parser.parse_args(argv)
     if (problem := non_finite_flag(args)) is not None:
         print(f"tts-bench {args.command}: {problem}", file=sys.stderr)

@@ -17,7 +17,6 @@ NEXT_STEP = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "drift",
-        help="read-only preflight: orphans, suspended scaling, stuck alarms, plan differences",
         description="Reconcile what is deployed (scalable targets, policies, suspended state, "
         "alarm states, capacity) against the endpoint and, with --plan, the plan. Makes no "
         "change. Exit 0 with a `preflight-ok` line when clean, 1 when an error is found.",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("image", help="build and push the serving container")
+    parser = subparsers.add_parser("image")
     actions = parser.add_subparsers(dest="image_command", metavar="ACTION", required=True)
     push = actions.add_parser(
         "push",

@@ -15,7 +15,6 @@ from tts_bench.errors import ArtifactError
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "import-reference",
-        help="rebuild the reference artifacts from the published run's figures",
         description="Turn the published measurement run's figures into qmax and ttotal "
         "artifacts (provenance 'reference') that `plan` and `report` read.",
     )

@@ -29,7 +29,6 @@ from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "local-cloud",
-        help="run a SageMaker endpoint on this machine (moto + real container processes)",
         description="Start moto and the SageMaker runtime on loopback, deploy the stack's "
         "recorded resources, and print the AWS_* variables that point boto3 at them.",
     )

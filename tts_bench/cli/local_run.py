@@ -28,8 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "local-run",
-        help="the whole chain on this machine through the local cloud: ladder, T_total, plan, "
-        "redeploy, validate, plots",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument(

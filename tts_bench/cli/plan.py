@@ -17,7 +17,6 @@ BARE_TRAFFIC = "default"
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "plan",
-        help="derive thresholds, cooldowns, fleet size, admission bound and alarm",
         description="Pure arithmetic over a qmax and a ttotal artifact; no AWS. Exit 0 when "
         "feasible, 1 when a finding is 'stop', 2 on a refusal or usage error.",
     )

@@ -19,7 +19,6 @@ def _repo_root() -> Path:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "preview",
-        help="run the Pulumi program under mocks and evaluate the policy pack on it",
         description=(
             "A local stand-in for `pulumi preview --policy-pack policies`: runs the program under "
             "Pulumi's mocks with the stack's config, records every resource, evaluates the pack "

@@ -22,7 +22,6 @@ from tts_bench.measure.verification import DEFAULT_PLAN_SURGE_RATIO, describe_ve
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "qmax",
-        help="measure Q_max with the closed-loop ladder",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument(

@@ -17,7 +17,6 @@ from pathlib import Path
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report",
-        help="plot a run's artifacts as PNG; with --html, one self-contained HTML page",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument(

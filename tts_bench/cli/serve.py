@@ -17,7 +17,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "serve",
-        help="run the Kokoro server locally (SageMaker contract on HTTP and WebSocket)",
         description="Serve Kokoro-82M with the SageMaker contract: /ping, /invocations, "
         "/invocations-bidirectional-stream. MAX_QUEUE_DEPTH bounds admission.",
     )

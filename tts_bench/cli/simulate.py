@@ -15,7 +15,6 @@ from tts_bench.simulate.traffic import SYNTHETIC_HELP
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "simulate",
-        help="replay traffic on a plan's fleet, policies side by side (no AWS)",
         description="Replays a trace or synthetic traffic against a fleet governed by each "
         "policy, from the measured curves; writes a simulation artifact and its timeline PNG. "
         "Exit 0, or 2 on a refusal or usage error.",

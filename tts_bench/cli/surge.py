@@ -23,7 +23,6 @@ DEFAULT_SEED = 1
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "surge",
-        help="check the surge model with an open-loop run against one bounded instance",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument("--qmax", type=Path, required=True, help="the ladder's qmax artifact")

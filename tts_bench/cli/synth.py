@@ -18,7 +18,6 @@ from tts_bench.cli.server_options import EngineCommandError
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "synth",
-        help="synthesise text to a 24 kHz 16-bit mono WAV with the local Kokoro engine",
         description="Synthesise TEXT with the local Kokoro engine (offline weights by default).",
     )
     parser.add_argument("text", help="what to say; may hold <speed ratio=R/> and <volume ratio=R/>")

@@ -10,7 +10,6 @@ from tts_bench.cli.aws_options import add_endpoint_options
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "thaw",
-        help="restore the scaling state a frozen run left behind",
         description="Restore the scaling state recorded when a run froze the variant (local "
         "record under $TTS_BENCH_STATE_DIR, default ~/.local/state/tts-bench/freeze). With no "
         "record, un-suspend all scaling and leave min/max as they are. Safe to run twice; "

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ttotal",
-        help="measure T_total: force one more instance on an endpoint, or a fresh local server",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument("--qmax", type=Path, required=True, help="the ladder's qmax artifact")

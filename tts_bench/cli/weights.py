@@ -14,9 +14,7 @@ from tts_bench.cli.server_options import EngineCommandError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "weights", help="prepare Kokoro weights for the engine (offline)"
-    )
+    parser = subparsers.add_parser("weights")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     importer = actions.add_parser(
         "import-onnx",

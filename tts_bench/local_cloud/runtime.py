@@ -119,6 +119,8 @@ async def _read_body(request: web.Request, ceiling_s: float) -> bytes | web.Resp
             return await request.read()
     except web.HTTPRequestEntityTooLarge:
         return _wire(wire_errors.payload_too_large(MAX_BODY_BYTES))
+    except web.RequestPayloadError as exc:  # e.g. a Content-Encoding its bytes do not decode
+        return _wire(wire_errors.unreadable_body(str(exc).replace("\n", " ").strip()))
     except TimeoutError:
         return _wire(wire_errors.body_timeout(ceiling_s))
 

