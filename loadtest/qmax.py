@@ -11,6 +11,12 @@ statistics come. The ladder stops after the first failing or client-bound rung a
 users, the shape, the event hooks and the flags (`tts_bench.measure.ladder_flags`, the set
 `tts-bench qmax` takes); the ladder's control is `tts_bench.measure.ladder_conductor`.
 
+Without `--headless`, Locust's web UI shows every ladder flag, with its help, in its start form
+beside the host; the ladder is built when the test starts, from the values sent. The form is
+checked as a headless start is (the flags, the corpus, the host's /ping): a refusal is the
+form's error, in the same one line, and nothing starts. The Ladder tab shows each rung as it is
+held and judged; the artifact is written when the ladder ends or Stop is pressed, as headless.
+
 SageMaker: `--transport response-stream --endpoint NAME` (users in `sagemaker_users.py` and
 `bidi_stream_user.py`); `tts-bench qmax --endpoint` adds the drift preflight, the freeze and
 the CloudWatch join. Distributed: `--master`/`--worker` or `--processes N` (the master judges;
@@ -21,6 +27,7 @@ samples, their time in flight still load), so each rung starts on an idle server
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import logging
@@ -30,7 +37,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -46,9 +53,14 @@ from sagemaker_users import LadderHooks, ResponseStreamUser
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.measure.corpus import Utterance, load_corpus
-from tts_bench.measure.ladder_board import add_ladder_tab
-from tts_bench.measure.ladder_conductor import RUNG_MESSAGE, Conductor, target_of
-from tts_bench.measure.ladder_flags import add_ladder_arguments, ladder_options
+from tts_bench.measure.ladder_board import add_ladder_tab, check_start
+from tts_bench.measure.ladder_conductor import RUNG_MESSAGE, Conductor, LadderTarget, target_of
+from tts_bench.measure.ladder_flags import (
+    LadderOptions,
+    add_ladder_arguments,
+    ladder_arguments,
+    ladder_options,
+)
 from tts_bench.measure.ladder_state import ShapeSnapshot
 from tts_bench.measure.ladder_store import Recorder
 from tts_bench.measure.playback import PlaybackTracker
@@ -63,8 +75,8 @@ LATENCY_ENTRY = "total latency"
 
 @events.init_command_line_parser.add_listener
 def add_arguments(parser: Any, **_kw: Any) -> None:
-    # On the parser itself: only it knows `include_in_web_ui` (ladder flags are start-up only).
-    add_ladder_arguments(parser, include_in_web_ui=False)
+    # On the parser itself: only it knows `include_in_web_ui` (each flag shows with its help).
+    add_ladder_arguments(parser, include_in_web_ui=True)
 
 
 @contextmanager
@@ -215,8 +227,20 @@ class QmaxLadderShape(LoadTestShape):
     start_epoch: float = 0.0  # wall-clock time of run time 0
 
     def reset_time(self) -> None:
+        """The test starts: run time 0, and the schedule and users of the flags as they stand
+        now (the web UI may have changed them since start-up)."""
         super().reset_time()
         self.start_epoch = time.time()
+        if self.runner is None:
+            return
+        try:
+            options = ladder_options(self.runner.environment.parsed_options)
+        except TtsBenchError:
+            return  # refused at start-up or by the start form; on_test_start says why
+        self.state, self.user_class = (
+            ShapeSnapshot(options.schedule),
+            USER_CLASSES[options.transport],
+        )
 
     def tick(self) -> tuple[int, float] | tuple[int, float, list[type[User]]] | None:
         phase = self.state.phase_at(self.get_run_time())
@@ -225,6 +249,26 @@ class QmaxLadderShape(LoadTestShape):
 
 
 # --------------------------------------------------------------------------- wiring
+# Headless, the flags are checked and the target fingerprinted at start-up, and a refusal ends
+# Locust at once. With the web UI, the flags (and the host) are chosen in the start form:
+# `start_refusal` checks them when the form is sent, and the ladder is built when the test
+# starts (`on_test_start`) from the values the UI sent.
+
+
+def start_refusal(
+    environment: Environment, form: Mapping[str, str]
+) -> tuple[str | None, LadderTarget | None]:
+    """The start form's flags and host checked as a headless start checks them: the one-line
+    refusal (None when none) and the target fingerprinted."""
+    current = vars(environment.parsed_options)
+    sent = {k: v for k, v in form.items() if k in current}  # as Locust's /swarm applies them
+    try:
+        options = ladder_options(argparse.Namespace(**{**current, **sent}))
+        load_corpus(options.corpus)
+        return None, target_of(form.get("host") or environment.host, options)
+    except TtsBenchError as exc:
+        logger.error("refused: %s", exc)
+        return f"refused: {exc}", None
 
 
 @events.init.add_listener
@@ -237,34 +281,48 @@ def on_init(environment: Environment, runner: Runner, **_kw: Any) -> None:
             lambda data, **_: data.update(qmax=recorder.drain())
         )
         return
-    shape = environment.shape_class
+    environment.qmax_conductor = None  # type: ignore[attr-defined]
+    environment.qmax_target = None  # type: ignore[attr-defined]
     try:
-        options = ladder_options(environment.parsed_options)
-        load_corpus(options.corpus)
-        if not isinstance(shape, QmaxLadderShape):
+        if not isinstance(environment.shape_class, QmaxLadderShape):
             raise RefusalError(
                 "this file's QmaxLadderShape must drive the test (do not pass --class-picker)"
             )
-        fingerprint_now = environment.host or not options.transport.is_local
-        target = (
-            target_of(environment.host, environment.parsed_options) if fingerprint_now else None
-        )
+        if environment.web_ui is None:
+            options = ladder_options(environment.parsed_options)
+            load_corpus(options.corpus)
+            if environment.host or not options.transport.is_local:
+                environment.qmax_target = target_of(environment.host, options)  # type: ignore[attr-defined]
     except TtsBenchError as exc:
         logger.error("refused: %s", exc)
         sys.exit(exc.exit_code)
-    shape.state, shape.user_class = ShapeSnapshot(options.schedule), USER_CLASSES[options.transport]
-    is_master = isinstance(runner, MasterRunner)
-    conductor = Conductor.of(
-        options, runner, shape, None if is_master else recorder, target=target,
-        report_delay_s=WORKER_REPORT_INTERVAL + 0.5 if is_master else 0.0,
-        exit_code=lambda code: setattr(environment, "process_exit_code", code),
-    )  # fmt: skip
-    environment.qmax_conductor = conductor  # type: ignore[attr-defined]
-    add_ladder_tab(environment.web_ui, conductor.run.board)
-    if is_master:
+    web_ui = environment.web_ui
+    add_ladder_tab(web_ui, lambda: board_of(environment))
+    check_start(web_ui, lambda form: remember_target(environment, form))
+    if web_ui is not None:  # the UI's Stop, or the ladder's end, leaves the UI up: write then
+        environment.events.test_stop.add_listener(lambda **_: finish(environment))
+    if isinstance(runner, MasterRunner):
         environment.events.worker_report.add_listener(
-            lambda data, **_: conductor.run.store.merge(data["qmax"]) if "qmax" in data else None
+            lambda data, **_: merge_report(environment, data)
         )
+
+
+def board_of(environment: Environment) -> dict[int, dict[str, Any]]:
+    """The rows of the ladder now running (none before the first test starts)."""
+    conductor: Conductor | None = environment.qmax_conductor  # type: ignore[attr-defined]
+    return {} if conductor is None else conductor.run.board
+
+
+def remember_target(environment: Environment, form: Mapping[str, str]) -> str | None:
+    """The start form's check; the target it fingerprinted is the test's (no second /ping)."""
+    refusal, environment.qmax_target = start_refusal(environment, form)  # type: ignore[attr-defined]
+    return refusal
+
+
+def merge_report(environment: Environment, data: dict[str, Any]) -> None:
+    conductor: Conductor | None = environment.qmax_conductor  # type: ignore[attr-defined]
+    if conductor is not None and "qmax" in data:
+        conductor.run.store.merge(data["qmax"])
 
 
 def sample_cpu(recorder: Recorder) -> None:
@@ -273,28 +331,53 @@ def sample_cpu(recorder: Recorder) -> None:
         gevent.sleep(1.0)
 
 
+def conductor_for(environment: Environment, options: LadderOptions) -> Conductor:
+    """This test's ladder, built from the flags as they stand when it starts."""
+    runner, shape = environment.runner, environment.shape_class
+    is_master, headless = isinstance(runner, MasterRunner), environment.web_ui is None
+    command = None
+    if not headless:  # the headless command that repeats what the UI started
+        host = ["--host", environment.host] if environment.host else []
+        command = " ".join(
+            ["locust", "-f", __file__, "--headless", *host,
+             *ladder_arguments(options)]
+        )  # fmt: skip
+    return Conductor.of(
+        options, runner, shape, None if is_master else environment.qmax_recorder,  # type: ignore[attr-defined]
+        target=environment.qmax_target,  # type: ignore[attr-defined]
+        report_delay_s=WORKER_REPORT_INTERVAL + 0.5 if is_master else 0.0,
+        exit_code=lambda code: setattr(environment, "process_exit_code", code),
+        ends_process=headless,
+        **({} if command is None else {"command": command, "notes": "started from Locust's web UI"}),
+    )  # fmt: skip
+
+
 @events.test_start.add_listener
 def on_test_start(environment: Environment, **_kw: Any) -> None:
     recorder = environment.qmax_recorder  # type: ignore[attr-defined]
-    options = ladder_options(environment.parsed_options)
-    recorder.transport, recorder.corpus = options.transport, load_corpus(options.corpus)
-    if not isinstance(environment.runner, MasterRunner) and recorder.cpu_sampler is None:
-        recorder.cpu_sampler = gevent.spawn(sample_cpu, recorder)
-    conductor: Conductor | None = getattr(environment, "qmax_conductor", None)
-    if isinstance(environment.runner, WorkerRunner) or conductor is None:
-        return
+    runner = environment.runner
     try:
-        conductor.begin(
-            environment.shape_class.start_epoch, environment.host, environment.parsed_options
-        )  # type: ignore[union-attr]
-    except TtsBenchError as exc:  # web UI: the host chosen after start-up is refused
+        options = ladder_options(environment.parsed_options)
+        recorder.transport, recorder.corpus = options.transport, load_corpus(options.corpus)
+        if not isinstance(runner, MasterRunner) and recorder.cpu_sampler is None:
+            recorder.cpu_sampler = gevent.spawn(sample_cpu, recorder)
+        if isinstance(runner, WorkerRunner):
+            return
+        conductor = conductor_for(environment, options)
+        environment.qmax_conductor, environment.qmax_target = conductor, None  # type: ignore[attr-defined]
+        conductor.begin(environment.shape_class.start_epoch, environment.host, options)  # type: ignore[union-attr]
+    except TtsBenchError as exc:  # what was checked changed since (the target, a file)
         logger.error("refused: %s", exc)
         environment.process_exit_code = exc.exit_code
-        gevent.spawn(environment.runner.quit)
+        gevent.spawn(runner.quit if environment.web_ui is None else runner.stop)  # type: ignore[union-attr]
+
+
+def finish(environment: Environment) -> None:
+    conductor: Conductor | None = getattr(environment, "qmax_conductor", None)
+    if conductor is not None:
+        conductor.finish()
 
 
 @events.quitting.add_listener
 def on_quitting(environment: Environment, **_kw: Any) -> None:
-    conductor: Conductor | None = getattr(environment, "qmax_conductor", None)
-    if conductor is not None:
-        conductor.finish()
+    finish(environment)

@@ -1,5 +1,6 @@
 """Fixtures every test folder may use: where the repository and its reference artifacts are,
-and the real servers that tests share for the whole session (see docs/testing.md).
+the real servers that tests share for the whole session (see docs/testing.md), and the session's
+headless Chromium.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chromium import Browser, Page, why_no_browser
 from tests.servers import ServerProcess
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,3 +52,20 @@ def server() -> Iterator[ServerProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless Chromium for the session (skips, saying why, where none is installed)."""
+    if (reason := why_no_browser()) is not None:
+        pytest.skip(reason)
+    with Browser(tmp_path_factory.mktemp("chromium-profile")) as browser:
+        yield browser
+
+
+@pytest.fixture
+def browser_page(chromium: Browser) -> Iterator[Page]:
+    """A fresh tab of the session's Chromium, closed after the test."""
+    page = chromium.new_page()
+    yield page
+    page.close()

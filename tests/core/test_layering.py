@@ -31,6 +31,7 @@ _EVERYTHING = frozenset(
         "simulate",
         "custody",
         "rehearse",
+        "report",
         "jobs",
     }
 )
@@ -48,6 +49,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "custody": frozenset({"artifacts", "planning", "measure", "leaves"}),
     # Drives an endpoint as the measuring code does and replays in the simulator.
     "rehearse": frozenset({"artifacts", "planning", "aws", "measure", "simulate", "leaves"}),
+    # The report page reads every artifact and draws the measurement plots; it measures nothing.
+    "report": frozenset({"artifacts", "planning", "measure", "leaves"}),
     # Never `measure`: the emulator does not depend on what measures it (the launcher both use
     # lives in `serving`).
     "local_cloud": frozenset({"artifacts", "planning", "aws", "infra", "serving", "leaves"}),

@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tts_bench.cli import qmax as qmax_command
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder_flags import LADDER_FLAGS, add_ladder_arguments, ladder_options
+from tts_bench.measure.ladder_flags import (
+    LADDER_FLAGS,
+    add_ladder_arguments,
+    ladder_arguments,
+    ladder_options,
+)
 
 from .conftest import LOCUSTFILE
 
@@ -102,3 +110,63 @@ def test_the_flags_are_checked_the_same_way_for_both(args, expected):
     else:
         with pytest.raises(TtsBenchError, match=expected):  # a one-line refusal
             ladder_options(options)
+
+
+def test_no_help_holds_a_percent_sign():
+    # argparse expands %-templates in help; Locust's web UI shows the help as given.
+    assert [flag for flag, keywords in LADDER_FLAGS if "%" in keywords["help"]] == []
+
+
+def web_form(**values: str) -> argparse.Namespace:
+    """The parsed options after Locust's start form: the defaults, then text where it sent any."""
+    parser = argparse.ArgumentParser()
+    add_ladder_arguments(parser)
+    return argparse.Namespace(**{**vars(parser.parse_args([])), **values})
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"hold_s": "14", "measure_s": "8", "rungs": " 1,2 ", "refine": "", "endpoint": ""}, None),
+        ({"hold_s": "abc"}, "--hold-s 'abc': not a number"),
+        ({"hold_s": ""}, "--hold-s is blank"),
+        ({"slo_ms": "nan"}, "--slo-ms nan"),
+        ({"refine": "150"}, "--refine 150.0"),
+        ({"transport": "carrier-pigeon"}, "--transport 'carrier-pigeon': one of local-http"),
+        ({"out": " "}, "--out is blank"),
+    ],
+)
+def test_the_web_forms_text_is_read_as_the_command_line_is(values, expected):
+    options = web_form(**values)
+    if expected is None:
+        read = ladder_options(options)
+        assert read.schedule.rungs == (1, 2) and read.schedule.hold_s == 14.0
+        assert read.refine_pct is None and read.endpoint is None
+    else:
+        with pytest.raises(TtsBenchError, match=re.escape(expected)):
+            ladder_options(options)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rungs=st.lists(st.integers(1, 500), min_size=1, max_size=8, unique=True).map(sorted),
+    hold_s=st.floats(1, 3600),
+    share=st.floats(0.01, 1.0),
+    idle_s=st.floats(0, 600),
+    refine=st.none() | st.floats(0.5, 50),
+    underrun=st.none() | st.floats(0.001, 1),
+    endpoint=st.none() | st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True),
+)
+def test_the_recorded_command_repeats_the_options(
+    rungs, hold_s, share, idle_s, refine, underrun, endpoint
+):
+    parser = argparse.ArgumentParser()
+    add_ladder_arguments(parser)
+    given_args = ["--rungs", ",".join(map(str, rungs)), "--hold-s", repr(hold_s),
+                  "--measure-s", repr(hold_s * share), "--idle-s", repr(idle_s)]  # fmt: skip
+    given_args += [] if refine is None else ["--refine", repr(refine)]
+    given_args += [] if underrun is None else ["--underrun-slo", repr(underrun)]
+    given_args += [] if endpoint is None else ["--endpoint", endpoint]
+    first = ladder_options(parser.parse_args(given_args))
+    again = ladder_options(parser.parse_args(ladder_arguments(first)))
+    assert again == first

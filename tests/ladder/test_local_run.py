@@ -18,7 +18,7 @@ from .conftest import CORPORA, REPO
 pytestmark = pytest.mark.slow
 
 
-def test_local_run_leaves_artifacts_and_plots_and_stops_its_server(child_env, tmp_path):
+def test_local_run_leaves_artifacts_plots_and_a_page_and_stops_its_server(child_env, tmp_path):
     out = tmp_path / "measurements"
     run = subprocess.run(
         [
@@ -41,6 +41,8 @@ def test_local_run_leaves_artifacts_and_plots_and_stops_its_server(child_env, tm
         assert load_artifact(plan_path, PlanArtifact).inputs.q_max == qmax.q_max
     for png in (qmax_path.with_suffix(".png"), ttotal_path.with_suffix(".png")):
         assert matplotlib.image.imread(png).shape[1] >= 1000
+    (page,) = out.glob("report-*.html")  # the run's page, its path the job's last word on it
+    assert f"report: {page}" in run.stdout and '<section id="ttotal">' in page.read_text()
     assert "qmax: rung 1/2 c=1" in run.stderr  # progress: rung, seconds left, live p95
     assert "server stopped" in run.stderr
     if qmax.q_max is not None:  # the surge check: two rates around X(Q_max), model beside run

@@ -98,10 +98,15 @@ def test_the_job_calibrates_measures_and_stops_its_target_then_plots(tmp_path):
     stopped = next(i for i, line in enumerate(lines) if "stand-in stopped" in line)
     assert "plots:" in lines[stopped + 1]  # plotted once the target is stopped
     assert [p.name for p in result.pngs] == ["ladder.qmax.png"] and result.pngs[0].is_file()
+    # then the run's page, beside its artifacts, its path printed
+    assert result.page == tmp_path / "report-ladder.qmax.html" and result.page.is_file()
+    assert lines[stopped + 2].endswith(f"report: {result.page}")
+    assert '<section id="ladder">' in result.page.read_text()
     assert result.exit_code == 2  # no plan: the chain did not reach its end
     text = report(result)
     assert text.splitlines()[0] == "stand-in" and "validate" not in text
     assert "Q_max 1, bracketed" in text and "T_total not measured" in text
+    assert f"report: {result.page}" in text
 
 
 def test_what_names_the_ladder_the_job_replaced_is_removed_and_nothing_else(tmp_path):

@@ -44,7 +44,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("plan", "derive thresholds, cooldowns, fleet size, admission bound and alarm"),
     ("validate", "compare the deployed target value, thresholds, cooldowns, min/max and queue "
      "bound with a plan"),
-    ("report", "plot qmax (p95 TTFAB vs concurrency) and ttotal (stages) artifacts as PNG"),
+    ("report", "plot a run's artifacts as PNG; with --html, one HTML page of the whole run"),
     ("import-reference", "rebuild the reference artifacts from the published run's figures"),
     # custody: each artifact against what it was made from
     ("verify", "check each artifact against its raw data and sources, with the code that made it"),

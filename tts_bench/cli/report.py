@@ -1,7 +1,10 @@
-"""`tts-bench report ARTIFACT…`: PNG plots of qmax and ttotal artifacts.
+"""`tts-bench report ARTIFACT… [--html FILE]`: plots of a run's artifacts, and its report page.
 
-Each plot is written next to its artifact (`<artifact name without .json>.png`) or into
-`--out`. Plan artifacts have no plot; they are named and skipped.
+Each plot (qmax: p95 TTFAB against concurrency; ttotal: its stages; surge: occupancy) is
+written next to its artifact (`<artifact name without .json>.png`) or into `--out`. With
+`--html FILE`, one self-contained page shows every artifact given (ladder, T_total, plan,
+surge, simulation, rehearsal), their plots embedded, and the provenance of each file; it loads
+nothing from the network.
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.splitlines()[0],
     )
     parser.add_argument(
-        "artifacts", nargs="+", type=Path, metavar="ARTIFACT", help="qmax or ttotal JSON"
+        "artifacts",
+        nargs="+",
+        type=Path,
+        metavar="ARTIFACT",
+        help="qmax, ttotal, plan, surge, simulation or rehearsal JSON",
     )
     parser.add_argument(
         "--out",
@@ -25,30 +32,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="directory for the PNGs (default: beside each artifact)",
     )
+    parser.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write one self-contained HTML page of every artifact given",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.out_paths import usable_folder
-    from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_any
     from tts_bench.errors import ArtifactError
-    from tts_bench.measure.plots import plot_qmax, plot_ttotal
+    from tts_bench.report.build import PLOTTED_KINDS, write_report
 
-    loaded = [(path, load_any(path)) for path in args.artifacts]  # every file checked first
-    for path, _ in loaded:  # and every folder a PNG goes to
-        usable_folder(args.out or path.parent)
-    written = 0
-    for path, artifact in loaded:
-        directory = args.out or path.parent
-        target = directory / (path.name.removesuffix(".json") + ".png")
-        if isinstance(artifact, QmaxArtifact):
-            print(plot_qmax(artifact, target))
-        elif isinstance(artifact, TtotalArtifact):
-            print(plot_ttotal(artifact, target))
-        else:
-            print(f"report: {path} is a plan artifact: nothing to plot, skipped", file=sys.stderr)
-            continue
-        written += 1
-    if not written:
-        raise ArtifactError("no qmax or ttotal artifact among the arguments: nothing plotted")
+    written = write_report(args.artifacts, args.html, args.out)
+    for png in written.pngs:
+        print(png)
+    if written.page is not None:
+        print(written.page)
+        return 0
+    for item in written.items:
+        if item.kind not in PLOTTED_KINDS:
+            print(
+                f"report: {item.path} is a {item.kind} artifact: nothing to plot, skipped "
+                "(--html FILE shows it)",
+                file=sys.stderr,
+            )
+    if not written.pngs:
+        raise ArtifactError(
+            f"no {', '.join(sorted(PLOTTED_KINDS))} artifact among the arguments: nothing "
+            "plotted (--html FILE writes a page of any artifact)"
+        )
     return 0

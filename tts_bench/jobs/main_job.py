@@ -15,7 +15,7 @@ a SageMaker endpoint of local container processes behind real AWS clients
 4. measures T_total (a fresh process beside the loaded one, or one more instance forced);
 5. plans over the pair, and on the local cloud deploys the plan and validates what was deployed;
 6. checks the surge model against open-loop arrivals on an instance bounded at Q_max;
-7. draws the plots;
+7. draws the plots and writes the run's HTML report (`report`);
 8. on the local cloud, rehearses the plan it made on curve instances from its own ladder
    (`short_rehearsal`) and says in one line whether the policy scaled out before shedding.
 
@@ -121,6 +121,7 @@ class JobResult:
     surge_path: Path | None
     deploys: bool
     rehearsal: str | None = None  # the short rehearsal's one line
+    page: Path | None = None  # the run's HTML report
 
     @property
     def validated(self) -> bool:
@@ -231,7 +232,7 @@ def step_clock(say: Say) -> Iterator[Say]:
 
 def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
     """The chain against `target`, started here and stopped whatever happens."""
-    from tts_bench.measure.plots import plot_qmax, plot_ttotal
+    from tts_bench.report.build import write_report
 
     began = time.time()
     settings.out.mkdir(parents=True, exist_ok=True)
@@ -258,31 +259,35 @@ def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
             surge_path = target.surge(settings, qmax_path, validation, step)
         retire_replaced(before, settings.out, step)
         step(target.stopped)
-        pngs = [plot_qmax(qmax, qmax_path.with_suffix(".png"))]
-        if ttotal is not None:
-            pngs.append(plot_ttotal(ttotal[0], ttotal[1].with_suffix(".png")))
-        step(f"plots: {', '.join(str(p) for p in pngs)}")
-        rehearsal = None
+        rehearsal, rehearsal_path = None, None
         if target.rehearses and ttotal is not None and plan_path is not None and plan_code == 0:
-            rehearsal = rehearsal_step(settings, qmax_path, ttotal[1], plan_path, step)
+            rehearsal, rehearsal_path = rehearsal_step(
+                settings, qmax_path, ttotal[1], plan_path, step
+            )
+        ran = [qmax_path, ttotal and ttotal[1], plan_path, surge_path, rehearsal_path]
+        report_page = settings.out / f"report-{qmax_path.stem.removeprefix('qmax-')}.html"
+        written = write_report([p for p in ran if p is not None], report_page)
+        pngs = list(written.pngs)
+        step(f"plots: {', '.join(str(p) for p in pngs)}")
+        step(f"report: {written.page}")
     return JobResult(
         where=target.where, qmax_path=qmax_path, ttotal_path=ttotal and ttotal[1],
         plan_path=plan_path, plan_exit_code=plan_code, validation=validation, pngs=tuple(pngs),
         slo_ms=slo.slo_ms, slo_reason=slo.reason, q_max=qmax.q_max, bracketed=qmax.bracketed,
         measured_total_s=ttotal and ttotal[0].measured_total_s, elapsed_s=time.time() - began,
-        surge_path=surge_path, deploys=target.deploys, rehearsal=rehearsal,
+        surge_path=surge_path, deploys=target.deploys, rehearsal=rehearsal, page=written.page,
     )  # fmt: skip
 
 
 def rehearsal_step(
     settings: JobSettings, qmax_path: Path, ttotal_path: Path, plan_path: Path, step: Say
-) -> str:
-    """The plan rehearsed on curve instances of the job's ladder; its one line."""
+) -> tuple[str, Path | None]:
+    """The plan rehearsed on curve instances of the job's ladder; its one line and artifact."""
     from tts_bench.jobs.short_rehearsal import short_rehearsal
 
     done = short_rehearsal(qmax_path, ttotal_path, plan_path, settings.out, step)
     step(f"{done.line} ({done.wall_s:.0f} s wall{f'; {done.path}' if done.path else ''})")
-    return done.line
+    return done.line, done.path
 
 
 def report(result: JobResult) -> str:
@@ -312,6 +317,7 @@ def report(result: JobResult) -> str:
         *([result.rehearsal] if result.rehearsal else []),
         f"artifacts: {result.qmax_path}, {result.ttotal_path or '-'}",
         f"plots: {', '.join(map(str, result.pngs))}",
+        f"report: {result.page or 'not written'}",
         f"runtime {result.elapsed_s / 60:.1f} min",
     ]
     return "\n".join(lines)

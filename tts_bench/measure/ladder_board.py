@@ -1,13 +1,16 @@
-"""The web UI's "Ladder" tab: one row per rung or probe, live while held, final once judged.
+"""The ladder in Locust's web UI: the "Ladder" tab, and the start form's check.
 
-Rows are plain dicts of formatted strings, keyed by the users held (`board_row`); the tab rides
-on Locust's extended tables, whose rows come with each `/stats/requests` answer
-(`add_ladder_tab`).
+The tab shows one row per rung or probe, live while held, final once judged. Rows are plain
+dicts of formatted strings, keyed by the users held (`board_row`); the tab rides on Locust's
+extended tables, whose rows come with each `/stats/requests` answer (`add_ladder_tab`). The
+start form's values are checked before Locust starts anything (`check_start`): a refusal comes
+back as the form's error, in the same one line a headless run exits with.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 BOARD_TAB = "ladder"
@@ -62,9 +65,9 @@ def board_row(
     }
 
 
-def add_ladder_tab(web_ui: Any, board: dict[int, dict[str, Any]]) -> None:
+def add_ladder_tab(web_ui: Any, rows: Callable[[], Mapping[int, dict[str, Any]]]) -> None:
     """A "Ladder" tab in Locust's web UI (`web_ui`: the environment's, None when headless)
-    showing `board`'s rows as they change."""
+    showing the rows of the ladder now running (`rows`: read at each refresh)."""
     if web_ui is None:
         return
     web_ui.template_args["extended_tabs"] = [{"title": "Ladder", "key": BOARD_TAB}]
@@ -78,6 +81,24 @@ def add_ladder_tab(web_ui: Any, board: dict[int, dict[str, Any]]) -> None:
 
         if request.path != "/stats/requests" or not response.is_json:
             return response
-        extended = [{"key": BOARD_TAB, "data": list(board.values())}]
+        extended = [{"key": BOARD_TAB, "data": list(rows().values())}]
         response.set_data(json.dumps({**response.get_json(), "extended_stats": extended}))
         return response
+
+
+def check_start(web_ui: Any, refusal: Callable[[Mapping[str, str]], str | None]) -> None:
+    """Before Locust's `/swarm` starts a test, `refusal(the form's values)`: a one-line reason
+    not to start (shown as the start form's error, nothing started), or None."""
+    if web_ui is None:
+        return
+
+    @web_ui.app.before_request
+    def refuse(*_args: Any) -> Any:
+        from flask import jsonify, request
+
+        if not request.path.endswith("/swarm") or request.method != "POST":
+            return None
+        reason = refusal(request.form)
+        if reason is None:
+            return None
+        return jsonify({"success": False, "message": reason, "host": request.form.get("host")})

@@ -16,13 +16,13 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import gevent
 
-from tts_bench.artifacts.fingerprint import Fingerprint, Transport, qmax_filename
+from tts_bench.artifacts.fingerprint import Fingerprint, qmax_filename
 from tts_bench.artifacts.schema import Provenance, ProvenanceKind, Rung, write_artifact
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.errors import RefusalError, TtsBenchError
@@ -60,10 +60,10 @@ class LadderTarget:
     provenance_kind: ProvenanceKind = "measured"
 
 
-def target_of(host: str | None, options: Any) -> LadderTarget:
+def target_of(host: str | None, options: LadderOptions) -> LadderTarget:
     """Fingerprint the server at `host` from its /ping (SageMaker: the endpoint's Model, from
     the ladder flags `options`); refuse a bounded queue or a server not ready."""
-    transport = Transport(options.transport)
+    transport = options.transport
     if not transport.is_local:
         if not options.endpoint:
             raise RefusalError(f"--transport {transport.value} needs --endpoint NAME")
@@ -95,6 +95,8 @@ class Runner(Protocol):
 
     def send_message(self, msg_type: str, data: Any = None) -> None: ...
 
+    def stop(self) -> None: ...
+
     def quit(self) -> None: ...
 
 
@@ -118,9 +120,14 @@ class Conductor:
     report_delay_s: float = 0.0  # distributed: a worker's report may lag its samples this long
     target: LadderTarget | None = None
     exit_code: Callable[[int], None] = lambda _code: None
+    # Headless, the ladder's end ends Locust; in the web UI it stops the test and the UI stays.
+    ends_process: bool = True
+    command: str = field(default_factory=lambda: " ".join(["locust", *sys.argv[1:]]))
+    notes: str | None = None  # the provenance's: a ladder started from the web UI says so
     greenlet: gevent.Greenlet | None = None
     refiner: gevent.Greenlet | None = None
     written: Path | None = None
+    finished: bool = False
 
     @classmethod
     def of(
@@ -135,7 +142,7 @@ class Conductor:
         collect = (lambda: None) if local is None else (lambda: run.store.merge(local.drain()))
         return cls(run, runner, options.out, shape.get_run_time, collect, **kw)
 
-    def begin(self, start_epoch: float, host: str | None, options: Any) -> None:
+    def begin(self, start_epoch: float, host: str | None, options: LadderOptions) -> None:
         """The test started at `start_epoch`: fingerprint the target unless start-up did (in
         the web UI the host is chosen later), then conduct."""
         self.run.start_epoch = start_epoch
@@ -294,13 +301,20 @@ class Conductor:
             if phase is None or self.runner.user_count == phase.users:
                 break
             gevent.sleep(0.2)
-        self.runner.quit()
+        if self.ends_process:
+            self.runner.quit()
+        else:
+            self.runner.stop()
 
     def finish(self) -> None:
         """Compute every closed rung from all samples; write the artifact, its samples and the
-        CPU readings they were judged with (`raw_record`)."""
+        CPU readings they were judged with (`raw_record`); once: the web UI's stop and Locust's
+        quitting may both ask."""
+        if self.finished:
+            return
+        self.finished = True
         for greenlet in (self.greenlet, self.refiner):
-            if greenlet is not None:
+            if greenlet is not None and greenlet is not gevent.getcurrent():
                 greenlet.kill(block=False)
         self.collect()
         if self.target is None:
@@ -308,7 +322,8 @@ class Conductor:
         provenance = Provenance.now(
             self.target.provenance_kind,
             self.target.source,
-            command=" ".join(["locust", *sys.argv[1:]]),
+            command=self.command,
+            notes=self.notes,
         )
         artifact = self.run.artifact(self.target.fingerprint, provenance, time.time())
         if artifact is None:

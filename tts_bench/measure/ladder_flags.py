@@ -1,9 +1,12 @@
 """The ladder's flags, defined once: `tts-bench qmax` and `loadtest/qmax.py` register the same set.
 
 `add_ladder_arguments(parser)` adds them to an argparse parser; the Locust file passes
-`include_in_web_ui=False` through it (ladder flags are read at start-up only). Values stay
-plain strings and numbers, because Locust ships the parsed options to its workers as msgpack.
-`ladder_options` reads them back, checked, into one `LadderOptions` for either side.
+`include_in_web_ui=True` through it, so each appears in Locust's web UI with its help (the
+ladder is built when the test starts, from the values the UI sends). Values stay plain strings
+and numbers, because Locust ships the parsed options to its workers as msgpack; the web UI
+sends text, and a field left blank means the flag's absence. `ladder_options` reads either
+back, checked, into one `LadderOptions`; `ladder_arguments` writes them out again as the
+command line that repeats the run.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tts_bench.measure.ladder import (
     DEFAULT_MEASURE_S,
     DEFAULT_RUNGS,
     DEFAULT_SLO_MS,
+    LadderError,
     LadderSchedule,
     check_slo_ms,
     parse_rungs,
@@ -29,13 +33,19 @@ from tts_bench.measure.ladder import (
 from tts_bench.measure.playback import check_underrun_slo
 from tts_bench.measure.refine import DEFAULT_REFINE_PCT, check_refine_pct
 
+DEFAULT_MODEL = "kokoro-82m"
+DEFAULT_OUT = "measurements"
+
 # (flag, argparse keywords): every keyword but `help` is the flag's behaviour, `help` its text.
+# Help is plain text, defaults written in: Locust's web UI shows it as given, where argparse
+# would expand %-templates (so no help holds a % sign).
 LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     (
         "--rungs",
         {
             "default": ",".join(map(str, DEFAULT_RUNGS)),
-            "help": "concurrency levels, comma-separated, ascending (default: %(default)s)",
+            "help": "concurrency levels, comma-separated, ascending (default: "
+            f"{','.join(map(str, DEFAULT_RUNGS))})",
         },
     ),
     (
@@ -43,7 +53,7 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         {
             "type": float,
             "default": DEFAULT_HOLD_S,
-            "help": "seconds each rung is held (default: %(default)g)",
+            "help": f"seconds each rung is held (default: {DEFAULT_HOLD_S:g})",
         },
     ),
     (
@@ -51,7 +61,8 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         {
             "type": float,
             "default": DEFAULT_MEASURE_S,
-            "help": "trailing seconds of each hold that are measured (default: %(default)g)",
+            "help": "trailing seconds of each hold that are measured (default: "
+            f"{DEFAULT_MEASURE_S:g})",
         },
     ),
     (
@@ -59,7 +70,7 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         {
             "type": float,
             "default": DEFAULT_IDLE_S,
-            "help": "seconds without load between rungs (default: %(default)g)",
+            "help": f"seconds without load between rungs (default: {DEFAULT_IDLE_S:g})",
         },
     ),
     (
@@ -77,7 +88,7 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         {
             "type": float,
             "default": DEFAULT_SLO_MS,
-            "help": "p95 TTFAB SLO in milliseconds (default: %(default)g)",
+            "help": f"p95 TTFAB SLO in milliseconds (default: {DEFAULT_SLO_MS:g})",
         },
     ),
     (
@@ -89,7 +100,8 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
             "default": None,
             "metavar": "PCT",
             "help": "after a bracketed ladder, bisect until the gap is at most max(1 user, PCT "
-            f"%% of Q_max) (PCT defaults to {DEFAULT_REFINE_PCT:g})",
+            f"percent of Q_max) (PCT: {DEFAULT_REFINE_PCT:g} when the flag is given bare; in the "
+            "web UI a blank field is off)",
         },
     ),
     (
@@ -106,14 +118,14 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         {
             "default": Transport.LOCAL_HTTP.value,
             "choices": [t.value for t in Transport],
-            "help": "how requests reach the model (default: %(default)s)",
+            "help": f"how requests reach the model (default: {Transport.LOCAL_HTTP.value})",
         },
     ),
     (
         "--corpus",
         {"default": None, "help": "utterance file (default: the shipped English corpus)"},
     ),
-    ("--model", {"default": "kokoro-82m", "help": "model id (default: %(default)s)"}),
+    ("--model", {"default": DEFAULT_MODEL, "help": f"model id (default: {DEFAULT_MODEL})"}),
     (
         "--endpoint",
         {"default": None, "help": "SageMaker endpoint name (a live ladder on SageMaker)"},
@@ -127,7 +139,7 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     ("--region", {"default": None, "help": "AWS region (default: AWS_REGION or the profile's)"}),
-    ("--out", {"default": "measurements", "help": "artifact directory (default: %(default)s)"}),
+    ("--out", {"default": DEFAULT_OUT, "help": f"artifact directory (default: {DEFAULT_OUT})"}),
 )
 
 
@@ -148,28 +160,102 @@ class LadderOptions:
     refine_pct: float | None
     underrun_slo: float | None
     out: Path
+    model: str = DEFAULT_MODEL
+    endpoint: str | None = None
+    variant: str | None = None
+    region: str | None = None
+
+
+def _text(options: argparse.Namespace, dest: str) -> str | None:
+    """A text flag's value; blank (a web UI field left empty) is the flag's absence."""
+    value = getattr(options, dest)
+    if value is None:
+        return None
+    return str(value).strip() or None
+
+
+def _number(options: argparse.Namespace, dest: str) -> float | None:
+    """A number flag's value (the web UI sends text); blank is the flag's absence."""
+    value = getattr(options, dest)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if (text := _text(options, dest)) is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise LadderError(f"{_flag(dest)} {text!r}: not a number") from None
+
+
+def _required(value: Any, dest: str) -> Any:
+    if value is None:
+        raise LadderError(f"{_flag(dest)} is blank: give a value")
+    return value
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
 
 
 def schedule_of(options: argparse.Namespace) -> LadderSchedule:
     return LadderSchedule(
-        rungs=parse_rungs(options.rungs),
-        hold_s=options.hold_s,
-        measure_s=options.measure_s,
-        idle_s=options.idle_s,
-        max_hold_s=options.max_hold_s,
+        rungs=parse_rungs(_required(_text(options, "rungs"), "rungs")),
+        hold_s=_required(_number(options, "hold_s"), "hold_s"),
+        measure_s=_required(_number(options, "measure_s"), "measure_s"),
+        idle_s=_required(_number(options, "idle_s"), "idle_s"),
+        max_hold_s=_number(options, "max_hold_s"),
     )
+
+
+def _transport(options: argparse.Namespace) -> Transport:
+    name = _text(options, "transport")
+    try:
+        return Transport(name)
+    except ValueError:
+        names = ", ".join(t.value for t in Transport)
+        raise LadderError(f"--transport {name!r}: one of {names}") from None
 
 
 def ladder_options(options: argparse.Namespace) -> LadderOptions:
     """Every ladder flag checked, each refusal one line naming the flag (`TtsBenchError`)."""
+    refine, underrun = _number(options, "refine"), _number(options, "underrun_slo")
     return LadderOptions(
         schedule=schedule_of(options),
-        slo_ms=check_slo_ms(options.slo_ms),
-        transport=Transport(options.transport),
-        corpus=corpus_path(options.corpus),
-        refine_pct=None if options.refine is None else check_refine_pct(options.refine),
-        underrun_slo=(
-            None if options.underrun_slo is None else check_underrun_slo(options.underrun_slo)
-        ),
-        out=Path(options.out),
+        slo_ms=check_slo_ms(_required(_number(options, "slo_ms"), "slo_ms")),
+        transport=_transport(options),
+        corpus=corpus_path(_text(options, "corpus")),
+        refine_pct=None if refine is None else check_refine_pct(refine),
+        underrun_slo=None if underrun is None else check_underrun_slo(underrun),
+        out=Path(_required(_text(options, "out"), "out")),
+        model=_required(_text(options, "model"), "model"),
+        endpoint=_text(options, "endpoint"),
+        variant=_text(options, "variant"),
+        region=_text(options, "region"),
     )
+
+
+def ladder_arguments(options: LadderOptions) -> list[str]:
+    """The ladder flags that repeat a run of `options` (what a web UI run records as its
+    command)."""
+    s = options.schedule
+    args = [
+        "--rungs", ",".join(map(str, s.rungs)), "--hold-s", _plain(s.hold_s),
+        "--measure-s", _plain(s.measure_s), "--idle-s", _plain(s.idle_s),
+        "--slo-ms", _plain(options.slo_ms), "--transport", options.transport.value,
+        "--corpus", str(options.corpus), "--model", options.model, "--out", str(options.out),
+    ]  # fmt: skip
+    optional = (
+        ("--max-hold-s", s.max_hold_s), ("--refine", options.refine_pct),
+        ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),
+        ("--variant", options.variant), ("--region", options.region),
+    )  # fmt: skip
+    for flag, value in optional:
+        if value is not None:
+            args += [flag, _plain(value) if isinstance(value, float) else value]
+    return args
+
+
+def _plain(value: float) -> str:
+    """A number as short as it reads back exactly."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)

@@ -1,0 +1,519 @@
+"""The report's sections, one per kind of artifact, and the provenance of every file.
+
+Each `*_part` renders one artifact (`Item`) as an `<article>`; `SECTIONS` says in which
+section each kind appears and in what order. Every figure comes from the artifact as written;
+nothing is recomputed here except what `tts-bench plan` prints (`render_plan`), shown when the
+plan's two sources are at hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from tts_bench.artifacts.schema import (
+    CloudWatchUnits,
+    PlanArtifact,
+    QmaxArtifact,
+    Rung,
+    SimulationArtifact,
+    TargetTrackingSpec,
+    TtotalArtifact,
+    Verdict,
+)
+from tts_bench.artifacts.surge import SurgeArtifact
+from tts_bench.planning.report import render_plan
+from tts_bench.report.page import (
+    Html,
+    figure,
+    join,
+    key_values,
+    note,
+    number,
+    pre,
+    subsection,
+    table,
+    yes_no,
+)
+
+Artifact = QmaxArtifact | TtotalArtifact | PlanArtifact | SurgeArtifact | SimulationArtifact
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One artifact file as the report shows it: validated (or, for a kind this build has no
+    schema for, its JSON as read), its hash, and its plot (drawn here or found beside it)."""
+
+    path: Path
+    kind: str
+    artifact: Artifact | dict[str, Any]
+    sha256: str
+    anchor: str  # its article's id on the page
+    png: bytes | None = None
+    png_note: str = ""  # where the plot came from, or why there is none
+
+
+def _plot(item: Item, what: str) -> Html:
+    if item.png is None:
+        return note(f"No plot: {item.png_note}")
+    return figure(item.png, f"{what}: {item.path.name}", f"{what}: {item.png_note}")
+
+
+def _verdict(verdict: Verdict | str) -> tuple[str, str]:
+    value = str(verdict.value if isinstance(verdict, Verdict) else verdict)
+    return value.upper() if value != "ok" else value, value
+
+
+# --------------------------------------------------------------------------- ladder
+
+
+def _rung_verdict(rung: Rung) -> tuple[str, str]:
+    if not rung.usable:
+        return f"unusable: {rung.unusable_reason}", "stop"
+    return ("passes", "ok") if rung.meets_slo else ("fails the SLO", "warn")
+
+
+def _ladder_rows(artifact: QmaxArtifact) -> list[tuple[str, Rung]]:
+    probes = [p.rung for p in artifact.refinement.probes] if artifact.refinement else []
+    labelled = [("rung", r) for r in artifact.rungs] + [("probe", r) for r in probes]
+    return sorted(labelled, key=lambda pair: pair[1].concurrency)
+
+
+def _ratios(rung: Rung) -> str:
+    ratios = {"Maximum/10s": rung.cloudwatch_ratio} if rung.cloudwatch_ratio else {}
+    ratios |= rung.cloudwatch_ratios
+    return ", ".join(f"{k} ×{v:.3f}" for k, v in ratios.items()) or "-"
+
+
+def _verification(a: QmaxArtifact) -> Html:
+    rows = [
+        [v.role, v.source, number(v.surge_ratio, "g"), v.concurrency,
+         number(v.achieved_rps, ".3g"), number(v.ttfab_p95_ms, ".0f", "ms"),
+         number(v.client_mean_in_flight, ".2f"),
+         ", ".join(f"{k} ×{x:.3f}" for k, x in v.cloudwatch_ratios.items()),
+         yes_no(v.usable) + (f": {v.unusable_reason}" if v.unusable_reason else "")]
+        for v in a.verification
+    ]  # fmt: skip
+    headers = ["role", "source", "surge ratio", "users", "achieved rps", "p95 TTFAB", "in flight",
+               "CloudWatch ratios", "usable"]  # fmt: skip
+    return table(headers, rows, "Verification rungs (CloudWatch's ratio where the thresholds sit)")
+
+
+def ladder_part(item: Item, a: QmaxArtifact) -> Html:
+    settings = a.ladder
+    summary = [
+        ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else "none (c=1 failed)"),
+        ("bracketed", yes_no(a.bracketed)),
+        ("resolution (users)", number(a.q_max_resolution, "d")),
+        ("SLO (p95 TTFAB)", number(a.slo_ms, "g", "ms")),
+        ("uncontended service S, S_p95",
+         "-" if a.uncontended_service_s is None else
+         f"{a.uncontended_service_s.mean * 1000:.1f} ms, {a.uncontended_service_s.p95 * 1000:.1f} ms"),
+    ]  # fmt: skip
+    if settings is not None:
+        summary += [
+            ("rungs", ", ".join(map(str, settings.rungs))),
+            ("hold / measure / idle", f"{settings.hold_s:g} s / {settings.measure_s:g} s / {settings.idle_s:g} s"),
+            ("longest hold when unstable", number(settings.max_hold_s, "g", "s")),
+            ("underrun SLO (share of stalled streams)", number(settings.underrun_slo_share, "g")),
+        ]  # fmt: skip
+    if a.refinement is not None:
+        r = a.refinement
+        summary.append(
+            ("refinement", f"{len(r.probes)} probes to {r.resolution_pct:g} %, ended by {r.ended_by}")
+        )  # fmt: skip
+    rows = _ladder_rows(a)
+    latency = table(
+        ["users", "", "verdict", "p50 TTFAB", "p95 TTFAB", "p99 TTFAB", "latency mean",
+         "latency p95", "achieved rps", "ok / completed", "rejected", "errors", "in flight",
+         "server first chunk p95", "CloudWatch ratio", "client CPU"],
+        [
+            [r.concurrency, label, _rung_verdict(r), number(r.ttfab_p50_ms, ".0f", "ms"),
+             number(r.ttfab_p95_ms, ".0f", "ms"), number(r.ttfab_p99_ms, ".0f", "ms"),
+             number(r.latency_mean_ms, ".0f", "ms"), number(r.latency_p95_ms, ".0f", "ms"),
+             number(r.achieved_rps, ".3g"), f"{r.ok} / {r.completed}", r.rejected, r.errors,
+             number(r.client_mean_in_flight, ".2f"), number(r.server_first_chunk_p95_ms, ".0f", "ms"),
+             _ratios(r), number(r.client_cpu_percent, ".0f", "%")]
+            for label, r in rows
+        ],
+        "Latency and throughput per rung (measure window)",
+    )  # fmt: skip
+    heard = table(
+        ["users", "", "stable", "p95 TTFAB of each third", "RTF p50", "RTF p95",
+         "streams that stalled", "stall p95"],
+        [
+            [r.concurrency, label, yes_no(r.stable),
+             ", ".join(number(v, ".0f") for v in r.sub_window_ttfab_p95_ms or []) or "-",
+             number(r.rtf_p50, ".3f"), number(r.rtf_p95, ".3f"),
+             number(None if r.underrun_share is None else 100 * r.underrun_share, ".1f", "%"),
+             number(r.stall_ms_p95, ".0f", "ms")]
+            for label, r in rows
+        ],
+        "Stability (window thirds agree within 10 %) and playback (stream ÷ audio duration)",
+    )  # fmt: skip
+    parts = [key_values(summary), _plot(item, "Q_max ladder"), latency, heard]
+    if a.verification:
+        parts.append(_verification(a))
+    return subsection(item.path.name, *parts, id_=item.anchor)
+
+
+# --------------------------------------------------------------------------- T_total
+
+
+def ttotal_part(item: Item, a: TtotalArtifact) -> Html:
+    summary = [
+        ("trigger", a.trigger.value),
+        ("measured total", number(a.measured_total_s, ".1f", "s")),
+        ("policy detection lag (bound, not a stage)", number(a.policy_lag_bound_s, ".1f", "s")),
+        ("planned T_total", number(a.planned_total_s, ".1f", "s")),
+        ("recovery rule", a.recovery_rule or "-"),
+        ("ladder recovery was judged by (sha256)", (a.qmax_sha256 or "-", "hash")),
+    ]
+    stages = table(
+        ["#", "stage", "seconds", "reading", "counted in the total"],
+        [
+            [i + 1, s.name, number(s.seconds, ".1f", "s"),
+             "measured" if s.measured else f"bound: {s.reason}", yes_no(s.counted)]
+            for i, s in enumerate(a.stages)
+        ],
+        "Stages, in order, each from its own source of timestamps",
+    )  # fmt: skip
+    return subsection(
+        item.path.name, key_values(summary), _plot(item, "T_total stages"), stages, id_=item.anchor
+    )
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def _units(units: CloudWatchUnits) -> str:
+    return (
+        f"{units.metric} {units.statistic} over {units.period_s} s, "
+        f"ratio ×{units.cw_ratio:.3f} ({units.ratio_rule})"
+    )
+
+
+def _deployed_numbers(p: PlanArtifact) -> Html:
+    rows = [
+        ("C_scale_max", number(p.c_scale_max, ".4g"), "client concurrency per instance where scale-out acts"),
+        ("scaling target value", number(p.scaling_target_value, ".3f"), _units(p.target_units)),
+        ("C_scale_min", number(p.c_scale_min, ".4g"), "client concurrency per instance where scale-in acts"),
+        ("scale-in threshold", number(p.scale_in_threshold, ".3f"), _units(p.scale_in_units)),
+        ("W_max", number(p.w_max_s, ".3f", "s"), "the queueing headroom: SLO − S_p95"),
+        ("scale-out cooldown", number(p.scale_out_cooldown_s, "d", "s"), ""),
+        ("scale-in cooldown", number(p.scale_in_cooldown_s, "d", "s"), ""),
+        ("queue_max_depth (MAX_QUEUE_DEPTH)", number(p.queue_max_depth, "d"), "the container's admission bound"),
+        ("FirstChunkLatency p95 alarm", number(p.first_chunk_alarm_ms, "d", "ms"), p.alarm_rule),
+        ("min instances", number(p.min_instances, "d"), ""),
+        ("max instances", number(p.max_instances, "d"), ""),
+    ]  # fmt: skip
+    return table(["deployed number", "value", "units / derivation"], rows, "Deployed numbers")
+
+
+def _policy_rows(p: PlanArtifact) -> Iterator[list[object]]:
+    for spec in p.deploy.policies if p.deploy else []:
+        if isinstance(spec, TargetTrackingSpec):
+            alarms = [("high", spec.high_alarm), ("low", spec.low_alarm)]
+            acts = (
+                f"target {spec.target_value:g} on {spec.predefined_metric}; cooldowns out "
+                f"{spec.scale_out_cooldown_s} s, in {spec.scale_in_cooldown_s or '-'} s"
+                + ("; scale-in disabled" if spec.disable_scale_in else "")
+            )
+        else:
+            alarms = [("alarm", spec.alarm)]
+            steps = ", ".join(f"{s.adjustment:+d}" for s in spec.steps)
+            acts = f"{spec.adjustment_type} {steps}; cooldown {spec.cooldown_s} s"
+        for which, alarm in alarms:
+            if alarm is None:
+                continue
+            yield [
+                f"{spec.kind} ({spec.role})", which, acts,
+                f"{alarm.metric} {alarm.statistic} {alarm.period_s} s",
+                f"{alarm.comparison} {alarm.threshold:g}",
+                f"{alarm.datapoints_to_alarm} of {alarm.evaluation_periods}",
+                alarm.treat_missing_data,
+            ]  # fmt: skip
+
+
+def _fleet_levels(p: PlanArtifact) -> Html:
+    """Each of the fleet rule's levels with its derivation, as the schema states it."""
+    if p.fleet is None:
+        return Html("")
+    fields = type(p.fleet).model_fields
+    rows = []
+    for name, value in p.fleet:
+        if isinstance(value, BaseModel):
+            continue  # units and the burst step appear in the deploy shape
+        rows.append([name, number(value, ".4g"), fields[name].description or ""])
+    return table(["level", "value", "derivation"], rows, "Fleet rule: load levels")
+
+
+def _traffic_check(p: PlanArtifact) -> Html:
+    check = p.traffic_check
+    if check is None:
+        return Html("")
+    return table(
+        ["rule", "requests", "shed share", "instance-hours", "peak instances"],
+        [
+            [m.rule, number(m.requests, ",.0f"), number(100 * m.shed_share, ".4f", "%"),
+             number(m.instance_hours, ",.0f"), number(m.peak_instances, ".0f")]
+            for m in check.mean
+        ],
+        f"Simulated on {check.traffic}, mean of {len(check.seeds)} seeds "
+        f"(shed budget {check.shed_budget:g})",
+    )  # fmt: skip
+
+
+def _printed_plan(p: PlanArtifact, others: Sequence[Item]) -> Html:
+    """The plan as `tts-bench plan` printed it, when both its sources are among the files."""
+    by_hash = {o.sha256: o.artifact for o in others}
+    qmax = by_hash.get(p.sources["qmax"].sha256)
+    ttotal = by_hash.get(p.sources["ttotal"].sha256)
+    if not isinstance(qmax, QmaxArtifact) or not isinstance(ttotal, TtotalArtifact):
+        return note(
+            "The plan as `tts-bench plan` prints it needs its qmax and ttotal artifacts: pass "
+            "them to `tts-bench report` too (matched by sha256)."
+        )
+    return join([Html("<h4>As <code>tts-bench plan</code> prints it</h4>"), pre(render_plan(p, qmax, ttotal))])  # fmt: skip
+
+
+def plan_part(item: Item, p: PlanArtifact, others: Sequence[Item]) -> Html:
+    i = p.inputs
+    summary = [
+        ("plan id", p.plan_id),
+        ("rule", p.rule),
+        ("feasible", ("yes", "ok") if p.feasible else ("NO: a finding is stop", "stop")),
+        ("SLO (p95 TTFAB)", number(i.slo_ms, "g", "ms")),
+        ("surge ratio", number(i.surge_ratio, "g")),
+        ("peak / trough", f"{i.peak_rps:g} / {i.trough_rps:g} requests/s"),
+        ("Q_max", number(i.q_max, "d")),
+        ("S mean / p95 (c=1)", f"{i.service_mean_s * 1000:.1f} ms / {i.service_p95_s * 1000:.1f} ms"),
+        ("p95 TTFAB at c=1", number(i.ttfab_p95_c1_ms, ".0f", "ms")),
+        ("planned T_total", number(i.planned_total_s, ".1f", "s")),
+        ("minimum floor", number(i.min_floor, "d")),
+        ("fingerprint mismatch allowed", yes_no(i.allow_config_mismatch)),
+    ]  # fmt: skip
+    findings = table(
+        ["verdict", "finding", "message", "figures"],
+        [
+            [_verdict(f.verdict), f.name, f.message,
+             ", ".join(f"{k}={v}" for k, v in (f.model_extra or {}).items()) or "-"]
+            for f in p.findings
+        ],
+        "Findings, worst first",
+    )  # fmt: skip
+    policies = table(
+        ["policy", "alarm", "acts", "reads", "fires when", "datapoints", "missing data"],
+        _policy_rows(p),
+        "Deploy shape: every scaling construct the stack creates",
+    )
+    parts = [
+        key_values(summary), _deployed_numbers(p), policies, _fleet_levels(p), findings,
+        _traffic_check(p), _printed_plan(p, others),
+    ]  # fmt: skip
+    return subsection(item.path.name, *parts, id_=item.anchor)
+
+
+# --------------------------------------------------------------------------- surge
+
+
+def surge_part(item: Item, a: SurgeArtifact) -> Html:
+    runs = table(
+        ["rate", "duration", "arrivals", "shed (model)", "P(reach Q_max) model",
+         "p95 / p99 TTFAB from intended send", "p95 from actual send", "max send lag",
+         "served rps", "ladder X at occupancy", "occupancy mean / max", "closed-loop p95"],
+        [
+            [number(r.rate_rps, "g", "rps"), number(r.duration_s, "g", "s"), r.arrivals,
+             f"{r.shed_share:.1%} ({r.prediction.shed_share:.1%})",
+             f"{r.prediction.reach_probability:.1%}",
+             f"{number(r.ttfab_p95_ms, '.0f')} / {number(r.ttfab_p99_ms, '.0f')} ms",
+             number(r.send_ttfab_p95_ms, ".0f", "ms"), number(r.max_send_lag_ms, ".0f", "ms"),
+             number(r.served_rps, ".3g"), number(r.ladder_rps_at_occupancy, ".3g"),
+             f"{r.mean_occupancy:.2f} / {r.max_occupancy}",
+             number(r.closed_loop_ttfab_p95_ms, ".0f", "ms")]
+            for r in a.runs
+        ],
+        "Open-loop runs against one instance bounded at Q_max, beside the birth–death model",
+    )  # fmt: skip
+    summary = [("admission bound Q_max", a.q_max), ("ladder", a.qmax_path)]
+    return subsection(
+        item.path.name, key_values(summary), _plot(item, "Surge occupancy"), runs, id_=item.anchor
+    )
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+def simulation_part(item: Item, a: SimulationArtifact) -> Html:
+    i = a.inputs
+    summary = [
+        ("traffic", i.traffic),
+        ("duration", number(i.duration_s, "g", "s")),
+        ("seed", i.seed),
+        ("model", i.model),
+        ("plan id", i.plan_id),
+        ("price per instance-hour", number(i.price_per_hour_usd, "g", "USD")),
+        ("over the SLO when", i.over_slo_rule),
+    ]
+    policies = table(
+        ["policy", "requests", "shed", "over the SLO", "instance-hours", "cost", "peak instances"],
+        [
+            [p.policy, f"{p.requests:,}", f"{p.shed:,} ({100 * p.shed_share:.4f} %)",
+             f"{p.over_slo:,} ({100 * p.over_slo_share:.4f} %)", number(p.instance_hours, ",.1f"),
+             number(p.cost_usd, ",.0f", "USD"), p.peak_instances]
+            for p in a.policies
+        ],
+        "Policies side by side on the same traffic",
+    )  # fmt: skip
+    return subsection(
+        item.path.name, key_values(summary), _plot(item, "Simulated timeline"), policies,
+        id_=item.anchor,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- any other JSON
+
+GENERIC_DEPTH = 3
+GENERIC_LIST_ROWS = 12
+
+
+def _generic(value: Any, depth: int) -> object:
+    """A JSON value as nested tables: objects as name/value, short lists of objects as rows,
+    long lists counted, not shown."""
+    if isinstance(value, dict):
+        if depth >= GENERIC_DEPTH:
+            return f"{{{len(value)} fields}}"
+        return key_values((str(k), _generic(v, depth + 1)) for k, v in value.items())
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        if all(not isinstance(v, dict | list) for v in value):
+            shown = ", ".join(map(str, value[:GENERIC_LIST_ROWS]))
+            return shown + (f" … ({len(value)} in all)" if len(value) > GENERIC_LIST_ROWS else "")
+        if len(value) > GENERIC_LIST_ROWS or depth >= GENERIC_DEPTH:
+            return f"{len(value)} entries (not shown)"
+        return join(
+            key_values((str(k), _generic(v, depth + 2)) for k, v in v.items())
+            if isinstance(v, dict) else Html(f"<p>{_generic(v, depth + 1)}</p>")
+            for v in value
+        )  # fmt: skip
+    return json.dumps(value) if value is None or isinstance(value, bool) else value
+
+
+def generic_part(item: Item, data: dict[str, Any]) -> Html:
+    shown = {k: v for k, v in data.items() if k not in ("provenance", "fingerprint")}
+    return subsection(
+        item.path.name,
+        note(
+            f"This build has no schema for {item.kind!r} artifacts: its JSON is shown as read "
+            f"(lists longer than {GENERIC_LIST_ROWS} entries are counted, not shown)."
+        ),
+        _plot(item, "Timeline"),
+        _generic(shown, 0),
+        id_=item.anchor,
+    )
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def _provenance_of(item: Item) -> dict[str, Any]:
+    if isinstance(item.artifact, dict):
+        given = item.artifact.get("provenance")
+        return given if isinstance(given, dict) else {}
+    return item.artifact.provenance.model_dump(mode="json")
+
+
+def _fingerprint_of(item: Item) -> dict[str, Any] | None:
+    if isinstance(item.artifact, dict):
+        given = item.artifact.get("fingerprint")
+        return given if isinstance(given, dict) else None
+    fp = item.artifact.fingerprint
+    return None if fp is None else fp.model_dump(mode="json")
+
+
+def _sources_of(item: Item) -> dict[str, tuple[str, str]]:
+    """role → (path, sha256) of the files this artifact says it was made from."""
+    a = item.artifact
+    if isinstance(a, PlanArtifact):
+        return {role: (s.path, s.sha256) for role, s in a.sources.items()}
+    if isinstance(a, SimulationArtifact):
+        return {role: (f.path, f.sha256) for role, f in a.inputs.files.items()}
+    if isinstance(a, SurgeArtifact):
+        return {"qmax": (a.qmax_path, a.qmax_sha256)}
+    if isinstance(a, TtotalArtifact) and a.qmax_sha256:
+        return {"qmax": ("(judged recovery by)", a.qmax_sha256)}
+    return {}
+
+
+def provenance_section(items: Sequence[Item]) -> Html:
+    files = table(
+        ["file", "artifact", "sha256", "provenance", "created", "source", "tool", "command",
+         "notes"],
+        [
+            [item.path.name, item.kind, (item.sha256, "hash"), prov.get("kind", "-")
+             + (" (curve-modelled)" if prov.get("curve_modelled") else ""),
+             prov.get("created_at", "-"), prov.get("source", "-"), prov.get("tool", "-"),
+             prov.get("command") or "-", prov.get("notes") or "-"]
+            for item in items
+            for prov in [_provenance_of(item)]
+        ],
+        "Files",
+    )  # fmt: skip
+    prints = table(
+        ["file", "model", "instance type", "image digest", "transport", "performance env"],
+        [
+            [item.path.name, *(
+                ("no fingerprint", "-", "-", "-", "-") if fp is None else
+                (fp.get("model"), fp.get("instance_type"), (fp.get("image_digest"), "hash"),
+                 fp.get("transport"),
+                 ", ".join(f"{k}={v}" for k, v in (fp.get("performance_env") or {}).items()) or "-")
+            )]
+            for item in items
+            for fp in [_fingerprint_of(item)]
+        ],
+        "Fingerprints",
+    )  # fmt: skip
+    by_hash = {item.sha256: item.path.name for item in items}
+    pairs = [
+        [item.path.name, role, path, (sha, "hash"),
+         (f"yes: {by_hash[sha]}", "ok") if sha in by_hash else ("not among these files", "warn")]
+        for item in items
+        for role, (path, sha) in _sources_of(item).items()
+    ]  # fmt: skip
+    headers = ["file", "made from", "path it names", "sha256", "among these files"]
+    sources = table(headers, pairs, "What each artifact was made from") if pairs else Html("")
+    return join([files, prints, sources])
+
+
+# The sections in page order: (anchor, title, the artifact kinds shown there).
+SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("ladder", "Ladder: Q_max", ("qmax",)),
+    ("ttotal", "T_total: scale-out stages", ("ttotal",)),
+    ("plan", "Plan: deployed numbers, derivation, findings", ("plan",)),
+    ("surge", "Surge check", ("surge",)),
+    ("simulation", "Simulation", ("simulation",)),
+    ("rehearsal", "Rehearsal", ("rehearsal",)),
+)
+
+
+def part(item: Item, items: Sequence[Item]) -> Html:
+    """One artifact's article (`items`: every file of the report, where a plan finds its
+    sources)."""
+    a = item.artifact
+    if isinstance(a, QmaxArtifact):
+        return ladder_part(item, a)
+    if isinstance(a, TtotalArtifact):
+        return ttotal_part(item, a)
+    if isinstance(a, PlanArtifact):
+        return plan_part(item, a, items)
+    if isinstance(a, SurgeArtifact):
+        return surge_part(item, a)
+    if isinstance(a, SimulationArtifact):
+        return simulation_part(item, a)
+    return generic_part(item, a)
