@@ -23,7 +23,10 @@ from tts_bench.artifacts.schema import (
     load_artifact,
     sha256_file,
 )
+from tts_bench.measure.ttotal_organic import first_breach
+from tts_bench.measure.ttotal_probe import TtotalError
 from tts_bench.measure.ttotal_stages import timed_stages
+from tts_bench.planning.aws_scaling import AlarmRule, Datapoint
 from tts_bench.planning.deploy import deploy_shape_of, detection_shape
 from tts_bench.planning.fleet_rule import tracking_lag_s
 from tts_bench.planning.plan import PlanRequest, derive_plan
@@ -168,3 +171,24 @@ def test_detection_stages_before_desired_set_are_recorded_not_counted() -> None:
         ("alarm -> desired_set", 1.0, False),
         ("desired_set -> in_service", 214.0, True),
     ]
+
+
+BURST = AlarmRule(
+    name="burst-concurrency", metric="ConcurrentRequestsPerModel", statistic="Maximum",
+    period_s=10, evaluation_periods=1, datapoints_to_alarm=1, threshold=3.61,
+    comparison="GreaterThanOrEqualToThreshold", treat_missing="notBreaching",
+)  # fmt: skip
+
+
+def test_the_first_datapoint_over_is_the_first_complete_one_after_the_crossing() -> None:
+    points = [Datapoint(0.0, 1.0), Datapoint(10.0, 2.0), Datapoint(20.0, 5.0), Datapoint(30.0, 6)]
+    # Crossed at 14 s: the period [10, 20) ends after it but stayed under; [20, 30) is over.
+    assert first_breach(points, BURST, crossed=14.0, in_alarm=35.0) == 30.0
+
+
+def test_an_alarm_that_acted_on_a_datapoint_before_the_crossing_is_named_not_a_clock_skew() -> None:
+    """A lone instance's 10 s Maximum over the burst's level at the warm-up load fires the alarm
+    5 s after that period; the probe's own count crosses later, inside the next period."""
+    points = [Datapoint(0.0, 4.0), Datapoint(10.0, 5.0)]
+    with pytest.raises(TtotalError, match=r"acted on an earlier datapoint.*--min-instances 3"):
+        first_breach(points, BURST, crossed=12.0, in_alarm=15.0)

@@ -371,24 +371,48 @@ def read_detection(
     only = Watched(watched.endpoint, watched.variant, (alarm,))
     period = alarm.rule.period_s
     read = read_datapoints(session, only, crossed - period, changes[-1].t_s, 0.0)
+    points = read[alarm.rule.name]
+    first_over = first_breach(points, alarm.rule, crossed, changes[-1].t_s)
+    dips = sum(
+        1
+        for p in points
+        if first_over - period < p.start_s < changes[-1].t_s - period
+        and not aws_scaling.breaches(p.value, alarm.rule.comparison, alarm.rule.threshold)
+    )
+    return Detected(alarm, crossed, first_over, changes[-1].t_s, activity.t_s, dips)
+
+
+def first_breach(
+    points: Sequence[aws_scaling.Datapoint],
+    rule: aws_scaling.AlarmRule,
+    crossed: float,
+    in_alarm: float,
+) -> float:
+    """When the first datapoint over the alarm's level after the load crossed it was complete
+    (its period's end). Refused when the alarm went to ALARM before then: it acted on an
+    earlier datapoint, one the metric breached at the warm-up load (a 10 s Maximum catches a
+    lone instance's spikes), so the scale-out times no detection of the probe's step."""
     over = [
         p
-        for p in read[alarm.rule.name]
-        if p.start_s + period > crossed
-        and aws_scaling.breaches(p.value, alarm.rule.comparison, alarm.rule.threshold)
+        for p in points
+        if p.start_s + rule.period_s > crossed
+        and aws_scaling.breaches(p.value, rule.comparison, rule.threshold)
     ]
     if not over:
         raise TtotalError(
-            f"CloudWatch returns no datapoint of {alarm.rule.metric} over {alarm.rule.threshold:g} "
+            f"CloudWatch returns no datapoint of {rule.metric} over {rule.threshold:g} "
             "after the crossing, yet its alarm went to ALARM"
         )
-    dips = sum(
-        1
-        for p in read[alarm.rule.name]
-        if over[0].start_s < p.start_s < changes[-1].t_s - period
-        and not aws_scaling.breaches(p.value, alarm.rule.comparison, alarm.rule.threshold)
-    )
-    return Detected(alarm, crossed, over[0].start_s + period, changes[-1].t_s, activity.t_s, dips)
+    first_over = over[0].start_s + rule.period_s
+    if in_alarm < first_over - ENDPOINT_SKEW_S:
+        raise TtotalError(
+            f"alarm {rule.name} went to ALARM {first_over - in_alarm:.1f} s before the first "
+            f"datapoint of {rule.metric} over {rule.threshold:g} after the load crossed it was "
+            "complete: it acted on an earlier datapoint, over the level at the warm-up load, so "
+            "this scale-out is no detection of the step; start from more instances in service "
+            "(on the local cloud, --min-instances 3), where the warm-up load stays under the level"
+        )
+    return first_over
 
 
 def client_level(plan: PlanArtifact, alarm: DeployedAlarm) -> float:
