@@ -41,7 +41,7 @@ def fleet_plan_path(reference_plan_path: Path) -> Path:
 
 @pytest.fixture
 def derived(tmp_path, capsys, monkeypatch, repo_root, reference_qmax_path, reference_ttotal_path):
-    """`plan` on the reference artifacts with the default rule, as the README types it."""
+    """`plan` on the reference artifacts with the default rule, as docs/artifacts.md types it."""
     monkeypatch.chdir(repo_root)
     code = main(
         [

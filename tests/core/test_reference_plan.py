@@ -15,7 +15,7 @@ from tts_bench.cli import main
 def reference_plan_json(
     tmp_path, capsys, monkeypatch, repo_root, reference_qmax_path, reference_ttotal_path
 ) -> dict:
-    # Relative paths, as the README's command gives them, so the recorded sources match.
+    # Relative paths, as docs/artifacts.md's command gives them, so the recorded sources match.
     monkeypatch.chdir(repo_root)
     code = main(
         [

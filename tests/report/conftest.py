@@ -1,6 +1,5 @@
 """A run's artifacts for the report: the committed reference chain, a simulation with its PNG,
-a surge check, and a rehearsal whose kind this build shows from its JSON, some of them carrying
-hostile strings."""
+a surge check, and a rehearsal built through its model, some of them carrying hostile strings."""
 
 from __future__ import annotations
 
@@ -10,6 +9,20 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from tts_bench.artifacts.rehearsal import (
+    Agreement,
+    DesiredAgreement,
+    LagAgreement,
+    RehearsalArtifact,
+    RehearsalInputs,
+    Run,
+    RunTotals,
+    ScaleAction,
+    ShedAgreement,
+    Window,
+)
+from tts_bench.artifacts.schema import InputFile, Provenance, dump_json
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
 SIMULATION = MEASUREMENTS / "simulate-kokoro-82m-g5xlarge-8b1b96bc-2e09ac2a.json"
@@ -46,20 +59,58 @@ def _surge(qmax: Path) -> dict:
     }  # fmt: skip
 
 
-def _rehearsal() -> dict:
-    """The shape of a rehearsal artifact, with more windows than the page lists."""
-    windows = [{"t_s": 10.0 * i, "offered": i, "admitted": i, "shed": 0} for i in range(40)]
-    return {
-        "artifact": "rehearsal", "schema_version": 1, "fingerprint": None,
-        "inputs": {"traffic": "diurnal:1:30:600", "duration_s": 600.0, "seed": 1,
-                   "endpoint": HOSTILE},
-        "rehearsed": {"source": "rehearsed", "windows": windows,
-                      "totals": {"requests": 780, "shed": 3, "shed_share": 0.0038}},
-        "agreement": {"shed": {"rehearsed": 0.0038, "simulated_mean": 0.0041, "passed": True},
-                      "desired": {"share": 0.97, "passed": True}},
-        "provenance": {"kind": "emulated", "created_at": "2026-12-01T00:00:00Z",
-                       "source": "local cloud, curve instances", "curve_modelled": True},
-    }  # fmt: skip
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rehearsal(qmax: Path, ttotal: Path) -> RehearsalArtifact:
+    """A rehearsal of the fleet plan through its model: two runs of 40 windows, one scale-out
+    each, agreement on desired counts and sheds, a detection lag, a hostile endpoint name."""
+    fingerprint = json.loads(qmax.read_text())["fingerprint"]
+
+    def run(source: str, shed: int, lag_s: float) -> Run:
+        windows = [
+            Window(t_s=10.0 * (i + 1), offered=i, admitted=i, shed=0, desired=1 + (i >= 20),
+                   in_service=1 + (i >= 30))
+            for i in range(40)
+        ]  # fmt: skip
+        return Run(
+            source=source,  # type: ignore[arg-type]
+            totals=RunTotals(requests=780, shed=shed, shed_share=shed / 780, instance_hours=0.17,
+                             peak_desired=2),
+            windows=windows,
+            alarms=[],
+            actions=[ScaleAction(t_s=200.0, before=1, after=2, role="burst", alarm="burst-high",
+                                 lag_s=lag_s)],
+        )  # fmt: skip
+
+    return RehearsalArtifact(
+        fingerprint=fingerprint,
+        inputs=RehearsalInputs(
+            traffic="diurnal:1:30:600", duration_s=400.0, seed=1, arrivals=780, endpoint=HOSTILE,
+            variant="AllTraffic", rate_scale=8.0, time_scale=10.0, request_weight=80.0,
+            min_instances=1, max_instances=4, initial_instances=1, start_delay_s=181.0,
+            plan_id="d6de5fd9cda1", plan_rule="fleet", replays=10,
+            files={"plan": InputFile(path=str(FLEET_PLAN), sha256=_sha256(FLEET_PLAN)),
+                   "qmax": InputFile(path=str(qmax), sha256=_sha256(qmax)),
+                   "ttotal": InputFile(path=str(ttotal), sha256=_sha256(ttotal))},
+        ),
+        rehearsed=run("rehearsed", 3, 14.0),
+        simulated=run("simulated", 2, 12.5),
+        replays=[],
+        agreement=Agreement(
+            desired=DesiredAgreement(minutes=4, agreeing=4, share=1.0, shift_s=10.0,
+                                     replays_agreeing=9, replays_share=0.9, replay_quantile=0.8,
+                                     passed=True),
+            shed=ShedAgreement(rehearsed=3 / 780, simulated_mean=0.0041, simulated_sd=0.0012,
+                               tolerance=0.0051, passed=True),
+            lags=[LagAgreement(role="burst", modelled_s=15.0, rehearsed_s=[14.0],
+                               simulated_s=[12.5])],
+            scaled_out_before_shedding=True,
+        ),
+        provenance=Provenance(kind="emulated", created_at="2026-12-01T00:00:00Z",
+                              source="local cloud, curve instances", curve_modelled=True),
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +124,7 @@ def run_folder(tmp_path_factory, reference_qmax_path, reference_ttotal_path) -> 
         json.dumps(_surge(reference_qmax_path))
     )
     rehearsal = folder / "rehearsal-kokoro-82m-fleet-test.json"
-    rehearsal.write_text(json.dumps(_rehearsal()))
+    rehearsal.write_text(dump_json(_rehearsal(reference_qmax_path, reference_ttotal_path)))
     shutil.copy(SIMULATION.with_suffix(".png"), rehearsal.with_suffix(".png"))
     return folder
 

@@ -54,11 +54,22 @@ def test_the_plan_shows_every_deployed_number_its_derivation_and_findings(page):
         assert shown in plan, shown
 
 
-def test_a_long_list_in_an_unknown_schema_is_counted_not_listed(page):
+def test_the_rehearsal_shows_its_runs_agreement_and_detection_lags(page):
     rehearsal = page[page.index('<section id="rehearsal">') : page.index('<section id="prov')]
-    assert (
-        "40 entries (not shown)" in rehearsal and "no schema for &#x27;rehearsal&#x27;" in rehearsal
-    )
+    for shown in (
+        "d6de5fd9cda1 (fleet rule)",  # the plan rehearsed
+        "3 (0.3846 %)",  # the rehearsed run's sheds
+        "2 (0.2564 %)",  # its replay's
+        "4 of 4 minutes (100.0%)",  # desired counts against the primary replay
+        "agrees with 90.0% of the replays",
+        "mean 0.4100 %, sd 0.1200 %",  # the replays' shed shares
+        "within 0.5100 % of the mean",
+        "<td>burst</td><td>15 s</td><td>14 s</td><td>12 s</td>",  # detection lags
+        "Rehearsal timelines",  # the PNG beside the artifact, embedded
+    ):
+        assert shown in rehearsal, shown
+    assert rehearsal.count('class="ok">agrees<') == 2
+    assert "scaled out before shedding</th><td>yes</td>" in rehearsal
 
 
 def test_provenance_pairs_each_artifact_with_the_files_it_names(page):

@@ -9,7 +9,7 @@ no error line and no line that is not JSON.
 The session's plain server (`tests/conftest.py`); what it logged is read from where the log
 stood when this module began. CI runs FUZZ_EXAMPLES (default 20) examples per transport: a
 valid request costs a synthesis, seconds on a shared 2-core machine. A longer run is one
-command (see the README):
+command (see docs/container.md):
 
     FUZZ_EXAMPLES=2000 python -m pytest tests/server/test_server_fuzz.py -q
 """

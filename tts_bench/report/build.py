@@ -19,15 +19,18 @@ from pydantic import BaseModel
 
 from tts_bench.artifacts.atomic_file import write_atomically
 from tts_bench.artifacts.out_paths import usable_file, usable_folder
+from tts_bench.artifacts.rehearsal import RehearsalArtifact
 from tts_bench.artifacts.schema import ARTIFACT_MODELS, load_artifact, parse_artifact_json
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.errors import ArtifactError
 from tts_bench.report.page import Html, esc, join, page, tag
 from tts_bench.report.sections import SECTIONS, Item, part, provenance_section
 
-KNOWN: dict[str, type[BaseModel]] = {**ARTIFACT_MODELS, "surge": SurgeArtifact}
-# Shown from their JSON as read: kinds this build has no schema for yet.
-GENERIC_KINDS = frozenset({"rehearsal"})
+KNOWN: dict[str, type[BaseModel]] = {
+    **ARTIFACT_MODELS,
+    "surge": SurgeArtifact,
+    "rehearsal": RehearsalArtifact,
+}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_EMBEDDED_PNG_BYTES = 20 * 1024 * 1024
 
@@ -46,7 +49,7 @@ def png_name(path: Path) -> str:
 
 
 def read_item(path: Path, anchor: str) -> Item:
-    """One artifact file, validated when its kind has a schema here; else a one-line error."""
+    """One artifact file, validated by its kind's model; else a one-line error."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -58,15 +61,11 @@ def read_item(path: Path, anchor: str) -> Item:
     except UnicodeDecodeError:
         raise ArtifactError(f"{path}: not UTF-8 text, so not an artifact") from None
     kind = data.get("artifact") if isinstance(data, dict) else None
-    if kind in KNOWN:
-        artifact: Any = load_artifact(path, KNOWN[kind])  # type: ignore[type-var]
-    elif kind in GENERIC_KINDS:
-        artifact = data
-    else:
-        shown = sorted([*KNOWN, *GENERIC_KINDS])
+    if kind not in KNOWN:
         raise ArtifactError(
-            f"{path}: artifact: {kind!r} is not a kind the report shows ({', '.join(shown)})"
+            f"{path}: artifact: {kind!r} is not a kind the report shows ({', '.join(sorted(KNOWN))})"
         )
+    artifact: Any = load_artifact(path, KNOWN[kind])  # type: ignore[type-var]
     return Item(path, str(kind), artifact, hashlib.sha256(raw).hexdigest(), anchor=anchor)
 
 

@@ -8,7 +8,6 @@ plan's two sources are at hand.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tts_bench.artifacts.rehearsal import RehearsalArtifact
 from tts_bench.artifacts.schema import (
     CloudWatchUnits,
     PlanArtifact,
@@ -41,17 +41,24 @@ from tts_bench.report.page import (
     yes_no,
 )
 
-Artifact = QmaxArtifact | TtotalArtifact | PlanArtifact | SurgeArtifact | SimulationArtifact
+Artifact = (
+    QmaxArtifact
+    | TtotalArtifact
+    | PlanArtifact
+    | SurgeArtifact
+    | SimulationArtifact
+    | RehearsalArtifact
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One artifact file as the report shows it: validated (or, for a kind this build has no
-    schema for, its JSON as read), its hash, and its plot (drawn here or found beside it)."""
+    """One artifact file as the report shows it: validated, its hash, and its plot (drawn here
+    or found beside it)."""
 
     path: Path
     kind: str
-    artifact: Artifact | dict[str, Any]
+    artifact: Artifact
     sha256: str
     anchor: str  # its article's id on the page
     png: bytes | None = None
@@ -376,63 +383,76 @@ def simulation_part(item: Item, a: SimulationArtifact) -> Html:
     )  # fmt: skip
 
 
-# --------------------------------------------------------------------------- any other JSON
-
-GENERIC_DEPTH = 3
-GENERIC_LIST_ROWS = 12
+# --------------------------------------------------------------------------- rehearsal
 
 
-def _generic(value: Any, depth: int) -> object:
-    """A JSON value as nested tables: objects as name/value, short lists of objects as rows,
-    long lists counted, not shown."""
-    if isinstance(value, dict):
-        if depth >= GENERIC_DEPTH:
-            return f"{{{len(value)} fields}}"
-        return key_values((str(k), _generic(v, depth + 1)) for k, v in value.items())
-    if isinstance(value, list):
-        if not value:
-            return "[]"
-        if all(not isinstance(v, dict | list) for v in value):
-            shown = ", ".join(map(str, value[:GENERIC_LIST_ROWS]))
-            return shown + (f" … ({len(value)} in all)" if len(value) > GENERIC_LIST_ROWS else "")
-        if len(value) > GENERIC_LIST_ROWS or depth >= GENERIC_DEPTH:
-            return f"{len(value)} entries (not shown)"
-        return join(
-            key_values((str(k), _generic(v, depth + 2)) for k, v in v.items())
-            if isinstance(v, dict) else Html(f"<p>{_generic(v, depth + 1)}</p>")
-            for v in value
-        )  # fmt: skip
-    return json.dumps(value) if value is None or isinstance(value, bool) else value
+def _passed(passed: bool) -> tuple[str, str]:
+    return ("agrees", "ok") if passed else ("DISAGREES", "warn")
 
 
-def generic_part(item: Item, data: dict[str, Any]) -> Html:
-    shown = {k: v for k, v in data.items() if k not in ("provenance", "fingerprint")}
+def _seconds(values: Sequence[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values) + " s" if values else "-"
+
+
+def rehearsal_part(item: Item, a: RehearsalArtifact) -> Html:
+    i, agreement = a.inputs, a.agreement
+    summary = [
+        ("traffic", i.traffic),
+        ("duration", number(i.duration_s, "g", "s")),
+        ("seed, arrivals", f"{i.seed}, {i.arrivals:,}"),
+        ("endpoint", f"{i.endpoint} / {i.variant}"),
+        ("plan", f"{i.plan_id} ({i.plan_rule} rule)"),
+        ("rate scale S, time scale K", f"{i.rate_scale:g}, {i.time_scale:g}"),
+        ("instances min / max / at start", f"{i.min_instances} / {i.max_instances} / "
+                                           f"{i.initial_instances}"),
+        ("replays", i.replays),
+        ("scaled out before shedding", yes_no(agreement.scaled_out_before_shedding)),
+    ]  # fmt: skip
+    runs = [("rehearsed", a.rehearsed.totals), ("simulated", a.simulated.totals)]
+    totals = table(
+        ["run", "requests", "shed", "errors", "instance-hours", "peak desired"],
+        [
+            [name, f"{t.requests:,}", f"{t.shed:,} ({100 * t.shed_share:.4f} %)", f"{t.errors:,}",
+             number(t.instance_hours, ",.2f"), t.peak_desired]
+            for name, t in runs
+        ],
+        "The rehearsed run and its replay on the same arrivals",
+    )  # fmt: skip
+    d, shed = agreement.desired, agreement.shed
+    agreeing = table(
+        ["figure", "rehearsed", "replays", "rule", "verdict"],
+        [
+            ["desired count", f"{d.agreeing} of {d.minutes} minutes ({d.share:.1%}) as the "
+             f"primary replay", f"agrees with {d.replays_share:.1%} of the replays; each replay "
+             f"with the others: 5 % quantile {d.replay_quantile:.1%}",
+             f"within max(1, 10 %), shift ≤ {d.shift_s:g} s, {d.required:.0%} of minutes",
+             _passed(d.passed)],
+            ["shed share", f"{100 * shed.rehearsed:.4f} %",
+             f"mean {100 * shed.simulated_mean:.4f} %, sd {100 * shed.simulated_sd:.4f} %",
+             f"within {100 * shed.tolerance:.4f} % of the mean", _passed(shed.passed)],
+        ],
+        "Agreement: the rehearsal judged as one more replay",
+    )  # fmt: skip
+    lags = table(
+        ["alarm role", "modelled", "rehearsed", "simulated"],
+        [[lag.role, number(lag.modelled_s, ".0f", "s"), _seconds(lag.rehearsed_s),
+          _seconds(lag.simulated_s)] for lag in agreement.lags],
+        "Detection lags: first breaching datapoint's period to the scale-out",
+    )  # fmt: skip
     return subsection(
-        item.path.name,
-        note(
-            f"This build has no schema for {item.kind!r} artifacts: its JSON is shown as read "
-            f"(lists longer than {GENERIC_LIST_ROWS} entries are counted, not shown)."
-        ),
-        _plot(item, "Timeline"),
-        _generic(shown, 0),
-        id_=item.anchor,
-    )
+        item.path.name, key_values(summary), _plot(item, "Rehearsal timelines"), totals,
+        agreeing, lags, id_=item.anchor,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- provenance
 
 
 def _provenance_of(item: Item) -> dict[str, Any]:
-    if isinstance(item.artifact, dict):
-        given = item.artifact.get("provenance")
-        return given if isinstance(given, dict) else {}
     return item.artifact.provenance.model_dump(mode="json")
 
 
 def _fingerprint_of(item: Item) -> dict[str, Any] | None:
-    if isinstance(item.artifact, dict):
-        given = item.artifact.get("fingerprint")
-        return given if isinstance(given, dict) else None
     fp = item.artifact.fingerprint
     return None if fp is None else fp.model_dump(mode="json")
 
@@ -442,7 +462,7 @@ def _sources_of(item: Item) -> dict[str, tuple[str, str]]:
     a = item.artifact
     if isinstance(a, PlanArtifact):
         return {role: (s.path, s.sha256) for role, s in a.sources.items()}
-    if isinstance(a, SimulationArtifact):
+    if isinstance(a, SimulationArtifact | RehearsalArtifact):
         return {role: (f.path, f.sha256) for role, f in a.inputs.files.items()}
     if isinstance(a, SurgeArtifact):
         return {"qmax": (a.qmax_path, a.qmax_sha256)}
@@ -516,4 +536,4 @@ def part(item: Item, items: Sequence[Item]) -> Html:
         return surge_part(item, a)
     if isinstance(a, SimulationArtifact):
         return simulation_part(item, a)
-    return generic_part(item, a)
+    return rehearsal_part(item, a)
