@@ -29,6 +29,7 @@ from tts_bench.artifacts.schema import (
     write_artifact,
 )
 from tts_bench.aws.drift import read_and_check
+from tts_bench.aws.freeze import STATE_DIR_ENV
 from tts_bench.aws.session import AwsSession
 from tts_bench.aws.validate import Comparison, read_and_compare
 from tts_bench.errors import TtsBenchError
@@ -121,13 +122,21 @@ class LocalCloudTarget:
 
         step(f"starting the local cloud (stack {self.stack}, deployed without a plan)")
         # A first deploy has nothing measured yet: no plan, so no scaling and no queue bound.
-        with tempfile.TemporaryDirectory(prefix="tts-bench-no-plans-") as no_plans:
+        with (
+            tempfile.TemporaryDirectory(prefix="tts-bench-no-plans-") as no_plans,
+            tempfile.TemporaryDirectory(prefix="tts-bench-local-state-") as state,
+        ):
             settings = LocalCloudSettings(
                 stack=self.stack, instances=1, provision_delay_s=self.provision_delay_s,
                 program_dir=self.program_dir, server_args=tuple(self.server_args),
                 stack_overrides={"measurementsDir": no_plans},
             )  # fmt: skip
-            with local_cloud(settings, say=step) as cloud, aws_environment(cloud.env):
+            # The emulated endpoint's freeze records go with it: one left by a killed run must
+            # not block the next job, nor sit among a real account's records.
+            with (
+                local_cloud(settings, say=step) as cloud,
+                aws_environment({**cloud.env, STATE_DIR_ENV: state}),
+            ):
                 self.cloud, self.session = cloud, AwsSession.from_environment()
                 self.endpoint_name = cloud.endpoint_name
                 try:
