@@ -160,7 +160,9 @@ def test_the_policy_scales_out_on_the_probe_and_each_stage_is_timed_in_order(
     # occupancy fell back under the level after it first passed (each dip restarts the count).
     stage = {s.name.split(" -> ")[1]: s.seconds for s in ttotal.stages}
     assert stage["first_datapoint_over"] <= 10 + 1
-    assert stage["scaling_activity"] < 1 and stage["desired_set"] < 5
+    # The action comes in the alarm's own evaluation (the next is 10 s later); what separates
+    # them is the cloud's processing, in wall time × 30 (a loaded machine's 0.04 s is 1.2 s).
+    assert stage["scaling_activity"] < 5 and stage["desired_set"] < 5
     if found.dips == 0:
         assert stage["alarm"] == pytest.approx(2 * 10 + CLOUDWATCH_DELAY_S, abs=3)
         assert found.modelled_s - 10 <= found.lag_s <= found.modelled_s + CLOUDWATCH_DELAY_S + 10
