@@ -69,3 +69,39 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
     page = chromium.new_page()
     yield page
     page.close()
+
+
+# --------------------------------------------------------------------------- scheduling
+# pytest-xdist runs two workers (pyproject's addopts). A worker builds a session fixture the
+# first time one of its tests asks, so tests that share a costly one run on one worker: the real
+# Kokoro ladders (minutes each) and the engines. Every other test stays with its module (its
+# module-scoped servers and clouds are built once). The longest groups are sent first, so the
+# two workers end together; the order below is from measured durations and only affects time.
+_SHARED = {"refined_ladder": "kokoro-ladders", "http_ladder": "kokoro-ladders"}
+_LONGEST_FIRST = (
+    "kokoro-ladders",
+    "tests/chain/test_chain_local_cloud.py",
+    "tests/local_cloud/test_fleet.py",
+    "tests/ladder/test_local_run.py",
+    "tests/engine",
+    "tests/local_cloud/test_short_rehearsal.py",
+    "tests/local_cloud/test_rehearse_cloud.py",
+    "tests/local_cloud/test_bidi_local_cloud.py",
+    "tests/local_cloud/test_curve_cloud.py",
+)
+
+
+def _group(item: pytest.Item) -> str:
+    shared = {_SHARED[name] for name in item.fixturenames if name in _SHARED}
+    if shared:
+        return shared.pop()
+    module = item.nodeid.split("::")[0]
+    return "tests/engine" if module.startswith("tests/engine/") else module
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {item.nodeid: _group(item) for item in items}
+    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))  # stable: else as found
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
