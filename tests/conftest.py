@@ -99,6 +99,7 @@ def _group(item: pytest.Item) -> str:
     return "tests/engine" if module.startswith("tests/engine/") else module
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups off the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups = {item.nodeid: _group(item) for item in items}
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
