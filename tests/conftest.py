@@ -74,10 +74,19 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
 # --------------------------------------------------------------------------- scheduling
 # pytest-xdist runs two workers (pyproject's addopts). A worker builds a session fixture the
 # first time one of its tests asks, so tests that share a costly one run on one worker: the real
-# Kokoro ladders (minutes each) and the engines. Every other test stays with its module (its
-# module-scoped servers and clouds are built once). The longest groups are sent first, so the
-# two workers end together; the order below is from measured durations and only affects time.
-_SHARED = {"refined_ladder": "kokoro-ladders", "http_ladder": "kokoro-ladders"}
+# Kokoro ladders (minutes each) and the engines; every other test stays with its module (its
+# module-scoped servers and clouds are built once, its tests keep their order). The groups go
+# by module path because the scheduler sees only test ids (pytest 9 ignores the id suffix
+# xdist's own `loadgroup` relies on). The longest groups are sent first, so the two workers end
+# together; that order is from measured durations and only affects time.
+LADDER_MODULES = frozenset(
+    f"tests/ladder/{name}.py"
+    for name in (
+        "test_live_refine", "test_live_hold", "test_live_surge", "test_live_ladder",
+        "test_plan_refined", "test_ttotal_report", "test_web_ui",
+    )
+)  # fmt: skip
+LADDER_FIXTURES = frozenset({"refined_ladder", "http_ladder"})
 _LONGEST_FIRST = (
     "kokoro-ladders",
     "tests/chain/test_chain_local_cloud.py",
@@ -91,18 +100,38 @@ _LONGEST_FIRST = (
 )
 
 
-def _group(item: pytest.Item) -> str:
-    shared = {_SHARED[name] for name in item.fixturenames if name in _SHARED}
-    if shared:
-        return shared.pop()
-    module = item.nodeid.split("::")[0]
+def scheduling_group(nodeid: str) -> str:
+    """The scheduling group of a test id: the ladders' users, the engine tests, else its module."""
+    module = nodeid.split("::")[0]
+    if module in LADDER_MODULES:
+        return "kokoro-ladders"
     return "tests/engine" if module.startswith("tests/engine/") else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups off the items
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups = {item.nodeid: _group(item) for item in items}
+    strays = sorted(
+        {
+            item.nodeid.split("::")[0]
+            for item in items
+            if LADDER_FIXTURES & set(item.fixturenames)
+            and scheduling_group(item.nodeid) != "kokoro-ladders"
+        }
+    )
+    if strays:  # a new user of a ladder would build it again on the other worker
+        raise pytest.UsageError(f"add {', '.join(strays)} to LADDER_MODULES in tests/conftest.py")
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))  # stable: else as found
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    items.sort(key=lambda item: rank.get(scheduling_group(item.nodeid), len(rank)))  # stable
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """Whole groups to a worker, in the order collected (`--no-loadscope-reorder`)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_group(nodeid)
+
+    return GroupScheduling(config, log)
