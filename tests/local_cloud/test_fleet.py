@@ -1,4 +1,4 @@
-"""The fleet through the control plane: capacity changes, metrics under load, autoscaling.
+"""The fleet of process instances through the control plane: capacity changes, markers, logs.
 
 One local cloud for the module: the dev stack's recorded resources with an emulated published
 plan for this working tree's image, made from synthetic raw data with the reference ladder's
@@ -11,10 +11,8 @@ instead of 960 s, so each scale-in step takes one window.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -25,12 +23,10 @@ from tests.local_cloud.conftest import (
     control_client,
     emulated_plan_dir,
     read_log_events,
-    runtime_client,
 )
-from tests.local_cloud.streams import ClosedLoop
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings
 from tts_bench.local_cloud.fleet import InstanceState
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE, STARTUP_MARKERS
+from tts_bench.telemetry import STARTUP_MARKERS
 
 pytestmark = pytest.mark.slow
 
@@ -131,95 +127,3 @@ def test_desired_one_two_one(cloud: LocalCloud, frozen: None) -> None:
     time.sleep(1.0)
     drained_log = [json.loads(x).get("msg") for x in read_log_events(cloud, drained.log_stream)]
     assert drained_log.index("draining") < drained_log.index("drained")
-
-
-def _boundary(moment: datetime, up: bool) -> datetime:
-    """The 10 s boundary at or after (`up`) or at or before `moment`."""
-    seconds = moment.timestamp()
-    edge = (math.ceil if up else math.floor)(seconds / 10) * 10
-    return datetime.fromtimestamp(edge, tz=UTC)
-
-
-def _max_concurrency(cloud: LocalCloud, start: datetime, end: datetime) -> list[float]:
-    """The published per-window Maximum of ConcurrentRequestsPerModel in [start, end)."""
-    answer = control_client("cloudwatch").get_metric_data(
-        MetricDataQueries=[
-            {
-                "Id": "c",
-                "MetricStat": {
-                    "Metric": {
-                        "Namespace": SAGEMAKER_NAMESPACE,
-                        "MetricName": CONCURRENT_REQUESTS_PER_MODEL,
-                        "Dimensions": [
-                            {"Name": "EndpointName", "Value": cloud.endpoint_name},
-                            {"Name": "VariantName", "Value": cloud.variant_name},
-                        ],
-                    },
-                    "Period": 10,
-                    "Stat": "Maximum",
-                },
-            }
-        ],
-        StartTime=start,
-        EndTime=end,
-    )["MetricDataResults"][0]
-    return answer["Values"]
-
-
-def _steady_windows(cloud: LocalCloud, began: datetime, count: int, timeout_s: float) -> list:
-    """The first `count` whole windows after the one the load began in (its ramp), as
-    published: each window is published as it closes, so this waits about count + 1 windows."""
-    start = _boundary(began, up=True) + timedelta(seconds=10)
-    end = start + timedelta(seconds=10 * count)
-    deadline = time.time() + timeout_s
-    values = _max_concurrency(cloud, start, end)
-    while len(values) < count and time.time() < deadline:
-        time.sleep(0.5)
-        values = _max_concurrency(cloud, start, end)
-    return values
-
-
-def test_the_metric_follows_the_load_and_above_target_scales_out_then_in(cloud: LocalCloud) -> None:
-    """40 closed-loop users on one instance: first, scaling suspended, ConcurrentRequestsPerModel
-    (the Maximum of each 10 s window) is the users in flight; then, scaling resumed, the dev
-    plan's target of 37.5 in flight per instance is breached: scale-out, then, with no load,
-    scale-in back to one."""
-    users = 40
-    assert len(cloud.fleet.in_service()) == 1
-    _suspend_scaling(cloud, True)
-    try:
-        # 40 requests queued on one instance wait long on a loaded machine: some reach the 60 s
-        # invocation ceiling and fail; their users send the next at once, so stay in flight.
-        with ClosedLoop(runtime_client(), cloud.endpoint_name, users):
-            began = datetime.now(UTC)
-            values = _steady_windows(cloud, began, 3, timeout_s=90)
-            assert len(values) >= 3, values
-            # Every user holds one request (queued or executing) at the one instance: the
-            # window's maximum is exactly the users, counted neither short nor twice.
-            assert all(abs(v - users) <= 0.5 for v in values), values
-            assert _describe(cloud)["ProductionVariants"][0]["DesiredInstanceCount"] == 1
-            _suspend_scaling(cloud, False)
-            deadline = time.time() + 60  # the alarm's 3 windows are above already
-            while _describe(cloud)["ProductionVariants"][0]["DesiredInstanceCount"] < 2:
-                assert time.time() < deadline, "no scale-out"
-                time.sleep(1)
-            # Checked under load: once it ends (its queue takes long to drain on a loaded
-            # machine) the scale-in may already have stopped the new instance again.
-            deadline = time.time() + 5
-            while len([i for i in cloud.fleet.instances() if i.state != InstanceState.STOPPED]) < 2:
-                assert time.time() < deadline, "no second instance spawned"
-                time.sleep(0.1)
-    finally:
-        _suspend_scaling(cloud, False)
-    said = "\n".join(cloud.said)  # type: ignore[attr-defined]
-    assert "concurrency-target: TargetTracking-" in said and "desired 1 → 2" in said
-    # No load: the scale-in alarm (Average <= 25 over 3 periods) removes one again (the
-    # new one if it is not serving yet, as it is the cheapest to lose).
-    # Tracking may have added more than one while the first was starting (the metric still
-    # averaged over one InService instance); each scale-in waits out the 9.6 s cooldown.
-    deadline = time.time() + 300
-    while _describe(cloud)["ProductionVariants"][0]["DesiredInstanceCount"] > 1:
-        assert time.time() < deadline, "no scale-in: " + "\n".join(cloud.said[-15:])  # type: ignore[attr-defined]
-        time.sleep(1)
-    _statuses_until_in_service(cloud, 1, 60)
-    assert "scale-in: speech-kokoro-82m-AllTraffic-low-concurrency" in "\n".join(cloud.said)  # type: ignore[attr-defined]

@@ -159,13 +159,18 @@ def test_the_policy_scales_out_on_the_probe_and_each_stage_is_timed_in_order(
     # CloudWatch delay after they close: within one period of the model either way, unless the
     # occupancy fell back under the level after it first passed (each dip restarts the count).
     stage = {s.name.split(" -> ")[1]: s.seconds for s in ttotal.stages}
-    assert stage["first_datapoint_over"] <= 10 + 1
+    # The probe counts a request in flight when it sends it, the instance when it arrives: on a
+    # loaded machine that is a few tenths of a second later, a period at K = 30, so the first
+    # datapoint over may be the next period's.
+    assert stage["first_datapoint_over"] <= 2 * 10 + 1
     # The action comes in the alarm's own evaluation (the next is 10 s later); what separates
     # them is the cloud's processing, in wall time × 30 (a loaded machine's 0.04 s is 1.2 s).
     assert stage["scaling_activity"] < 5 and stage["desired_set"] < 5
     if found.dips == 0:
         assert stage["alarm"] == pytest.approx(2 * 10 + CLOUDWATCH_DELAY_S, abs=3)
-        assert found.modelled_s - 10 <= found.lag_s <= found.modelled_s + CLOUDWATCH_DELAY_S + 10
+        late = 10 if stage["first_datapoint_over"] > 10 + 1 else 0  # the transit above
+        upper = found.modelled_s + CLOUDWATCH_DELAY_S + 10 + late
+        assert found.modelled_s - 10 <= found.lag_s <= upper
     else:
         assert stage["alarm"] >= 3 * 10 + CLOUDWATCH_DELAY_S - 3
     # the new instance starts along the reference ttotal's stages, as the cloud replays them
