@@ -108,7 +108,6 @@ def scheduling_group(nodeid: str) -> str:
     return "tests/engine" if module.startswith("tests/engine/") else module
 
 
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     strays = sorted(
         {
