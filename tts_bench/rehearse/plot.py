@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tts_bench.artifacts.rehearsal import WINDOW_S, AlarmSeries, RehearsalArtifact, Run
-from tts_bench.simulate.plot import DPI, pyplot
+from tts_bench.simulate.plot import DPI, pyplot, save_timeline
 
 REHEARSED, SIMULATED = "#c0392b", "#1f5fa8"
 
@@ -83,12 +83,4 @@ def plot_rehearsal(artifact: RehearsalArtifact, title: str, path: str | os.PathL
     shed_ax.set_yscale("symlog", linthresh=1.0)
     shed_ax.set_ylim(bottom=0)
     shed_ax.set_xlabel("time (minutes of the service's clock)")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", fontsize=7, ncol=2)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    target = Path(path)
-    fig.savefig(target)
-    plt.close(fig)
-    return target
+    return save_timeline(fig, axes, title, path)

@@ -68,6 +68,11 @@ def plot_timeline(
     loss_ax.set_yscale("symlog", linthresh=1.0)
     loss_ax.set_ylim(bottom=0)
     loss_ax.set_xlabel(f"time ({unit})")
+    return save_timeline(fig, axes, title, path)
+
+
+def save_timeline(fig: Any, axes: Any, title: str, path: str | os.PathLike[str]) -> Path:
+    """A stacked timeline finished alike everywhere: grids, legends, title; written and closed."""
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=7, ncol=2)
@@ -75,5 +80,5 @@ def plot_timeline(
     fig.tight_layout()
     target = Path(path)
     fig.savefig(target)
-    plt.close(fig)
+    pyplot().close(fig)
     return target
