@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tts_bench.artifacts.companions import json_digests
+from tts_bench.artifacts.rehearsal import RehearsalArtifact
 from tts_bench.artifacts.schema import (
     PlanArtifact,
     QmaxArtifact,
@@ -24,14 +25,19 @@ from tts_bench.artifacts.schema import (
 )
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.custody.ladders import check_qmax
-from tts_bench.custody.others import check_simulation, check_summary, check_surge
+from tts_bench.custody.others import (
+    check_rehearsal,
+    check_simulation,
+    check_summary,
+    check_surge,
+)
 from tts_bench.custody.outcome import Checked, CustodyError
 from tts_bench.custody.plans import PLAN_EXEMPT, check_plan
 from tts_bench.custody.scale_outs import check_ttotal
 from tts_bench.errors import ArtifactError
 from tts_bench.measure.gpu_summary import SUMMARY_KIND
 
-ARTIFACT_KINDS: Final = ("qmax", "ttotal", "plan", "surge", "simulation")
+ARTIFACT_KINDS: Final = ("qmax", "ttotal", "plan", "surge", "simulation", "rehearsal")
 NOT_AN_ARTIFACT: Final = (
     "not an artifact (no `artifact` key of " + ", ".join(ARTIFACT_KINDS) + f", no {SUMMARY_KIND}"
     "): verify does not check a benchmark's own record, which its command reproduces"
@@ -65,6 +71,12 @@ TAKEN_AS_RECORDED: Final[dict[str, tuple[str, ...]]] = {
         r"policies\[\d+\]\..*",  # simulated figures: re-run the recorded command
         r"inputs\.(traffic|duration_s|seed|price_per_hour_usd|model|over_slo_rule)",
         r"inputs\.files\.[a-z]+\.path",
+    ),
+    "rehearsal": (
+        r"provenance\..*",
+        r"fingerprint.*",
+        r"(rehearsed|simulated|replays|unscaled|agreement).*",  # live traffic is not repeated
+        r"inputs\.(?!files\.[a-z]+\.sha256$|plan_id$).*",
     ),
 }
 
@@ -121,6 +133,8 @@ class ArtifactFolder:
             return check_surge(path, load_artifact(path, SurgeArtifact), self)  # type: ignore[type-var]
         if kind == "simulation":
             return check_simulation(path, load_artifact(path, SimulationArtifact), self)
+        if kind == "rehearsal":
+            return check_rehearsal(path, load_artifact(path, RehearsalArtifact), self)
         if isinstance(data, dict) and data.get("summary") == SUMMARY_KIND:
             return check_summary(path, data, self)
         raise CustodyError(path, NOT_AN_ARTIFACT)

@@ -1,4 +1,4 @@
-"""Surge runs, simulations and the GPU summary, each against what it was made from.
+"""Surge runs, simulations, rehearsals and the GPU summary, each against what it was made from.
 
 - A surge artifact: its ladder (by sha256, in the same folder, checked in turn) and its samples;
   every run is recomputed with `measure.surge_figures.surge_run`, the model's prediction too
@@ -6,6 +6,8 @@
 - A simulation: every input file it names is found by sha256 (in its folder, else at its
   recorded path) and checked in turn, and the plan it names is the plan it read. Its simulated
   figures are not recomputed here: that takes the simulator (the artifact records its command).
+- A rehearsal: the same for the plan, ladder and T_total it read; its rehearsed and replayed
+  figures are taken as recorded (live traffic is not repeated).
 - The GPU summary (`gpu-summary-*.json`) is not an artifact but a table over two ladders: it is
   recomputed from the serial and the batching qmax artifacts beside it
   (`measure.gpu_summary.recompute`), which are checked in turn.
@@ -17,7 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tts_bench.artifacts.rehearsal import RehearsalArtifact
 from tts_bench.artifacts.schema import (
+    InputFile,
     PlanArtifact,
     QmaxArtifact,
     SimulationArtifact,
@@ -71,33 +75,56 @@ def check_surge(path: Path, surge: SurgeArtifact, sources: Sources) -> Checked:
 
 
 def check_simulation(path: Path, simulation: SimulationArtifact, sources: Sources) -> Checked:
-    found: dict[str, Path] = {}
-    for key, named in simulation.inputs.files.items():
-        where = sources.find(named.sha256) or _at_recorded_path(named.path, named.sha256)
-        if where is None:
-            raise CustodyError(
-                path,
-                f"inputs.files.{key}.sha256: no file in {sources.folder} (nor {named.path}) has "
-                f"sha256 {named.sha256[:12]}…; the simulation read another {key} than is here",
-            )
-        if where.parent.resolve() == sources.folder.resolve():
-            _checked_source(path, f"inputs.files.{key}", where, sources)
-        found[key] = where
-    if "plan" in found:
-        plan = load_artifact(found["plan"], PlanArtifact)
-        if plan.plan_id != simulation.inputs.plan_id:
-            raise CustodyError(
-                path,
-                f"inputs.plan_id is {simulation.inputs.plan_id}, the plan it read is "
-                f"{plan.plan_id}",
-            )
-    names = ", ".join(p.name for p in found.values())
+    names = _inputs_found(
+        path, "simulation", simulation.inputs.files, simulation.inputs.plan_id, sources
+    )
     return Checked(
         path,
         "simulation",
         f"its inputs found by sha256 and checked ({names})",
         ("the simulated figures are taken as recorded: re-run its command to reproduce them",),
     )
+
+
+def check_rehearsal(path: Path, rehearsal: RehearsalArtifact, sources: Sources) -> Checked:
+    names = _inputs_found(
+        path, "rehearsal", rehearsal.inputs.files, rehearsal.inputs.plan_id, sources
+    )
+    return Checked(
+        path,
+        f"rehearsal {rehearsal.provenance.kind}",
+        f"its inputs found by sha256 and checked ({names})",
+        (
+            "the rehearsed and replayed figures are taken as recorded: live traffic is not "
+            "repeated, and its command gives another draw",
+        ),
+    )
+
+
+def _inputs_found(
+    path: Path, what: str, files: dict[str, InputFile], plan_id: str, sources: Sources
+) -> str:
+    """Every file a simulation or rehearsal read, found by sha256 (in its folder, else at its
+    recorded path) and checked in turn; the plan the one its id names."""
+    found: dict[str, Path] = {}
+    for key, named in files.items():
+        where = sources.find(named.sha256) or _at_recorded_path(named.path, named.sha256)
+        if where is None:
+            raise CustodyError(
+                path,
+                f"inputs.files.{key}.sha256: no file in {sources.folder} (nor {named.path}) has "
+                f"sha256 {named.sha256[:12]}…; the {what} read another {key} than is here",
+            )
+        if where.parent.resolve() == sources.folder.resolve():
+            _checked_source(path, f"inputs.files.{key}", where, sources)
+        found[key] = where
+    if "plan" in found:
+        plan = load_artifact(found["plan"], PlanArtifact)
+        if plan.plan_id != plan_id:
+            raise CustodyError(
+                path, f"inputs.plan_id is {plan_id}, the plan it read is {plan.plan_id}"
+            )
+    return ", ".join(p.name for p in found.values())
 
 
 def check_summary(path: Path, summary: dict[str, Any], sources: Sources) -> Checked:
