@@ -16,7 +16,6 @@ import http.client
 import json
 import logging
 import os
-import statistics
 import time
 import urllib.request
 from collections.abc import Callable
@@ -166,7 +165,8 @@ def test_after_a_client_leaves_mid_stream_the_next_starts_as_quickly_as_direct(
     container lets that request go as soon as when the client goes straight to it (the runtime
     closes the container's request the moment its client leaves, not at its next write), and
     a request sent right after the leaving one gets its first byte as soon. Rounds alternate
-    and means are compared: this machine's noise is shared by both ways."""
+    and the best of three each way is compared: a busy moment of this machine slows one round,
+    a container held after its client left slows every round."""
     url = cloud.fleet.in_service()[0].url
     _cloud_ttfab_s(cloud, "warm")
     ways: dict[str, tuple[Callable[[str], float], Callable[[str], float]]] = {
@@ -177,13 +177,13 @@ def test_after_a_client_leaves_mid_stream_the_next_starts_as_quickly_as_direct(
     ttfab_s: dict[str, list[float]] = {"direct": [], "cloud": []}
     for way, (leave, _) in ways.items():
         freed_s[way] = _freed_s(url, leave(f"{way}-freed"))
-    for round_ in range(2):
+    for round_ in range(3):
         for way, (leave, next_ttfab_s) in ways.items():
             leave(f"{way}-leave-{round_}")
             ttfab_s[way].append(next_ttfab_s(f"{way}-next-{round_}"))
             _wait_idle(cloud)
     assert freed_s["cloud"] <= freed_s["direct"] + 0.25, freed_s
-    direct, through = statistics.mean(ttfab_s["direct"]), statistics.mean(ttfab_s["cloud"])
+    direct, through = min(ttfab_s["direct"]), min(ttfab_s["cloud"])
     assert through <= 1.25 * direct + 0.15, ttfab_s
 
 

@@ -31,7 +31,8 @@ def test_the_published_plan_sheds_before_it_scales_out_as_its_replay_does(tmp_pa
     assert rehearsed.totals.requests == simulated.totals.requests == artifact.inputs.arrivals
     assert rehearsed.totals.errors == 0
     # the published rule acts only on a saturated fleet: both runs shed before their scale-out
-    first_out = next(a for a in rehearsed.actions if a.after > a.before)
+    first_out = next((a for a in rehearsed.actions if a.after > a.before), None)
+    assert first_out is not None, (done.line, rehearsed.state_changes, rehearsed.totals)
     first_shed = next(w for w in rehearsed.windows if w.shed)
     assert first_out.role == "concurrency-target" and first_shed.t_s - 10 < first_out.t_s
     assert artifact.agreement.scaled_out_before_shedding is False
