@@ -212,25 +212,40 @@ def test_without_load_the_step_policy_scales_in(
     assert "Alarm updated from OK to ALARM" in low
 
 
-def test_fifty_instances_serve_on_this_machine(
-    cloud: LocalCloud, scaled_out: list[dict[str, Any]]
-) -> None:
-    aas = control_client("application-autoscaling")
-    target = {
+def _scalable_target(cloud: LocalCloud) -> dict[str, str]:
+    return {
         "ServiceNamespace": "sagemaker",
         "ResourceId": f"endpoint/{cloud.endpoint_name}/variant/{cloud.variant_name}",
         "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
     }
-    suspend = {"DynamicScalingInSuspended": True, "DynamicScalingOutSuspended": True}
-    aas.register_scalable_target(**target, SuspendedState=suspend)
+
+
+def _suspend_scaling(cloud: LocalCloud, suspended: bool) -> None:
+    control_client("application-autoscaling").register_scalable_target(
+        **_scalable_target(cloud),
+        SuspendedState={
+            "DynamicScalingInSuspended": suspended,
+            "DynamicScalingOutSuspended": suspended,
+        },
+    )
+
+
+def _set_desired(cloud: LocalCloud, count: int) -> None:
+    control_client("sagemaker").update_endpoint_weights_and_capacities(
+        EndpointName=cloud.endpoint_name,
+        DesiredWeightsAndCapacities=[
+            {"VariantName": cloud.variant_name, "DesiredInstanceCount": count}
+        ],
+    )
+
+
+def test_fifty_instances_serve_on_this_machine(
+    cloud: LocalCloud, scaled_out: list[dict[str, Any]]
+) -> None:
+    _suspend_scaling(cloud, True)
     sm = control_client("sagemaker")
     try:
-        sm.update_endpoint_weights_and_capacities(
-            EndpointName=cloud.endpoint_name,
-            DesiredWeightsAndCapacities=[
-                {"VariantName": cloud.variant_name, "DesiredInstanceCount": 50}
-            ],
-        )
+        _set_desired(cloud, 50)
 
         def fifty() -> bool:
             described = sm.describe_endpoint(EndpointName=cloud.endpoint_name)
@@ -253,7 +268,7 @@ def test_fifty_instances_serve_on_this_machine(
         assert done == ["done"] * 200
         assert len({i.url for i in cloud.fleet.in_service()}) == 50
     finally:
-        aas.register_scalable_target(**target, SuspendedState={k: False for k in suspend})
+        _suspend_scaling(cloud, False)
 
 
 def test_suspended_the_metric_is_the_users_in_flight_and_resumed_it_scales_out(
@@ -263,13 +278,6 @@ def test_suspended_the_metric_is_the_users_in_flight_and_resumed_it_scales_out(
     ConcurrentRequestsPerModel is the users in flight (counted neither short nor twice) and the
     desired count stays; resumed, target tracking scales out on the alarm those windows raised.
     Last in the module: it leaves the fleet as the policy does."""
-    aas = control_client("application-autoscaling")
-    target = {
-        "ServiceNamespace": "sagemaker",
-        "ResourceId": f"endpoint/{cloud.endpoint_name}/variant/{cloud.variant_name}",
-        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
-    }
-    suspend = {"DynamicScalingInSuspended": True, "DynamicScalingOutSuspended": True}
     sm = control_client("sagemaker")
 
     def desired() -> int:
@@ -277,33 +285,25 @@ def test_suspended_the_metric_is_the_users_in_flight_and_resumed_it_scales_out(
         return int(variant["DesiredInstanceCount"])
 
     users = 40
-    aas.register_scalable_target(**target, SuspendedState=suspend)
+    _suspend_scaling(cloud, True)
     try:
-        sm.update_endpoint_weights_and_capacities(
-            EndpointName=cloud.endpoint_name,
-            DesiredWeightsAndCapacities=[
-                {"VariantName": cloud.variant_name, "DesiredInstanceCount": 1}
-            ],
-        )
+        _set_desired(cloud, 1)
         _wait("one instance serving", lambda: len(cloud.fleet.in_service()) == 1, 60)
         with ClosedLoop(runtime_client(), cloud.endpoint_name, users):
             # The first whole window after the ramp's, then two more, as published.
             start = datetime.fromtimestamp((cloud.clock.now() // 10 + 2) * 10, tz=UTC)
             end = start + timedelta(seconds=30)
-            values = _wait(
-                "three windows of the load",
-                lambda: (
-                    [v for t, v in _datapoints(cloud, start, end) if t < end][:3]
-                    if len(_datapoints(cloud, start, end)) >= 3
-                    else None
-                ),
-                30,
-            )
+
+            def three_windows() -> list[float] | None:
+                found = [v for t, v in _datapoints(cloud, start, end) if t < end]
+                return found[:3] if len(found) >= 3 else None
+
+            values = _wait("three windows of the load", three_windows, 30)
             assert all(v <= users + 0.5 for v in values), values  # never counted twice
             assert sum(abs(v - users) <= 0.5 for v in values) >= 2, values  # nor short
             assert desired() == 1
             resumed = cloud.clock.now_datetime()
-            aas.register_scalable_target(**target, SuspendedState={k: False for k in suspend})
+            _suspend_scaling(cloud, False)
             out = _wait(
                 "a scale-out once resumed",
                 lambda: [
@@ -317,4 +317,4 @@ def test_suspended_the_metric_is_the_users_in_flight_and_resumed_it_scales_out(
         assert out[0]["Description"].startswith("Setting desired instance count to ")
         assert desired() >= 2
     finally:
-        aas.register_scalable_target(**target, SuspendedState={k: False for k in suspend})
+        _suspend_scaling(cloud, False)
