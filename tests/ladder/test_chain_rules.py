@@ -14,7 +14,8 @@ from tts_bench.measure.response_stream import StreamEventError, failure_of, payl
 from tts_bench.measure.samples import Outcome
 from tts_bench.measure.ttotal_probe import ProbeSample
 from tts_bench.measure.ttotal_recovery import recovery_time
-from tts_bench.measure.ttotal_sagemaker import EMULATED_PROVISIONING, scale_out_stages
+from tts_bench.measure.ttotal_sagemaker import EMULATED_PROVISIONING, scale_out_events
+from tts_bench.measure.ttotal_stages import stages_from_events
 
 
 def steady(start: float, end: float, ttfab_ms: float, every_s: float = 0.5) -> list[ProbeSample]:
@@ -45,7 +46,8 @@ def test_stages_run_in_order_and_sum_to_the_total(gaps: list[float]) -> None:
         t.append(t[-1] + gap)
     markers = {"container_started": t[2], "framework_init": t[2] + 0.1, "weights_ready": t[3]}
     markers["warmup_done"] = t[4]
-    stages = scale_out_stages(t[0] - 5, t[0], t[1], markers, t[5], t[6], emulated=True)
+    events = scale_out_events(t[0] - 5, t[0], t[1], markers, t[5], t[6], emulated=True)
+    stages = stages_from_events(events)
     names = [s.name for s in stages]
     assert names[0] == "load_applied -> desired_set" and not stages[0].counted
     assert names[1:3] == [

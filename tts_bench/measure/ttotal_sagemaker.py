@@ -27,7 +27,6 @@ from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.schema import (
     Provenance,
     QmaxArtifact,
-    Stage,
     Trigger,
     TtotalArtifact,
     TtotalEvents,
@@ -92,25 +91,6 @@ def scale_out_events(
     points += [(IN_SERVICE, in_service), (TRAFFIC_RECOVERED, recovered)]
     reasons = {INSTANCE_VISIBLE: EMULATED_PROVISIONING} if emulated else {}
     return recorded_events(load_applied, points, ENDPOINT_SKEW_S, reasons)
-
-
-def scale_out_stages(
-    load_applied: float,
-    desired_set: float,
-    instance_visible: float,
-    markers: dict[str, float],
-    in_service: float,
-    recovered: float,
-    *,
-    emulated: bool,
-) -> list[Stage]:
-    """Warm-up (not counted), then each stage between consecutive timestamps (counted)."""
-    return stages_from_events(
-        scale_out_events(
-            load_applied, desired_set, instance_visible, markers, in_service, recovered,
-            emulated=emulated,
-        )
-    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
