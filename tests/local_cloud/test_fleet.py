@@ -121,7 +121,9 @@ def test_desired_one_two_one(cloud: LocalCloud, frozen: None) -> None:
     assert sorted(markers, key=STARTUP_MARKERS.index) == markers  # in order
 
     _set_desired(cloud, 1)
-    assert _statuses_until_in_service(cloud, 1, 60) == ["Updating", "InService"]
+    # Draining an idle instance may end between two polls of a busy machine: the Updating it
+    # passes through is then not seen, and the count of one says the scale-in happened.
+    assert _statuses_until_in_service(cloud, 1, 60) in (["Updating", "InService"], ["InService"])
     (drained,) = [i for i in cloud.fleet.instances() if i.state == InstanceState.STOPPED]
     assert drained.exit_code == 0
     time.sleep(1.0)
