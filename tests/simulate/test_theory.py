@@ -101,3 +101,23 @@ def test_a_pooled_fleet_under_a_surge_sheds_as_the_fleet_rules_surge_finding_say
     curve = throughput_curve(reference.qmax.curve_rungs)
     expected = pooled_stationary(instances, per_instance_rps, curve.at, 50).shed_share
     assert within_standard_errors(shares, expected), (np.mean(shares), expected)
+
+
+@pytest.mark.parametrize("model", ["fleet", "requests"])
+def test_a_refused_request_counts_in_the_concurrency_metric_while_its_container_receives_it(
+    reference, model
+) -> None:
+    """ConcurrentRequestsPerModel counts the requests a container is receiving, and a container
+    receives the one it refuses: a window with a shed reads the bound plus that one request
+    (what the local cloud's router counts too); a window without one never passes the bound.
+    Read as the bound alone, the published rule's runaway grew by 50/37.5 a step instead of
+    51/37.5, and its rehearsal and replays parted at 28 instances against 20."""
+    k, instances = 4, 2
+    curves = flat_curves(5.0, k)  # 10 requests/s of capacity, offered 40
+    traffic = traffic_of("steady:40", 120, reference, 5)
+    run = run_policy(reference, f"fixed:{instances}", traffic, 5, model=model, curves=curves)
+    line = run.timeline
+    shedding = line.shed > 0
+    assert shedding.sum() >= 10
+    assert np.all(line.datapoint[shedding] == (instances * k + 1) / instances)
+    assert np.all(line.datapoint[~shedding] <= k)

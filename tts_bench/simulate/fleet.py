@@ -100,6 +100,10 @@ def advance_fleet(
             istate[_ARRIVED] += 1
             if hi < 0 or lo >= top:
                 istate[_SHED] += 1
+                # A container receives the request it refuses: for that moment it holds one
+                # more (what ConcurrentRequestsPerModel counts; no instance, no container).
+                if hi >= 0 and total + 1 > istate[_PEAK]:
+                    istate[_PEAK] = total + 1
             else:
                 instances_at[lo] -= 1
                 instances_at[lo + 1] += 1
@@ -146,7 +150,9 @@ class Segment:
     arrived: int
     shed: int
     over_slo: int
-    peak_occupancy: int  # the most requests in flight over the fleet at any moment
+    # The most requests in flight over the fleet at any moment, a refused one counted while
+    # its container receives it (as ConcurrentRequestsPerModel counts it).
+    peak_occupancy: int
     occupancy_s: float  # ∫ requests in flight dt
 
 

@@ -111,6 +111,7 @@ class RequestQueues:
                 queue = self.instances[target].requests
                 if len(queue) >= self.curves.queue_max_depth:
                     shed += 1
+                    peak = max(peak, total + 1)  # received, then refused: counted that moment
                     continue
                 queue.append(event_s)
                 total += 1
