@@ -16,8 +16,10 @@ from tts_bench.rehearse.agreement import (
     desired_agreement,
     detection_lags,
     exchangeable,
+    replay_band,
     scaled_out_before_shedding,
     shed_spread,
+    within_band,
 )
 
 
@@ -145,3 +147,20 @@ def test_a_rehearsal_is_judged_as_one_more_replay() -> None:
     assert judged.passed and judged.share == 0.5
     assert judged.replay_quantile == pytest.approx(1 / 3)
     assert not exchangeable([False] * 4, halves).passed
+
+
+def test_the_replays_band_spans_every_replay_a_period_either_side_and_holds_the_rehearsal() -> None:
+    early = Steps([0.0, 120.0], [1.0, 20.0])  # scales out at 2 min
+    late = Steps([0.0, 180.0], [1.0, 14.0])  # a minute later, to fewer
+    band = replay_band([early, late], 150.0, 300.0, 60.0, 1)
+    assert band == [
+        (180.0, 1.0, 20.0),  # a period early, `late` still holds 1
+        (240.0, 14.0, 20.0),
+        (300.0, 14.0, 20.0),
+    ]
+    between = Steps([0.0, 150.0], [1.0, 17.0])
+    assert within_band(between, band, 1) == 3
+    beyond = Steps([0.0, 150.0], [1.0, 23.0])  # 20 + max(1, 2) is 22
+    assert within_band(beyond, band, 1) == 0
+    below = Steps([0.0, 150.0], [1.0, 12.0])  # 14 − max(1, 1.4) is 12.6; the first band holds 1
+    assert within_band(below, band, 1) == 1

@@ -121,6 +121,14 @@ class DesiredAgreement(_Strict):
         description="5 % quantile of each replay's share of the other replays it agrees with"
     )
     passed: bool = Field(description="replays_share ≥ replay_quantile: as good as one more replay")
+    within_replays: NonNegativeInt | None = Field(
+        None, description="minutes where the rehearsed count lies within the replays' band"
+    )
+    band: list[tuple[float, float, float]] = Field(
+        default_factory=list,
+        description="(minute's t_s, lowest, highest) desired count of the replays, a period's "
+        "shift either side, over the compared minutes",
+    )
 
 
 class ShedAgreement(_Strict):

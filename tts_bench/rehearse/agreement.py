@@ -8,6 +8,9 @@
   capacity a cooldown sizes from), so one replay is no yardstick. The rehearsal is judged as one
   more replay: the share of replays it agrees with must not fall below the 5 % quantile of each
   replay's share of the others it agrees with.
+  The replays' band (their lowest and highest count at each minute or a period either side,
+  widened by the same tolerance) says it to the eye: a rehearsal inside it did nothing the
+  replays could not.
 - **Shed shares**: the replays are runs of the same fleet on the same arrivals with other service
   draws, so a rehearsal that is that fleet lies within their spread: within 3 × sd × sqrt(1 + 1/R)
   of their mean over R replays (a new run's deviation from an R-run mean), plus one request's
@@ -62,15 +65,48 @@ def desired_agreement(
 ) -> tuple[int, int]:
     """(minutes compared, minutes agreeing) from the first whole minute at or after `from_s`."""
     minutes = agreeing = 0
-    for m in range(math.ceil(from_s / 60 - 1e-9), math.floor(duration_s / 60 + 1e-9) + 1):
-        t = 60.0 * m
-        if t <= from_s - 1e-9 or t > duration_s + 1e-9:
-            continue
+    for t in _minutes(from_s, duration_s):
         ours = rehearsed.at(t, initial)
         candidates = [simulated.at(t + d, initial) for d in (-shift_s, 0.0, shift_s)]
         minutes += 1
         agreeing += any(abs(ours - sim) <= max(1.0, DESIRED_TOLERANCE * sim) for sim in candidates)
     return minutes, agreeing
+
+
+def replay_band(
+    replays: Sequence[Steps],
+    from_s: float,
+    duration_s: float,
+    shift_s: float,
+    initial: int,
+) -> list[tuple[float, float, float]]:
+    """(minute, lowest, highest) desired count of any replay at that minute or one metric period
+    either side, for each whole minute after `from_s`: the spread the service draws alone give."""
+    band = []
+    for t in _minutes(from_s, duration_s):
+        counts = [line.at(t + d, initial) for line in replays for d in (-shift_s, 0.0, shift_s)]
+        band.append((t, min(counts), max(counts)))
+    return band
+
+
+def within_band(rehearsed: Steps, band: Sequence[tuple[float, float, float]], initial: int) -> int:
+    """Minutes of `band` where the rehearsed count lies in it, widened by max(1, 10 %)."""
+    inside = 0
+    for t, low, high in band:
+        ours = rehearsed.at(t, initial)
+        low_ok = ours >= low - max(1.0, DESIRED_TOLERANCE * low)
+        inside += low_ok and ours <= high + max(1.0, DESIRED_TOLERANCE * high)
+    return inside
+
+
+def _minutes(from_s: float, duration_s: float) -> list[float]:
+    """The whole minutes after `from_s`, up to `duration_s`."""
+    first = math.ceil(from_s / 60 - 1e-9)
+    return [
+        60.0 * m
+        for m in range(first, math.floor(duration_s / 60 + 1e-9) + 1)
+        if from_s - 1e-9 < 60.0 * m <= duration_s + 1e-9
+    ]
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,18 @@ def plot_rehearsal(artifact: RehearsalArtifact, title: str, path: str | os.PathL
             lw=0.9,
             label=f"{label}: shed (fleet requests/s)",
         )
+    band = artifact.agreement.desired.band
+    if band:
+        fleet_ax.fill_between(
+            [t / 60 for t, _, _ in band],
+            [low for _, low, _ in band],
+            [high for _, _, high in band],
+            step="post",
+            color=SIMULATED,
+            alpha=0.15,
+            lw=0,
+            label=f"desired of the {len(artifact.replays)} replays (lowest–highest)",
+        )
     for series in {(a.role, a.kind): a for a in artifact.rehearsed.alarms}.values():
         style = ":" if series.kind == "low" else "--"
         metric_ax.axhline(

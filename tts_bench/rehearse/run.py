@@ -61,8 +61,10 @@ from tts_bench.rehearse.agreement import (
     Steps,
     desired_agreement,
     exchangeable,
+    replay_band,
     scaled_out_before_shedding,
     shed_spread,
+    within_band,
 )
 from tts_bench.rehearse.arrivals import (
     WALL_BUDGET_RPS,
@@ -310,6 +312,7 @@ def judge_desired(
         return not minutes or agreeing / minutes >= REQUIRED_SHARE
 
     per_replay = [counts(ours, line) for line in lines]
+    band = replay_band(lines, from_s, duration_s, shift_s, initial)
     pairwise = [[i == j or agree(a, b) for j, b in enumerate(lines)] for i, a in enumerate(lines)]
     judged = exchangeable([agree(ours, line) for line in lines], pairwise)
     minutes, agreeing = per_replay[0]
@@ -324,6 +327,8 @@ def judge_desired(
         replays_share=round(judged.share, 4),
         replay_quantile=round(judged.replay_quantile, 4),
         passed=judged.passed,
+        within_replays=within_band(ours, band, initial),
+        band=[(t, low, high) for t, low, high in band],
     )
     return desired, shares
 
@@ -511,6 +516,15 @@ def dry_run(request: RehearsalRequest) -> str:
     return describe_prediction(prediction, duration_s, scale)
 
 
+def _band_line(desired: DesiredAgreement, replays: int) -> list[str]:
+    if desired.within_replays is None:
+        return []  # an artifact written before the band was recorded
+    return [
+        f"desired count within the {replays} replays' band (± max(1, 10 %)) on "
+        f"{desired.within_replays} of {len(desired.band)} minutes"
+    ]
+
+
 def summary(artifact: RehearsalArtifact) -> list[str]:
     """What the command prints once it is done."""
     a, reh, sim = artifact.agreement, artifact.rehearsed.totals, artifact.simulated.totals
@@ -525,6 +539,7 @@ def summary(artifact: RehearsalArtifact) -> list[str]:
         f"{len(artifact.replays)} replays ({100 * a.desired.replays_share:.0f} %; replays agree "
         f"so with at least {100 * a.desired.replay_quantile:.0f} % of each other, 5 % quantile): "
         f"{'pass' if a.desired.passed else 'FAIL'}",
+        *_band_line(a.desired, len(artifact.replays)),
         f"shed share {100 * a.shed.rehearsed:.4f} % against {100 * a.shed.simulated_mean:.4f} % ± "
         f"{100 * a.shed.tolerance:.4f} % ({len(artifact.replays)} replays): "
         f"{'pass' if a.shed.passed else 'FAIL'}",

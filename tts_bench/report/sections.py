@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tts_bench.artifacts.rehearsal import RehearsalArtifact
+from tts_bench.artifacts.rehearsal import DesiredAgreement, RehearsalArtifact
 from tts_bench.artifacts.schema import (
     CloudWatchUnits,
     PlanArtifact,
@@ -423,7 +423,7 @@ def rehearsal_part(item: Item, a: RehearsalArtifact) -> Html:
         ["figure", "rehearsed", "replays", "rule", "verdict"],
         [
             ["desired count", f"{d.agreeing} of {d.minutes} minutes ({d.share:.1%}) as the "
-             f"primary replay", f"agrees with {d.replays_share:.1%} of the replays; each replay "
+             f"primary replay{_in_band(d)}", f"agrees with {d.replays_share:.1%} of the replays; each replay "
              f"with the others: 5 % quantile {d.replay_quantile:.1%}",
              f"within max(1, 10 %), shift ≤ {d.shift_s:g} s, {d.required:.0%} of minutes",
              _passed(d.passed)],
@@ -443,6 +443,12 @@ def rehearsal_part(item: Item, a: RehearsalArtifact) -> Html:
         item.path.name, key_values(summary), _plot(item, "Rehearsal timelines"), totals,
         agreeing, lags, id_=item.anchor,
     )  # fmt: skip
+
+
+def _in_band(d: DesiredAgreement) -> str:
+    if d.within_replays is None:
+        return ""  # written before the band was recorded
+    return f"; inside the replays' band on {d.within_replays} of {len(d.band)} minutes"
 
 
 # --------------------------------------------------------------------------- provenance
