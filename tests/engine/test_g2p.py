@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import threading
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tts_server.engine import kokoro_engine
 from tts_server.engine.g2p import Phonemized, Phonemizer, WordSpan, split_phonemized
+from tts_server.engine.kokoro_engine import (
+    G2P_TABLE_ENV,
+    KokoroEngine,
+    LoadedModel,
+    ModelSource,
+)
 from tts_server.engine.offline_weights import load_vocab
 
 from .pronunciations import REPO, load_recorded, pronounce
@@ -103,3 +113,33 @@ def test_loading_both_g2ps_imports_no_torch_and_no_spacy_entry_point_factory() -
     assert "spacy" in modules and "misaki" in modules  # the live G2P did load
     heavy = {"torch", "transformers", "spacy_curated_transformers", "curated_transformers"}
     assert heavy & set(modules) == set()
+
+
+def test_the_g2ps_build_while_the_weights_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both are seconds of a start-up (T_total's `weights_ready → warmup_done` on every
+    scale-out): the weights finish loading here only once the G2P build has begun beside them,
+    and the phonemizer then takes what that build made instead of loading its own."""
+    started = threading.Event()
+    built = {"en": lambda text: [(text, "hˈɛlO", "")]}
+
+    def build() -> dict:
+        started.set()
+        return built
+
+    def load_weights() -> LoadedModel:
+        assert started.wait(10), "the G2P build did not start while the weights loaded"
+        return LoadedModel(SimpleNamespace(close=lambda: None), load_vocab(), {})
+
+    monkeypatch.delenv(G2P_TABLE_ENV, raising=False)
+    monkeypatch.setattr(kokoro_engine, "build_backends", build)
+    source = ModelSource("onnx", frozenset(), {}, lambda: "0" * 64, load_weights)
+    engine = KokoroEngine(source)
+
+    async def load_then_phonemize() -> str:
+        await engine.load()
+        try:
+            return engine._require().phonemizer.phonemize("Hello", "en").phonemes
+        finally:
+            await engine.close()
+
+    assert asyncio.run(load_then_phonemize()) == "hˈɛlO"

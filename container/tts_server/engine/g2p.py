@@ -21,6 +21,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -167,8 +168,23 @@ def _assemble(tokens: list[tuple[str, str, str]], vocab: dict[str, int]) -> Phon
     return Phonemized("".join(phonemes).rstrip(), tuple(words))
 
 
+G2PBackend = Callable[[str], list[tuple[str, str, str]]]
+
+
+def build_backends() -> dict[str, G2PBackend]:
+    """Every language's live G2P, built (seconds, mostly imports): what `Phonemizer.warm` does
+    for each, without the vocabulary, so it can run while the weights load."""
+    return {language: _live(language) for language in sorted(LANGUAGES)}
+
+
+def _live(language: str) -> G2PBackend:
+    return _english() if language == "en" else _japanese()
+
+
 class Phonemizer:
-    """Text → `Phonemized` per language; loads each language's G2P on first use.
+    """Text → `Phonemized` per language; loads each language's G2P on first use, unless a
+    `table` brings it or `building` (a `build_backends` already submitted, e.g. while the
+    weights load) will.
 
     `phonemize` blocks (spaCy, espeak-ng, OpenJTalk); call it off the event loop.
     """
@@ -178,9 +194,11 @@ class Phonemizer:
         vocab: dict[str, int],
         cache_size: int = 4096,
         table: Mapping[str, Mapping[str, list[tuple[str, str, str]]]] | None = None,
+        building: Future[dict[str, G2PBackend]] | None = None,
     ) -> None:
         self._vocab = vocab
-        self._backends: dict[str, Callable[[str], list[tuple[str, str, str]]]] = {}
+        self._backends: dict[str, G2PBackend] = {}
+        self._building = building
         if table is not None:
             for language in LANGUAGES:
                 self._backends[language] = _table_lookup(language, table.get(language, {}))
@@ -192,13 +210,16 @@ class Phonemizer:
         with self._lock:
             self._backend(language)
 
-    def _backend(self, language: str) -> Callable[[str], list[tuple[str, str, str]]]:
+    def _backend(self, language: str) -> G2PBackend:
+        if self._building is not None:  # its failure is this call's, as a lazy load's would be
+            building, self._building = self._building, None
+            self._backends = {**building.result(), **self._backends}
         if language not in self._backends:
             if language not in LANGUAGES:
                 raise EngineError(
                     f"no G2P for language {language!r}; use one of {sorted(LANGUAGES)}"
                 )
-            self._backends[language] = _english() if language == "en" else _japanese()
+            self._backends[language] = _live(language)
         return self._backends[language]
 
     def _phonemize(self, text: str, language: str) -> Phonemized:
@@ -223,8 +244,8 @@ def _table_lookup(
 
 
 @cache
-def _live_backend(language: str) -> Callable[[str], list[tuple[str, str, str]]]:
-    return _english() if language == "en" else _japanese()
+def _live_backend(language: str) -> G2PBackend:
+    return _live(language)
 
 
 def g2p_tokens(language: str, text: str) -> list[tuple[str, str, str]]:
