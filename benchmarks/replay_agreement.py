@@ -24,8 +24,7 @@ import numpy as np
 from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
 from tts_bench.rehearse.agreement import REQUIRED_SHARE, desired_agreement
 from tts_bench.rehearse.arrivals import TrafficSpec, rehearsal_arrivals
-from tts_bench.rehearse.replay import ReplaySetup, replay_arrivals
-from tts_bench.rehearse.run import _desired
+from tts_bench.rehearse.replay import ReplaySetup, desired_steps, replay_arrivals
 from tts_bench.rehearse.runs import simulated_alarms
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,7 +63,7 @@ def main() -> None:
             for k in range(args.replays)
         ]
         shift = max(a.rule.period_s for a in simulated_alarms(setup.shape) if a.scales_out)
-        lines = [_desired(run, 1) for run in runs]
+        lines = [desired_steps(run, 1) for run in runs]
         firsts = [next((t for t, a in run.actions if a.out), None) for run in runs]
         from_s = min((t for t in firsts if t is not None), default=0.0)
         shares = []

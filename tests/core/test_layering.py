@@ -63,7 +63,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "program": frozenset({"artifacts", "planning", "custody", "infra", "leaves"}),
     "loadtest": frozenset({"artifacts", "measure", "serving", "leaves"}),
     "benchmarks": frozenset(
-        {"artifacts", "planning", "serving", "measure", "simulate", "local_cloud", "leaves"}
+        {"artifacts", "planning", "serving", "measure", "simulate", "local_cloud", "rehearse"}
+        | {"leaves"}
     ),
 }
 OUTSIDE = {

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from tts_bench.rehearse.agreement import Steps
 from tts_bench.simulate.controller import Controller
 from tts_bench.simulate.deploy_shape import ScalingShape, scaling_shape
 from tts_bench.simulate.fleet import FleetQueues
@@ -86,6 +87,12 @@ def replay_arrivals(
     queues = RequestQueues(setup.curves, times_s, setup.initial, rng)
     controller = Controller(setup.shape, setup.policy, setup.initial)
     return replay(queues, controller, setup.curves, setup.shape, duration_s)
+
+
+def desired_steps(run: PolicyRun, initial: int) -> Steps:
+    """A replay's desired count over time, from `initial` at 0 s (what agreement compares)."""
+    line = run.timeline
+    return Steps([0.0, *map(float, line.end_s)], [float(initial), *map(float, line.desired)])
 
 
 def unscaled(setup: ReplaySetup, traffic: Traffic, seed: int) -> PolicyRun:

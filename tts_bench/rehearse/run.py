@@ -75,7 +75,7 @@ from tts_bench.rehearse.arrivals import (
 )
 from tts_bench.rehearse.endpoint import RehearsalTarget, read_rehearsal_target
 from tts_bench.rehearse.plot import plot_rehearsal
-from tts_bench.rehearse.replay import ReplaySetup, replay_arrivals, unscaled
+from tts_bench.rehearse.replay import ReplaySetup, desired_steps, replay_arrivals, unscaled
 from tts_bench.rehearse.runs import Rehearsed, rehearsed_run, simulated_alarms, simulated_run
 from tts_bench.simulate.from_files import SimulationRequest, check_pairing
 from tts_bench.simulate.replay import PolicyRun, initial_instances
@@ -285,11 +285,6 @@ def _first(run: Run, scale_out: bool) -> float | None:
     return next((w.t_s - 10 for w in run.windows if w.shed), None)
 
 
-def _desired(run: PolicyRun, initial: int) -> Steps:
-    line = run.timeline
-    return Steps([0.0, *map(float, line.end_s)], [float(initial), *map(float, line.desired)])
-
-
 def judge_desired(
     rehearsed: Run, replays: list[PolicyRun], shift_s: float, duration_s: float, initial: int
 ) -> tuple[DesiredAgreement, list[float]]:
@@ -298,7 +293,7 @@ def judge_desired(
     ours = Steps(
         [w.t_s for w in rehearsed.windows], [float(w.desired or 0) for w in rehearsed.windows]
     )
-    lines = [_desired(run, initial) for run in replays]
+    lines = [desired_steps(run, initial) for run in replays]
     firsts = [_first(rehearsed, True)] + [
         next((t for t, a in run.actions if a.out), None) for run in replays
     ]

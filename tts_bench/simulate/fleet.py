@@ -99,11 +99,8 @@ def advance_fleet(
             now = event
             istate[_ARRIVED] += 1
             if hi < 0 or lo >= top:
-                istate[_SHED] += 1
-                # A container receives the request it refuses: for that moment it holds one
-                # more (what ConcurrentRequestsPerModel counts; no instance, no container).
-                if hi >= 0 and total + 1 > istate[_PEAK]:
-                    istate[_PEAK] = total + 1
+                istate[_SHED] += 1  # its container (if any) receives it, then refuses: counted
+                istate[_PEAK] = max(istate[_PEAK], total + 1 if hi >= 0 else 0)
             else:
                 instances_at[lo] -= 1
                 instances_at[lo + 1] += 1
