@@ -167,7 +167,11 @@ def test_the_policy_scales_out_on_the_probe_and_each_stage_is_timed_in_order(
     # them is the cloud's processing, in wall time × 30 (a loaded machine's 0.04 s is 1.2 s).
     assert stage["scaling_activity"] < 5 and stage["desired_set"] < 5
     if found.dips == 0:
-        assert stage["alarm"] == pytest.approx(2 * 10 + CLOUDWATCH_DELAY_S, abs=3)
+        # Three datapoints, the last read a delay after it closes. The cloud's evaluation may run
+        # late by its processing (0.14 s of wall time on a busy machine is 4 s here); a datapoint
+        # more would be 10 s late, one fewer 10 s early.
+        expected = 2 * 10 + CLOUDWATCH_DELAY_S
+        assert expected - 3 <= stage["alarm"] < expected + 10 - 3
         late = 10 if stage["first_datapoint_over"] > 10 + 1 else 0  # the transit above
         upper = found.modelled_s + CLOUDWATCH_DELAY_S + 10 + late
         assert found.modelled_s - 10 <= found.lag_s <= upper
