@@ -69,7 +69,7 @@ def desired_agreement(
         ours = rehearsed.at(t, initial)
         candidates = [simulated.at(t + d, initial) for d in (-shift_s, 0.0, shift_s)]
         minutes += 1
-        agreeing += any(abs(ours - sim) <= max(1.0, DESIRED_TOLERANCE * sim) for sim in candidates)
+        agreeing += any(abs(ours - sim) <= _slack(sim) for sim in candidates)
     return minutes, agreeing
 
 
@@ -94,9 +94,13 @@ def within_band(rehearsed: Steps, band: Sequence[tuple[float, float, float]], in
     inside = 0
     for t, low, high in band:
         ours = rehearsed.at(t, initial)
-        low_ok = ours >= low - max(1.0, DESIRED_TOLERANCE * low)
-        inside += low_ok and ours <= high + max(1.0, DESIRED_TOLERANCE * high)
+        inside += low - _slack(low) <= ours <= high + _slack(high)
     return inside
+
+
+def _slack(count: float) -> float:
+    """How far a desired count may be from `count` and still agree: max(1, 10 %)."""
+    return max(1.0, DESIRED_TOLERANCE * count)
 
 
 def _minutes(from_s: float, duration_s: float) -> list[float]:

@@ -323,7 +323,7 @@ def judge_desired(
         replay_quantile=round(judged.replay_quantile, 4),
         passed=judged.passed,
         within_replays=within_band(ours, band, initial),
-        band=[(t, low, high) for t, low, high in band],
+        band=band,
     )
     return desired, shares
 

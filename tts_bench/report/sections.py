@@ -423,8 +423,9 @@ def rehearsal_part(item: Item, a: RehearsalArtifact) -> Html:
         ["figure", "rehearsed", "replays", "rule", "verdict"],
         [
             ["desired count", f"{d.agreeing} of {d.minutes} minutes ({d.share:.1%}) as the "
-             f"primary replay{_in_band(d)}", f"agrees with {d.replays_share:.1%} of the replays; each replay "
-             f"with the others: 5 % quantile {d.replay_quantile:.1%}",
+             f"primary replay{_in_band(d)}",
+             f"agrees with {d.replays_share:.1%} of the replays; each replay with the others: "
+             f"5 % quantile {d.replay_quantile:.1%}",
              f"within max(1, 10 %), shift ≤ {d.shift_s:g} s, {d.required:.0%} of minutes",
              _passed(d.passed)],
             ["shed share", f"{100 * shed.rehearsed:.4f} %",
