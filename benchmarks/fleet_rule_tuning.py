@@ -13,7 +13,10 @@ written: the extra invocations step has no role in the schema).
 
     PYTHONPATH=.:container python benchmarks/fleet_rule_tuning.py [--seeds 5] \\
         [--margin 0.05 --margin 0.03 ...] [--burst on --burst off] [--shape SPEC ...] \\
-        [--variant previous --variant floor-4 ...]
+        [--variant previous --variant floor-4 ...] [--aws-semantics documented ...]
+
+Every row is simulated under each `--aws-semantics` set (default: documented and pessimistic,
+docs/aws-semantics.md); × published compares with the published rule under the same set.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from tts_bench.artifacts.schema import (
     sha256_file,
 )
 from tts_bench.planning import fleet_rule
+from tts_bench.planning.aws_semantics import NAMED
 from tts_bench.planning.birth_death import stationary_occupancy
 from tts_bench.planning.curve import throughput_curve
 from tts_bench.planning.plan import derive_plan
@@ -152,8 +156,8 @@ def variant_plan(name: str, plan: PlanArtifact) -> PlanArtifact:
     return plan.model_copy(update={"deploy": deploy, **plan_update})
 
 
-def one(job: tuple[str, float, bool, str, int, str, dict]) -> tuple[tuple, dict, float]:
-    rule, margin, burst, spec, seed, qmax, request = job
+def one(job: tuple[str, float, bool, str, int, str, dict, str]) -> tuple[tuple, dict, float]:
+    rule, margin, burst, spec, seed, qmax, request, semantics = job
     if rule.startswith("file:"):  # a plan file edited by hand (a candidate design)
         plan = load_artifact(Path(rule.split("=", 1)[1]), PlanArtifact)
     elif rule.startswith("variant:"):
@@ -169,8 +173,10 @@ def one(job: tuple[str, float, bool, str, int, str, dict]) -> tuple[tuple, dict,
         if spec.startswith("trace:")
         else CheckTraffic(spec)
     )
-    figures = day_figures(plan, load_artifact(Path(qmax), QmaxArtifact), traffic, seed)
-    return (rule, margin, burst, spec), figures.model_dump(), time.process_time() - cpu
+    figures = day_figures(
+        plan, load_artifact(Path(qmax), QmaxArtifact), traffic, seed, NAMED[semantics]
+    )
+    return (rule, margin, burst, spec, semantics), figures.model_dump(), time.process_time() - cpu
 
 
 def main() -> None:
@@ -189,6 +195,7 @@ def main() -> None:
     parser.add_argument("--allow-config-mismatch", action="store_true")
     parser.add_argument("--no-published", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--aws-semantics", action="append", choices=sorted(NAMED))
     parser.add_argument("--variant", action="append", default=[], choices=sorted(VARIANTS))
     parser.add_argument(
         "--plan-file",
@@ -207,7 +214,8 @@ def main() -> None:
         "allow_config_mismatch": args.allow_config_mismatch,
     }
     seeds = range(1, args.seeds + 1)
-    jobs = [
+    sets = args.aws_semantics or ["documented", "pessimistic"]
+    jobs: list[tuple[str, float, bool, str, int, str, dict]] = [
         ("fleet", m, b, spec, seed, args.qmax, request)
         for m, b, spec, seed in itertools.product(margins, bursts, shapes, seeds)
     ]
@@ -228,27 +236,28 @@ def main() -> None:
         jobs += [
             ("published", 0.0, False, spec, s, args.qmax, request) for spec in shapes for s in seeds
         ]
+    runs = [(*job, semantics) for semantics in sets for job in jobs]
     load = os.getloadavg()[0]
     wall = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(one, jobs))
+        results = list(pool.map(one, runs))
     by: dict[tuple, list[dict]] = {}
     cpu = 0.0
     for key, figures, seconds in results:
         by.setdefault(key, []).append(figures)
         cpu += seconds
     print(
-        f"{len(jobs)} policy-days, {cpu:.0f} CPU s, {time.perf_counter() - wall:.0f} s wall; "
+        f"{len(runs)} policy-days, {cpu:.0f} CPU s, {time.perf_counter() - wall:.0f} s wall; "
         f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print(
-        "| shape | rule | margin | burst | shed % mean (min–max) | requests shed, mean "
+        "| AWS | shape | rule | margin | burst | shed % mean (min–max) | requests shed, mean "
         "| instance-h mean (min–max) | × published | peak |"
     )
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---|---:|---:|---:|---:|---:|")
     for key, rows in by.items():
-        rule, margin, burst, spec = key
-        base = by.get(("published", 0.0, False, spec))
+        rule, margin, burst, spec, semantics = key
+        base = by.get(("published", 0.0, False, spec, semantics))
         shed = [100 * r["shed_share"] for r in rows]
         hours = [r["instance_hours"] for r in rows]
         ratio = (
@@ -260,7 +269,7 @@ def main() -> None:
             rule = rule.removeprefix("file:").split("=", 1)[0]
         rule = rule.removeprefix("variant:")
         print(
-            f"| {spec} | {rule} | {margin if rule == 'fleet' else '-'} | "
+            f"| {semantics} | {spec} | {rule} | {margin if rule == 'fleet' else '-'} | "
             f"{('on' if burst else 'off') if rule == 'fleet' else '-'} | "
             f"{statistics.mean(shed):.4f} ({min(shed):.4f}–{max(shed):.4f}) | "
             f"{statistics.mean(r['shed'] for r in rows):,.0f} | "

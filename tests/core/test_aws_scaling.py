@@ -150,13 +150,14 @@ def test_within_the_scale_out_cooldown_the_added_capacity_counts_once() -> None:
     assert after is not None and after.after == 24
 
 
-def test_scale_in_waits_for_its_cooldown_and_for_any_scale_out_cooldown() -> None:
+def test_scale_in_waits_for_its_own_cooldown_only() -> None:
+    """[AAS-tt-api, AAS-step-api]: scale-in is blocked by its own cooldown; no rule lets a
+    running scale-out cooldown block it (the module before issue 35 did)."""
     tracking = _tracking(scale_out_cooldown_s=100.0)
     engine = aws.ScalingEngine((tracking, SCALE_IN))
     low = {"s-alarm": alarm_in(ALARM, 10.0)}
     engine.decide(0.0, {"t-high": alarm_in(ALARM, 50.0)}, 6, (1, 100))
-    assert engine.decide(50.0, low, 8, (1, 100)) is None  # scale-out cooldown running
-    first = engine.decide(150.0, low, 8, (1, 100))
+    first = engine.decide(50.0, low, 8, (1, 100))  # the scale-out cooldown still runs
     assert first is not None and first.after == 7
     assert engine.decide(500.0, low, 7, (1, 100)) is None  # its own 960 s cooldown
     assert engine.decide(1200.0, low, 7, (1, 100)) is not None
@@ -195,3 +196,121 @@ def test_a_percent_burst_sizes_from_the_capacity_its_cooldown_started_from() -> 
     assert engine.decide(0.0, fired, 10, (1, 100)).after == 15  # type: ignore[union-attr]
     assert engine.decide(10.0, fired, 15, (1, 100)) is None
     assert engine.decide(310.0, fired, 15, (1, 100)).after == 22  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------ AWS as documented (issue 35)
+
+
+def test_an_alarm_that_stays_in_alarm_acts_once_a_minute_not_every_evaluation() -> None:
+    """[CW-actions]: an Auto Scaling action is invoked on the transition into ALARM and then
+    "once per minute that the alarm remains in the new state"; a 10 s alarm evaluated every
+    10 s does not act every 10 s."""
+    engine = aws.ScalingEngine((_tracking(scale_out_cooldown_s=0.0),))
+    acted = []
+    desired = 6
+    for t in range(0, 130, 10):
+        action = engine.decide(float(t), {"t-high": alarm_in(ALARM, 75.0)}, desired, (1, 1000))
+        if action is not None:
+            acted.append(t)
+            desired = action.after
+    assert acted == [0, 60, 120]
+
+
+def test_an_alarm_that_leaves_and_reenters_alarm_acts_on_the_new_transition() -> None:
+    """[CW-actions]: actions happen on state transitions; re-entering ALARM is one."""
+    engine = aws.ScalingEngine((_tracking(scale_out_cooldown_s=0.0),))
+    assert engine.decide(0.0, {"t-high": alarm_in(ALARM, 75.0)}, 6, (1, 100)) is not None
+    assert engine.decide(10.0, {"t-high": alarm_in(aws.AlarmState.OK, 30.0)}, 12, (1, 100)) is None
+    again = engine.decide(20.0, {"t-high": alarm_in(ALARM, 75.0)}, 12, (1, 100))
+    assert again is not None and again.after == 24
+
+
+def test_a_scale_out_ends_a_running_scale_in_cooldown() -> None:
+    """[AAS-step-api, AAS-tt-api]: a scale-out during a scale-in cooldown acts at once, "the
+    cooldown period for the scale-in activity stops and doesn't complete"."""
+    engine = aws.ScalingEngine((_tracking(), SCALE_IN))
+    low = {"s-alarm": alarm_in(ALARM, 10.0)}
+    assert engine.decide(0.0, low, 8, (1, 100)) is not None  # 8 → 7; its 960 s cooldown runs
+    assert engine.decide(10.0, {"t-high": alarm_in(ALARM, 75.0)}, 7, (1, 100)) is not None
+    # The scale-in cooldown stopped: the next scale-in need not wait out the 960 s.
+    assert engine.decide(120.0, low, 14, (1, 100)) is not None
+
+
+def _second_tracking(disable: bool = False) -> aws.TrackingRule:
+    high, low = aws.tracking_alarms(INVOCATIONS, 600.0, disable, ("u-high", "u-low"))
+    return aws.TrackingRule("u", INVOCATIONS, 600.0, 0.0, 0.0, disable, high, low)
+
+
+def test_target_tracking_scales_in_only_when_every_tracking_policy_is_ready() -> None:
+    """[AAS-tt, multiple policies]: Application Auto Scaling "will scale in only if all of the
+    target tracking policies (with the scale-in portion enabled) are ready to scale in"."""
+    t = _tracking(INVOCATIONS, 600.0, disable=False, scale_in_cooldown_s=0.0)
+    engine = aws.ScalingEngine((t, _second_tracking()))
+    ok = aws.AlarmState.OK
+    wants_in = {"t-low": alarm_in(ALARM, 300.0), "u-low": alarm_in(ok, 700.0)}
+    assert engine.decide(0.0, wants_in, 10, (1, 100)) is None  # u is not ready
+    both = {"t-low": alarm_in(ALARM, 300.0), "u-low": alarm_in(ALARM, 450.0)}
+    action = engine.decide(60.0, both, 10, (1, 100))
+    assert action is not None and action.after == 8  # the larger of 5 and 8
+    # A policy whose scale-in is disabled has no say.
+    alone = aws.ScalingEngine((t, _second_tracking(disable=True)))
+    assert alone.decide(0.0, {"t-low": alarm_in(ALARM, 300.0)}, 10, (1, 100)) is not None
+
+
+def test_a_step_scale_in_is_not_held_back_by_target_tracking() -> None:
+    """[AAS-tt, multiple policies]: the all-ready rule is target tracking's; a step policy's
+    scale-in acts on its own alarm while a tracking policy is not ready to scale in."""
+    t = _tracking(INVOCATIONS, 600.0, disable=False)
+    engine = aws.ScalingEngine((t, SCALE_IN))
+    readings = {"t-low": alarm_in(aws.AlarmState.OK, 700.0), "s-alarm": alarm_in(ALARM, 10.0)}
+    action = engine.decide(0.0, readings, 10, (1, 100))
+    assert action is not None and (action.policy, action.after) == ("s", 9)
+
+
+def test_a_step_policy_aggregates_its_datapoints_average_by_default() -> None:
+    """[AAS-step-api]: MetricAggregationType, "If the aggregation type is null, the value is
+    treated as Average": the step is picked from the aggregate of the alarm's datapoints, not
+    from the newest one."""
+    steps = (aws.Step(0.0, 10.0, 1), aws.Step(10.0, None, 5))
+    alarm = _alarm(name="x", comparison="GreaterThanThreshold", threshold=10.0)
+    # The newest datapoint (25) is 15 over: +5; their Average (16) only 6 over: +1.
+    reading = {"x": aws.AlarmReading(ALARM, 25.0, (11.0, 12.0, 25.0))}
+
+    def after(aggregation: str | None) -> int:
+        extra = () if aggregation is None else (None, aggregation)
+        rule = aws.StepRule("x", "ChangeInCapacity", steps, 0, alarm, *extra)  # type: ignore[arg-type]
+        action = aws.ScalingEngine((rule,)).decide(0.0, reading, 4, (1, 100))
+        assert action is not None
+        return action.after
+
+    assert after(None) == 5  # Average, AWS's default
+    assert after("Minimum") == 5
+    assert after("Maximum") == 9
+
+
+def test_a_refused_action_starts_no_cooldown_and_acts_again_at_the_next_invocation() -> None:
+    """[SM-update]: a capacity change while the endpoint is Updating is refused; Application
+    Auto Scaling records a failed activity and acts again on a later invocation, which the
+    refused attempt's cooldown must not hold back."""
+    engine = aws.ScalingEngine((_tracking(scale_out_cooldown_s=300.0),))
+    fired = {"t-high": alarm_in(ALARM, 75.0)}
+    first = engine.decide(0.0, fired, 6, (1, 100))
+    assert first is not None
+    engine.refused(first)
+    assert engine.decide(10.0, fired, 6, (1, 100)) is None  # not invoked again within the minute
+    again = engine.decide(60.0, fired, 6, (1, 100))
+    assert again is not None and (again.before, again.after) == (6, 12)
+
+
+def test_the_variant_sets_build_target_trackings_alarms_by_their_reading() -> None:
+    from tts_bench.planning.aws_semantics import DOCUMENTED, PESSIMISTIC
+
+    high, _ = aws.tracking_alarms(HIGH_RES, 37.5, True, semantics=DOCUMENTED)
+    assert (high.period_s, high.detection_s) == (10, 30)
+    high, _ = aws.tracking_alarms(HIGH_RES, 37.5, True, semantics=PESSIMISTIC)
+    assert (high.period_s, high.delay_s, high.detection_s) == (60, 120, 300)
+    high, low = aws.tracking_alarms(INVOCATIONS, 600.0, False, semantics=PESSIMISTIC)
+    assert low is not None and (low.datapoints_to_alarm, low.delay_s) == (3, 120)
+    assert (high.delay_s, high.detection_s) == (120, 300)
+    high, low = aws.tracking_alarms(INVOCATIONS, 600.0, False)  # documented: what plans assume
+    assert low is not None and (low.datapoints_to_alarm, high.detection_s) == (15, 240)

@@ -30,8 +30,12 @@ def test_both_rules_are_simulated_per_seed_and_compared(capsys, tmp_path) -> Non
     check = plan.traffic_check
     assert code == 0 and plan.feasible and check is not None
     assert [s.seed for s in check.seeds] == [1, 2]
-    assert [[r.rule for r in s.rules] for s in check.seeds] == [["fleet", "published"]] * 2
-    assert [m.rule for m in check.mean] == ["fleet", "published"]
+    # Each rule under each reading of AWS (docs/aws-semantics.md), the same arrivals for all.
+    pairs = [("fleet", "documented"), ("published", "documented")]
+    pairs += [("fleet", "pessimistic"), ("published", "pessimistic")]
+    assert [[(r.rule, r.aws_semantics) for r in s.rules] for s in check.seeds] == [pairs] * 2
+    assert [(m.rule, m.aws_semantics) for m in check.mean] == pairs
+    assert check.semantics == ["documented", "pessimistic"]
     # Each seed's figures are what `simulate --seed S --policy plan` gives for that plan.
     again = day_figures(plan, _qmax(), CheckTraffic(SPEC), 2)
     assert check.seeds[1].rules[0].model_dump() == again.model_dump()
@@ -39,6 +43,9 @@ def test_both_rules_are_simulated_per_seed_and_compared(capsys, tmp_path) -> Non
     assert comparison is not None and comparison.verdict == "ok"
     assert "the published rule would shed" in comparison.message
     assert comparison.figure("published_instance_hours") == check.mean[1].instance_hours
+    readings = plan.finding("aws_semantics")
+    assert readings is not None and "fleet under pessimistic" in readings.message
+    assert readings.figure("fleet_pessimistic_shed_share") == check.mean[2].shed_share
 
 
 def test_a_mean_shed_share_over_the_budget_stops_the_plan(capsys, tmp_path) -> None:

@@ -15,6 +15,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, mod
 
 from tts_bench.artifacts.fingerprint import Fingerprint, file_slug
 from tts_bench.artifacts.schema import SCHEMA_VERSION, InputFile, Provenance
+from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
 from tts_bench.strict import StrictModel as _Strict
 
 WINDOW_S = 10
@@ -176,6 +177,9 @@ class RehearsalInputs(_Strict):
     files: dict[str, InputFile]
     replays: NonNegativeInt
     price_per_hour_usd: NonNegativeFloat | None = None
+    aws_semantics: AwsSemanticsRecord | None = Field(
+        default=None, description="the reading of AWS's open points it ran under (none: older)"
+    )
 
 
 class UnscaledPrediction(_Strict):

@@ -34,6 +34,7 @@ from tts_bench import __version__
 from tts_bench.artifacts.atomic_file import write_atomically
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.out_paths import usable_folder
+from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
 from tts_bench.errors import ArtifactError
 from tts_bench.strict import StrictModel as _Strict
 from tts_bench.strict import UnrepresentableNumber, strict_loads
@@ -939,6 +940,9 @@ class RuleFigures(_Strict):
     shed_share: NonNegativeFloat
     instance_hours: NonNegativeFloat
     peak_instances: NonNegativeFloat
+    aws_semantics: str | None = Field(
+        default=None, description="the variant set it was simulated under (none: before them)"
+    )
 
 
 class SeedCheck(_Strict):
@@ -957,8 +961,17 @@ class TrafficCheck(_Strict):
     seeds: list[SeedCheck] = Field(min_length=1)
     mean: list[RuleFigures] = Field(min_length=1)
 
-    def mean_of(self, rule: str) -> RuleFigures | None:
-        return next((r for r in self.mean if r.rule == rule), None)
+    def mean_of(self, rule: str, semantics: str = "documented") -> RuleFigures | None:
+        """A rule's mean under a variant set (a check from before the sets: its only one)."""
+        return next(
+            (r for r in self.mean if r.rule == rule and r.aws_semantics in (semantics, None)),
+            None,
+        )
+
+    @property
+    def semantics(self) -> list[str]:
+        """The variant sets it was simulated under, in order (`documented` first)."""
+        return list(dict.fromkeys(r.aws_semantics or "documented" for r in self.mean))
 
 
 class PlanArtifact(_Strict):
@@ -1141,6 +1154,9 @@ class SimulationInputs(_Strict):
     over_slo_rule: str
     plan_id: str
     files: dict[str, InputFile] = Field(description="plan, qmax, ttotal and the trace, if any")
+    aws_semantics: AwsSemanticsRecord | None = Field(
+        default=None, description="the reading of AWS's open points it ran under (none: older)"
+    )
 
 
 class SimulationArtifact(_Strict):

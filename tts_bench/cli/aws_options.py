@@ -7,6 +7,7 @@ import argparse
 from pydantic import ValidationError
 
 from tts_bench.deployment import DEFAULT_VARIANT, OperatorBounds
+from tts_bench.planning.aws_semantics import NAMED, AwsSemantics
 
 
 def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -42,4 +43,42 @@ def add_bounds_option(parser: argparse.ArgumentParser) -> None:
         metavar="MIN:MAX",
         help="the stack's operator bounds (minInstances:maxInstances); the plan's min/max are "
         "compared after clamping into them, as the stack deploys them",
+    )
+
+
+def aws_semantics(text: str) -> AwsSemantics:
+    """`--aws-semantics NAME|FILE`: a named variant set, or a JSON file of one."""
+    from pathlib import Path
+
+    from tts_bench.planning.aws_semantics import (
+        SemanticsError,
+        semantics_from_json,
+        semantics_named,
+    )
+
+    try:
+        if text in NAMED:
+            return semantics_named(text)
+        path = Path(text)
+        if not path.is_file():
+            raise SemanticsError(
+                f"{text!r} is neither a variant set ({', '.join(NAMED)}) nor a readable file"
+            )
+        try:
+            body = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SemanticsError(f"{path}: cannot be read ({exc})") from None
+        return semantics_from_json(body, str(path))
+    except SemanticsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_semantics_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--aws-semantics",
+        type=aws_semantics,
+        default=NAMED["documented"],
+        metavar="NAME|FILE",
+        help="how AWS behaves where its documentation leaves it open: documented (default), "
+        "pessimistic, or a JSON file of the same fields (docs/aws-semantics.md)",
     )

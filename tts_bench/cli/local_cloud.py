@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
+from tts_bench.cli.aws_options import add_semantics_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--min-instances", type=int, help="the operator's minInstances (default: the stack's)"
     )
+    add_semantics_option(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -178,6 +180,7 @@ def handle(args: argparse.Namespace) -> int:
         time_scale=args.time_scale,
         cloudwatch_delay_s=args.cloudwatch_delay_s,
         stack_overrides={k: v for k, v in bounds.items() if v is not None},
+        aws_semantics=args.aws_semantics,
         **({"program_dir": args.program.resolve()} if args.program else {}),
     )
     check_settings(settings)

@@ -16,6 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from tts_bench.cli.aws_options import add_semantics_option
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.simulate.traffic import SYNTHETIC_HELP
 
@@ -56,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the plan's instance-hours and cost on this traffic (simulated) and exit",
     )
+    add_semantics_option(p)
     p.set_defaults(handler=run)
 
 
@@ -70,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         time_scale=args.time_scale, seed=args.seed, out=args.out, dry_run=args.dry_run,
         price_per_hour_usd=args.price_per_hour, qmax=args.qmax, ttotal=args.ttotal,
         replays=args.replays, model=args.model, corpus=args.corpus,
+        semantics=args.aws_semantics,
         command="tts-bench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["rehearse"] else None,
     )  # fmt: skip
     if args.dry_run:

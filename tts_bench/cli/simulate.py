@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from tts_bench.cli.aws_options import add_semantics_option
 from tts_bench.simulate.policies import POLICY_NAMES
 from tts_bench.simulate.traffic import SYNTHETIC_HELP
 
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"{', '.join(POLICY_NAMES)}; repeat to compare (default: plan)",
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    add_semantics_option(p)
     p.add_argument("--price-per-hour", type=float, help="USD per instance-hour, for cost_usd")
     p.add_argument(
         "--out",
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         price_per_hour_usd=args.price_per_hour,
         out=args.out,
+        semantics=args.aws_semantics,
         command="tts-bench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["simulate"] else None,
     )
     result = simulate_from_files(request)

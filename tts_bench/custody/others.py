@@ -28,6 +28,7 @@ from tts_bench.artifacts.schema import (
     load_artifact,
     sha256_file,
 )
+from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
 from tts_bench.artifacts.surge import SurgeArtifact, surge_filename
 from tts_bench.custody.differences import first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name
@@ -41,6 +42,7 @@ from tts_bench.errors import ArtifactError, TtsBenchError
 from tts_bench.measure.gpu_summary import recompute
 from tts_bench.measure.samples import read_samples, samples_path
 from tts_bench.measure.surge_figures import surge_run
+from tts_bench.planning.aws_semantics import semantics_digest
 
 
 def check_surge(path: Path, surge: SurgeArtifact, sources: Sources) -> Checked:
@@ -74,14 +76,31 @@ def check_surge(path: Path, surge: SurgeArtifact, sources: Sources) -> Checked:
     return Checked(path, f"surge {surge.provenance.kind}", how + f" against {ladder_path.name}")
 
 
+def _semantics_recorded(path: Path, what: str, record: AwsSemanticsRecord | None) -> str:
+    """The reading of AWS it ran under must be recorded, and its hash must be its fields'."""
+    if record is None:
+        raise CustodyError(
+            path,
+            f"inputs.aws_semantics: the {what} records no AWS semantics (it predates the variant "
+            "sets of docs/aws-semantics.md); re-run its command to record one",
+        )
+    fields = record.model_dump(mode="json", exclude={"sha256"})
+    if semantics_digest(fields) != record.sha256:
+        raise CustodyError(
+            path, "inputs.aws_semantics.sha256 is not the hash of its fields (edited by hand?)"
+        )
+    return f"under AWS semantics {record.name!r}"
+
+
 def check_simulation(path: Path, simulation: SimulationArtifact, sources: Sources) -> Checked:
     names = _inputs_found(
         path, "simulation", simulation.inputs.files, simulation.inputs.plan_id, sources
     )
+    under = _semantics_recorded(path, "simulation", simulation.inputs.aws_semantics)
     return Checked(
         path,
         "simulation",
-        f"its inputs found by sha256 and checked ({names})",
+        f"its inputs found by sha256 and checked ({names}), {under}",
         ("the simulated figures are taken as recorded: re-run its command to reproduce them",),
     )
 
@@ -90,10 +109,11 @@ def check_rehearsal(path: Path, rehearsal: RehearsalArtifact, sources: Sources) 
     names = _inputs_found(
         path, "rehearsal", rehearsal.inputs.files, rehearsal.inputs.plan_id, sources
     )
+    under = _semantics_recorded(path, "rehearsal", rehearsal.inputs.aws_semantics)
     return Checked(
         path,
         f"rehearsal {rehearsal.provenance.kind}",
-        f"its inputs found by sha256 and checked ({names})",
+        f"its inputs found by sha256 and checked ({names}), {under}",
         (
             "the rehearsed and replayed figures are taken as recorded: live traffic is not "
             "repeated, and its command gives another draw",

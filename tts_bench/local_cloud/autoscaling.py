@@ -9,7 +9,10 @@ Application Auto Scaling sends it. The target-tracking policy's alarms are creat
 AWS creates them (`aws_scaling.tracking_alarms`, named `TargetTracking-<resource>-AlarmHigh-…`).
 Tests may scale cooldowns and alarm periods (`time_scale`), never below the 10 s metric period.
 Each alarm state change and each capacity asked for is recorded, on the cloud's clock, in the
-`ScalingHistory` that answers DescribeAlarmHistory and DescribeScalingActivities.
+`ScalingHistory` that answers DescribeAlarmHistory and DescribeScalingActivities. A capacity
+change the endpoint refuses (it is Updating: `ValidationException`) is a Failed activity with
+SageMaker's message; no cooldown starts, and the alarm acts again at its next invocation, as
+Application Auto Scaling does. What AWS leaves open is the cloud's variant set (`semantics`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
 from tts_bench.local_cloud.metrics import VariantMetrics
 from tts_bench.local_cloud.scaling_history import ScalingHistory
 from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.telemetry import (
     CONCURRENT_REQUESTS_PER_MODEL,
     SAGEMAKER_INVOCATIONS_PER_INSTANCE,
@@ -46,6 +52,7 @@ class Autoscaler:
         say: Callable[[str], None],
         clock: ServiceClock | None = None,
         history: ScalingHistory | None = None,
+        semantics: AwsSemantics = DOCUMENTED,
     ) -> None:
         self._clock = clock or ServiceClock()
         self.history = history or ScalingHistory()
@@ -56,9 +63,15 @@ class Autoscaler:
         self._scale = time_scale
         self._say = say
         self._lock = threading.Lock()
-        self._engine = aws_scaling.ScalingEngine(())
+        # Scaled like the alarm periods: an action repeats once a (scaled) minute, never more
+        # often than the 10 s metric period.
+        step = aws_scaling.METRIC_PERIOD_S
+        repeat = max(step, round(semantics.action_repeat_s * time_scale / step) * step)
+        self._semantics = replace(semantics, action_repeat_s=repeat)
+        self._engine = aws_scaling.ScalingEngine((), self._semantics)
         self._states: dict[str, aws_scaling.AlarmState] = {}
         self.decisions: list[tuple[float, str, int, int]] = []  # (when, policy, from, to)
+        self.refusals: list[tuple[float, str, int, int]] = []  # the endpoint refused these
 
     @property
     def _resource(self) -> str:
@@ -90,7 +103,8 @@ class Autoscaler:
     def _scaled(self, alarm: aws_scaling.AlarmRule) -> aws_scaling.AlarmRule:
         step = aws_scaling.METRIC_PERIOD_S
         period = max(step, round(alarm.period_s * self._scale / step) * step)
-        return replace(alarm, period_s=period)
+        delay = aws_scaling.publication_delay_s(period, self._semantics)
+        return replace(alarm, period_s=period, publication_delay=delay)
 
     def _tracking_rule(
         self, policy: dict[str, Any], alarms: list[dict[str, Any]]
@@ -102,7 +116,7 @@ class Autoscaler:
             self._tracking_alarm_name("AlarmHigh", alarms),
             self._tracking_alarm_name("AlarmLow", alarms),
         )
-        high, low = aws_scaling.tracking_alarms(metric, target, disabled, names)
+        high, low = aws_scaling.tracking_alarms(metric, target, disabled, names, self._semantics)
         for alarm in (high, low):
             if alarm is not None:
                 self._create_tracking_alarm(alarm, policy["PolicyARN"], alarms)
@@ -161,6 +175,7 @@ class Autoscaler:
                 float(c.get("Cooldown", DEFAULT_COOLDOWN_S)) * self._scale,
                 self._scaled(_alarm_rule(alarm)),
                 c.get("MinAdjustmentMagnitude"),
+                c.get("MetricAggregationType") or "Average",
             )
             for alarm in alarms
             if policy["PolicyARN"] in alarm.get("AlarmActions", [])
@@ -217,12 +232,27 @@ class Autoscaler:
         self._say(
             f"autoscaling: {action.policy}: {action.reason}: desired {action.before} → {action.after}"
         )
-        self._client("sagemaker").update_endpoint_weights_and_capacities(
-            EndpointName=self._endpoint,
-            DesiredWeightsAndCapacities=[
-                {"VariantName": self._variant, "DesiredInstanceCount": action.after}
-            ],
-        )
+        try:
+            self._client("sagemaker").update_endpoint_weights_and_capacities(
+                EndpointName=self._endpoint,
+                DesiredWeightsAndCapacities=[
+                    {"VariantName": self._variant, "DesiredInstanceCount": action.after}
+                ],
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            if error.get("Code") != "ValidationException":
+                raise
+            with self._lock:
+                self._engine.refused(action)
+            message = f"{error.get('Code')}: {error.get('Message', '')}"
+            self._say(f"autoscaling: {action.policy}: refused ({message}); tried again later")
+            self.history.capacity_failed(
+                self._resource, action.policy, action.alarm, action.before, action.after,
+                self._clock.now(), message,
+            )  # fmt: skip
+            self.refusals.append((when_s, action.policy, action.before, action.after))
+            return
         self.history.capacity_set(
             self._resource, action.policy, action.alarm, action.before, action.after,
             self._clock.now(),

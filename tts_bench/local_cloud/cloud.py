@@ -161,6 +161,7 @@ class LocalCloud:
         )
         check_counts(deployment, self.instance_limit(), instance_cap(self.settings))
         self.moto.instance_limit = self.instance_limit()
+        self.moto.refuse_while_updating = self.settings.aws_semantics.refuse_while_updating
         self.moto.machine_limit = instance_cap(self.settings)
         if self.settings.instance_env:
             env = {**deployment.instance_env, **self.settings.instance_env}
@@ -343,6 +344,7 @@ class LocalCloud:
             self._say,
             clock=self.clock,
             history=self.moto.history,
+            semantics=self.settings.aws_semantics,
         )
         self._publisher = MetricsPublisher(
             self.metrics,

@@ -84,6 +84,9 @@ class MotoHost:
         # knows the stack's quota); None: no endpoint of ours yet. `machine_limit`: the most a
         # scalable target may name, whatever the quota (the cloud sets it for its instance model).
         self.instance_limit: int | None = None
+        # SageMaker refuses a capacity change while the endpoint is Updating (the variant set's
+        # `refuse_while_updating`; docs/aws-semantics.md).
+        self.refuse_while_updating = True
         self.machine_limit = MAX_LOCAL_INSTANCES
 
     def start(self) -> str:
@@ -157,6 +160,13 @@ class MotoHost:
                 f"{what} {count} is above this endpoint's instance limit of {limit} (the local "
                 "cloud's emulated quota, at most the instances this machine is asked to run)"
             )
+
+    def check_not_updating(self, endpoint: Any) -> None:
+        """SageMaker's answer to a capacity change while an update is in progress."""
+        from moto.sagemaker.exceptions import ValidationError
+
+        if endpoint.endpoint_status in ("Updating", "Creating", "SystemUpdating"):
+            raise ValidationError(f'Cannot update in-progress endpoint "{endpoint.endpoint_arn}".')
 
     def _fronts(self) -> list[tuple[Any, str, Any]]:
         """moto's Logs and CloudWatch on the cloud's clock; the two calls moto lacks, answered
@@ -256,6 +266,8 @@ class MotoHost:
             for count in desired.values():
                 host.check_instance_count(count, "DesiredInstanceCount")
             endpoint = self.endpoints.get(endpoint_name)
+            if host.refuse_while_updating and endpoint is not None:
+                host.check_not_updating(endpoint)
             before = {
                 v["VariantName"]: v.get("CurrentInstanceCount")
                 for v in (endpoint.production_variants if endpoint else [])

@@ -45,6 +45,7 @@ class ScalingActivity:
     started_s: float
     ended_s: float | None = None
     status: str = "InProgress"
+    message: str = ""  # a failed activity's reason, as the service gave it
 
 
 def _stamp(seconds: float) -> datetime:
@@ -101,6 +102,25 @@ class ScalingHistory:
                 at_s,
             )
             self._activities.append(activity)
+            del self._activities[:-HISTORY_LIMIT]
+
+    def capacity_failed(
+        self,
+        resource_id: str,
+        policy_name: str,
+        alarm_name: str,
+        from_capacity: int,
+        to_capacity: int,
+        at_s: float,
+        message: str,
+    ) -> None:
+        """A capacity change the endpoint refused: a Failed activity, ended when it started."""
+        failed = ScalingActivity(
+            str(uuid.uuid4()), resource_id, policy_name, alarm_name, from_capacity, to_capacity,
+            at_s, at_s, "Failed", message,
+        )  # fmt: skip
+        with self._lock:
+            self._activities.append(failed)
             del self._activities[:-HISTORY_LIMIT]
 
     def observe_endpoint(self, status: str, in_service: int, at_s: float) -> None:
@@ -187,7 +207,11 @@ def _activity_item(a: ScalingActivity) -> dict[str, Any]:
         ),
         "StartTime": _stamp(a.started_s),
         "StatusCode": a.status,
-        "StatusMessage": f"desired instance count {a.from_capacity} -> {a.to_capacity}",
+        "StatusMessage": (
+            f"Failed to set desired instance count to {a.to_capacity}. Reason: {a.message}"
+            if a.status == "Failed"
+            else f"desired instance count {a.from_capacity} -> {a.to_capacity}"
+        ),
     }
     if a.ended_s is not None:
         item["EndTime"] = _stamp(a.ended_s)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
 from tts_bench.local_cloud.curve_model import ServiceLaw
+from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # SageMaker ends every invocation at 60 s; tests lower it to reach the error quickly.
@@ -57,6 +58,8 @@ class LocalCloudSettings:
     # than the wall clock; its timestamps are virtual (`tts_bench.aws.clock`). Curve instances only.
     time_scale: float = 1.0
     cloudwatch_delay_s: float = CLOUDWATCH_DELAY_S  # in the cloud's own (virtual) seconds
+    # How AWS behaves where its documentation leaves it open (docs/aws-semantics.md).
+    aws_semantics: AwsSemantics = DOCUMENTED
 
 
 def instance_cap(settings: LocalCloudSettings) -> int:

@@ -23,8 +23,8 @@ Metrics (AWS/SageMaker, dimensions EndpointName and VariantName):
 Target tracking [AAS-tt]: Application Auto Scaling creates and manages two alarms per policy.
 - AlarmHigh: `TRACKING_HIGH_DATAPOINTS` consecutive datapoints of the metric above the target
   (assumption for the count: AWS does not publish it; 3 is what its consoles show), one datapoint
-  per metric period.
-- AlarmLow (absent with DisableScaleIn): `TRACKING_LOW_DATAPOINTS` consecutive one-minute
+  per metric period (for the high-resolution metric the period is an open point: 10 or 60 s).
+- AlarmLow (absent with DisableScaleIn): the set's `tracking_low_datapoints` consecutive one-minute
   datapoints below `TRACKING_LOW_RATIO` of the target (assumption for the figures; AWS says
   scale-in waits for the metric to fall "typically more than 10 %" below the target, and that a
   high-resolution policy scales in at the standard metrics' speed [AAS-tt, SM-policy]).
@@ -40,21 +40,42 @@ PercentChangeInCapacity, the last rounded as EC2 Auto Scaling documents (above 1
 
 Alarms [CW-eval]: an alarm is in ALARM when at least DatapointsToAlarm of its last
 EvaluationPeriods datapoints breach; missing datapoints count as TreatMissingData says. An alarm
-is evaluated once per period (assumption for the cadence). An Auto Scaling action is invoked
-again on every evaluation while the alarm stays in ALARM, unlike other actions [CW-actions].
+is evaluated once per period (assumption for the cadence). An Auto Scaling action is invoked on
+the transition into ALARM and then "once per minute that the alarm remains in the new state"
+[CW-actions]: a 10 s alarm that stays in ALARM acts at most once a minute, not every evaluation.
 
-Cooldowns [AAS-tt-api, AAS-step]:
-- scale-out: after a scale-out the policy adds capacity again within its cooldown only for a
-  larger scale-out, the capacity the first one added counted as part of the desired capacity:
-  within the cooldown a scale-out is sized from the capacity the first one started from, and
-  acts when it asks for more than the desired count. A later scale-out within the cooldown does
-  not restart it (assumption). After the cooldown it is sized from the desired count again;
-- scale-in: blocked within the policy's own scale-in cooldown; a scale-out during a scale-in
-  cooldown acts at once [AAS-tt-api]; no scale-in while any scale-out cooldown runs
-  (assumption, as target tracking's "scale out aggressively, scale in conservatively" intends);
-- several policies: a scale-out wins over a scale-in, and among several the largest capacity
-  (Application Auto Scaling "scales out if any policy wants out, and in only when all agree"
-  [AAS-tt, multiple policies]).
+Cooldowns [AAS-tt-api, AAS-step-api]:
+- scale-out: "while the scale-out cooldown period is in effect, the capacity added by the
+  initiating scale-out activity is calculated as part of the desired capacity for the next
+  scale-out activity": within the cooldown a scale-out is sized from the capacity the first one
+  started from, and acts when it asks for more than the desired count. A later scale-out within
+  the cooldown does not restart it (assumption). After the cooldown it is sized from the desired
+  count again;
+- scale-in: "scale-in activities are blocked until the cooldown period has expired. However, if
+  another alarm triggers a scale-out activity during the cooldown period after a scale-in
+  activity, Application Auto Scaling scales out the target immediately. In this case, the
+  cooldown period for the scale-in activity stops and doesn't complete." No other rule blocks a
+  scale-in: a running scale-out cooldown does not.
+
+Several policies [AAS-tt, multiple policies]: "Application Auto Scaling scales out if any of the
+target tracking policies are ready for scale out, but will scale in only if all of the target
+tracking policies (with the scale-in portion enabled) are ready to scale in"; a step policy's
+scale-in is its own alarm's and is not held back by target tracking. When several act at once
+the largest capacity wins, for scale-out and for scale-in alike (assumption, as EC2 Auto Scaling
+documents it).
+
+Step scaling's value [AAS-step-api]: MetricAggregationType (Average when absent) aggregates the
+alarm's evaluated datapoints into the value whose distance from the threshold picks the step.
+
+The endpoint [SM-update]: a capacity change while the endpoint is Updating is refused
+(`ValidationException: Cannot update in-progress endpoint`, as reported); Application Auto
+Scaling records a failed scaling activity, starts no cooldown, and acts again at a later
+invocation. Whether it is refused is a reading of `aws_semantics`, refused in both named sets.
+
+What AWS leaves open (the high-resolution policy's detection, AlarmLow's datapoints, a standard
+metric's publication delay, the refusal) is a field of `aws_semantics.AwsSemantics`; the engine,
+`tracking_alarms` and `publication_delay_s` take the set. Every rule here and its source is
+tabled in docs/aws-semantics.md.
 Capacities are clamped to the scalable target's min and max; a suspended direction does nothing.
 
 Sources:
@@ -66,6 +87,8 @@ Sources:
 - [AAS-tt] https://docs.aws.amazon.com/autoscaling/application/userguide/target-tracking-scaling-policy-overview.html
 - [AAS-tt-api] https://docs.aws.amazon.com/autoscaling/application/APIReference/API_TargetTrackingScalingPolicyConfiguration.html
 - [AAS-step] https://docs.aws.amazon.com/autoscaling/application/userguide/application-auto-scaling-step-scaling-policies.html
+- [AAS-step-api] https://docs.aws.amazon.com/autoscaling/application/APIReference/API_StepScalingPolicyConfiguration.html
+- [SM-update] https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-delete.html (auto scaling is blocked while an endpoint update is in progress)
 - [CW-eval] https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-evaluation.html
 - [CW-actions] https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-actions.html
 """
@@ -79,6 +102,7 @@ from enum import StrEnum
 from typing import Final
 
 from tts_bench.deployment import INVOCATIONS_TRACKING_METRIC, TARGET_TRACKING_METRIC
+from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.rounding import ceil9
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
@@ -86,11 +110,11 @@ HIGH_RESOLUTION_TRACKING: Final = TARGET_TRACKING_METRIC
 INVOCATIONS_TRACKING: Final = INVOCATIONS_TRACKING_METRIC
 METRIC_PERIOD_S: Final = 10  # the finest any SageMaker metric is published at
 TRACKING_HIGH_DATAPOINTS: Final = 3
-TRACKING_LOW_DATAPOINTS: Final = 15
+TRACKING_LOW_DATAPOINTS: Final = DOCUMENTED.tracking_low_datapoints
 TRACKING_LOW_PERIOD_S: Final = 60
 TRACKING_LOW_RATIO: Final = 0.9
 STANDARD_PERIOD_S: Final = 60
-STANDARD_PUBLICATION_DELAY_S: Final = 60  # assumption, see the module docstring
+STANDARD_PUBLICATION_DELAY_S: Final = DOCUMENTED.standard_publication_delay_s
 
 
 @dataclass(frozen=True)
@@ -112,9 +136,22 @@ PREDEFINED_METRICS: Final[Mapping[str, PredefinedMetric]] = {
 }
 
 
-def publication_delay_s(period_s: int) -> int:
-    """A datapoint of a standard-resolution period (≥ 60 s) reaches alarms one period late."""
-    return STANDARD_PUBLICATION_DELAY_S if period_s >= STANDARD_PERIOD_S else 0
+def predefined_metric_of(name: str, semantics: AwsSemantics = DOCUMENTED) -> PredefinedMetric:
+    """What a predefined metric's AlarmHigh reads under `semantics` (the high-resolution
+    metric's period and a standard metric's publication delay are open points)."""
+    metric = PREDEFINED_METRICS[name]
+    if name == HIGH_RESOLUTION_TRACKING:
+        period = semantics.high_resolution_tracking_period_s
+        return replace(metric, period_s=period, publication_delay_s=publication_delay_s(
+            period, semantics
+        ))  # fmt: skip
+    return replace(metric, publication_delay_s=publication_delay_s(metric.period_s, semantics))
+
+
+def publication_delay_s(period_s: int, semantics: AwsSemantics = DOCUMENTED) -> int:
+    """A datapoint of a standard-resolution period (≥ 60 s) reaches alarms late (the set's
+    delay); a high-resolution one at once (assumption)."""
+    return semantics.standard_publication_delay_s if period_s >= STANDARD_PERIOD_S else 0
 
 
 class AlarmState(StrEnum):
@@ -142,9 +179,12 @@ class AlarmRule:
     threshold: float
     comparison: str
     treat_missing: str
+    publication_delay: int | None = None  # None: the documented reading for its period
 
     @property
     def delay_s(self) -> int:
+        if self.publication_delay is not None:
+            return self.publication_delay
         return publication_delay_s(self.period_s)
 
     @property
@@ -174,6 +214,7 @@ class StepRule:
     cooldown_s: float
     alarm: AlarmRule
     min_adjustment_magnitude: int | None = None
+    aggregation: str = "Average"  # MetricAggregationType; AWS's default when absent
 
 
 @dataclass(frozen=True)
@@ -200,21 +241,24 @@ def tracking_alarms(
     target: float,
     disable_scale_in: bool,
     names: tuple[str, str] = ("AlarmHigh", "AlarmLow"),
+    semantics: AwsSemantics = DOCUMENTED,
 ) -> tuple[AlarmRule, AlarmRule | None]:
-    """AlarmHigh and AlarmLow as Application Auto Scaling builds them for a predefined metric."""
-    metric = PREDEFINED_METRICS[predefined_metric]
+    """AlarmHigh and AlarmLow as Application Auto Scaling builds them for a predefined metric,
+    under the set's reading of what AWS leaves open."""
+    metric = predefined_metric_of(predefined_metric, semantics)
     high = AlarmRule(
         names[0], metric.metric, metric.statistic, metric.period_s,
         TRACKING_HIGH_DATAPOINTS, TRACKING_HIGH_DATAPOINTS, target, "GreaterThanThreshold",
-        "missing",
+        "missing", metric.publication_delay_s,
     )  # fmt: skip
     if disable_scale_in:
         return high, None
     low_period = max(metric.period_s, TRACKING_LOW_PERIOD_S)
+    datapoints = semantics.tracking_low_datapoints
     low = AlarmRule(
         names[1], metric.metric, metric.statistic, low_period,
-        TRACKING_LOW_DATAPOINTS, TRACKING_LOW_DATAPOINTS, TRACKING_LOW_RATIO * target,
-        "LessThanThreshold", "missing",
+        datapoints, datapoints, TRACKING_LOW_RATIO * target,
+        "LessThanThreshold", "missing", publication_delay_s(low_period, semantics),
     )  # fmt: skip
     return high, low
 
@@ -377,15 +421,23 @@ class _OutCooldown:
 
 @dataclass
 class ScalingEngine:
-    """Cooldowns and the choice among policies over one scalable target; methods change state.
+    """Alarm actions, cooldowns and the choice among policies over one scalable target, under
+    one reading of what AWS leaves open; methods change state.
 
     Callers evaluate the alarms (`read_alarm`, over their own metric history), hand the readings
-    to `decide`, and apply the `Action` it returns; `decide` records the action as taken.
+    to `decide`, and apply the `Action` it returns; `decide` records the action as taken. Where
+    the endpoint refuses it (Updating), the caller says so with `refused`, which takes the record
+    back: a failed scaling activity starts no cooldown, and the alarm acts again at its next
+    invocation.
     """
 
     rules: tuple[Rule, ...]
+    semantics: AwsSemantics = DOCUMENTED
     _out: dict[str, _OutCooldown] = field(default_factory=dict)
     _last_in_s: dict[str, float] = field(default_factory=dict)
+    _states: dict[str, AlarmState] = field(default_factory=dict)  # each alarm's last reading
+    _invoked_s: dict[str, float] = field(default_factory=dict)  # each alarm's last action
+    _before: tuple[dict[str, _OutCooldown], dict[str, float]] | None = None
 
     @property
     def alarms(self) -> tuple[AlarmRule, ...]:
@@ -394,40 +446,67 @@ class ScalingEngine:
         )
 
     def with_rules(self, rules: tuple[Rule, ...]) -> ScalingEngine:
-        """Other rules (a redeploy), the cooldowns of policies that stay kept."""
+        """Other rules (a redeploy), the cooldowns and alarm states of policies that stay kept."""
         names = {r.policy_name for r in rules}
+        alarms = {
+            a.name for r in rules for a in (r.alarms if isinstance(r, TrackingRule) else (r.alarm,))
+        }
         return ScalingEngine(
             rules,
+            self.semantics,
             {k: v for k, v in self._out.items() if k in names},
             {k: v for k, v in self._last_in_s.items() if k in names},
+            {k: v for k, v in self._states.items() if k in alarms},
+            {k: v for k, v in self._invoked_s.items() if k in alarms},
         )
 
     def _base(self, policy: str, now_s: float, desired: int) -> int:
         cooldown = self._out.get(policy)
         return cooldown.base if cooldown is not None and now_s < cooldown.until_s else desired
 
+    def _invocations(self, now_s: float, readings: Mapping[str, AlarmReading]) -> set[str]:
+        """The alarms whose action is invoked at `now_s` [CW-actions]: on entering ALARM, then
+        once per `action_repeat_s` while they stay there."""
+        invoked = set()
+        for name, reading in readings.items():
+            before = self._states.get(name)
+            self._states[name] = reading.state
+            if reading.state is not AlarmState.ALARM:
+                continue
+            last = self._invoked_s.get(name)
+            repeat = self.semantics.action_repeat_s
+            if before is not AlarmState.ALARM or last is None or now_s - last >= repeat - 1e-6:
+                invoked.add(name)
+                self._invoked_s[name] = now_s
+        return invoked
+
     def _wanted(
-        self, rule: Rule, readings: Mapping[str, AlarmReading], now_s: float, desired: int
-    ) -> Iterable[_Wanted]:
+        self, rule: Rule, readings: Mapping[str, AlarmReading], invoked: set[str], now_s: float,
+        desired: int,
+    ) -> Iterable[_Wanted]:  # fmt: skip
         if isinstance(rule, TrackingRule):
-            high = readings.get(rule.high.name)
-            if high is not None and high.state is AlarmState.ALARM and high.value is not None:
+            high = readings.get(rule.high.name) if rule.high.name in invoked else None
+            if high is not None and high.value is not None:
                 base = self._base(rule.policy_name, now_s, desired)
                 capacity = tracking_capacity(base, high.value, rule.target_value)
                 yield _Wanted(
                     rule.policy_name, capacity, _above(rule.high, high.value), rule.high.name
                 )
-            low = readings.get(rule.low.name) if rule.low is not None else None
-            if low is not None and low.state is AlarmState.ALARM and low.value is not None:
+            low = None
+            if rule.low is not None and rule.low.name in invoked:
+                low = readings.get(rule.low.name)
+            if low is not None and low.value is not None:
                 capacity = tracking_capacity(desired, low.value, rule.target_value)
                 yield _Wanted(
                     rule.policy_name, capacity, _above(rule.low, low.value), rule.low.name
                 )
             return
-        reading = readings.get(rule.alarm.name)
-        if reading is None or reading.state is not AlarmState.ALARM:
+        reading = readings.get(rule.alarm.name) if rule.alarm.name in invoked else None
+        if reading is None:
             return
-        value = reading.value if reading.value is not None else rule.alarm.threshold
+        value = _aggregated(reading, rule.aggregation)
+        if value is None:
+            value = rule.alarm.threshold
         delta = value - rule.alarm.threshold
         capacity = step_capacity(rule, desired, delta)
         if capacity is not None and capacity > desired:  # a scale-out: sized as cooldowns say
@@ -437,9 +516,17 @@ class ScalingEngine:
 
     def _scale_in_allowed(self, rule: Rule, now_s: float) -> bool:
         cooldown = rule.scale_in_cooldown_s if isinstance(rule, TrackingRule) else rule.cooldown_s
-        if now_s - self._last_in_s.get(rule.policy_name, -math.inf) < cooldown:
-            return False
-        return not any(now_s < c.until_s for c in self._out.values())
+        return now_s - self._last_in_s.get(rule.policy_name, -math.inf) >= cooldown
+
+    def _tracking_ready_in(self, now_s: float) -> bool:
+        """Whether every target-tracking policy with scale-in enabled is ready to scale in: its
+        AlarmLow in ALARM and its scale-in cooldown over [AAS-tt, multiple policies]."""
+        return all(
+            self._states.get(rule.low.name) is AlarmState.ALARM
+            and self._scale_in_allowed(rule, now_s)
+            for rule in self.rules
+            if isinstance(rule, TrackingRule) and rule.low is not None
+        )
 
     def decide(
         self,
@@ -450,14 +537,18 @@ class ScalingEngine:
         suspended: tuple[bool, bool] = (False, False),
     ) -> Action | None:
         """The action the policies take at `now_s`, if any. `suspended` is (out, in)."""
+        invoked = self._invocations(now_s, readings)
         outs: list[_Wanted] = []
         ins: list[_Wanted] = []
+        tracking_ready = self._tracking_ready_in(now_s)
         for rule in self.rules:
-            for wanted in self._wanted(rule, readings, now_s, desired):
+            for wanted in self._wanted(rule, readings, invoked, now_s, desired):
                 capacity = clamp(wanted.capacity, *bounds)
                 if capacity > desired:
                     outs.append(replace(wanted, capacity=capacity))
                 elif capacity < desired and self._scale_in_allowed(rule, now_s):
+                    if isinstance(rule, TrackingRule) and not tracking_ready:
+                        continue
                     ins.append(replace(wanted, capacity=capacity))
         chosen = max(outs or ins, key=lambda w: w.capacity, default=None)
         if chosen is None or suspended[0 if outs else 1]:
@@ -466,17 +557,36 @@ class ScalingEngine:
         self._record(action, now_s)
         return action
 
+    def refused(self, action: Action) -> None:
+        """The endpoint refused `action` (it was Updating): no cooldown starts, as for a failed
+        scaling activity; its alarm acts again at its next invocation."""
+        if self._before is not None:
+            self._out, self._last_in_s = self._before
+            self._before = None
+
     def _record(self, action: Action, now_s: float) -> None:
+        self._before = (dict(self._out), dict(self._last_in_s))
         rule = next(r for r in self.rules if r.policy_name == action.policy)
         if not action.out:
             self._last_in_s[action.policy] = now_s
             return
+        # A scale-out stops every scale-in cooldown, which "doesn't complete" [AAS-tt-api].
+        self._last_in_s.clear()
         running = self._out.get(action.policy)
         if running is None or now_s >= running.until_s:
             cooldown = (
                 rule.scale_out_cooldown_s if isinstance(rule, TrackingRule) else rule.cooldown_s
             )
             self._out[action.policy] = _OutCooldown(now_s + cooldown, action.before)
+
+
+def _aggregated(reading: AlarmReading, aggregation: str) -> float | None:
+    """A step policy's value: its MetricAggregationType over the alarm's evaluated datapoints
+    [AAS-step-api]; the newest when the reading carries no datapoints."""
+    known = [p for p in reading.points if p is not None]
+    if not known:
+        return reading.value
+    return _reduce(known, aggregation)
 
 
 def _above(alarm: AlarmRule, value: float) -> str:

@@ -11,6 +11,7 @@ shape's structure, what an organic ttotal's measured detection lag depends on.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from tts_bench import deployment
 from tts_bench.artifacts.schema import (
@@ -23,6 +24,7 @@ from tts_bench.artifacts.schema import (
     TargetTrackingSpec,
 )
 from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws_semantics import AwsSemantics
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 
@@ -133,13 +135,32 @@ def engine_rules(
     shape: DeployShape,
     names: Callable[[str], str] = lambda role: role,
     scale: float = 1.0,
+    semantics: AwsSemantics | None = None,
 ) -> tuple[aws_scaling.Rule, ...]:
-    """The shape's policies as `aws_scaling` rules, policy `names(role)`, cooldowns × `scale`."""
+    """The shape's policies as `aws_scaling` rules, policy `names(role)`, cooldowns × `scale`.
+    With `semantics`, target tracking's alarms are built as that reading says AWS builds them
+    and every alarm's publication delay is the set's; without, as the plan recorded them."""
     rules: list[aws_scaling.Rule] = []
+
+    def alarm(name: str, spec: AlarmSpec) -> aws_scaling.AlarmRule:
+        rule = alarm_rule(name, spec)
+        if semantics is None:
+            return rule
+        return replace(rule, publication_delay=aws_scaling.publication_delay_s(
+            rule.period_s, semantics
+        ))  # fmt: skip
+
     for policy in shape.policies:
         name = names(policy.role)
         if isinstance(policy, TargetTrackingSpec):
-            low = policy.low_alarm
+            low_spec = policy.low_alarm
+            high = alarm_rule(f"{name}-AlarmHigh", policy.high_alarm)
+            low = alarm_rule(f"{name}-AlarmLow", low_spec) if low_spec is not None else None
+            if semantics is not None:
+                high, low = aws_scaling.tracking_alarms(
+                    policy.predefined_metric, policy.target_value, policy.disable_scale_in,
+                    (f"{name}-AlarmHigh", f"{name}-AlarmLow"), semantics,
+                )  # fmt: skip
             rules.append(
                 aws_scaling.TrackingRule(
                     name,
@@ -148,8 +169,8 @@ def engine_rules(
                     policy.scale_out_cooldown_s * scale,
                     (policy.scale_in_cooldown_s or 0) * scale,
                     policy.disable_scale_in,
-                    alarm_rule(f"{name}-AlarmHigh", policy.high_alarm),
-                    alarm_rule(f"{name}-AlarmLow", low) if low is not None else None,
+                    high,
+                    low,
                 )
             )
             continue
@@ -159,8 +180,9 @@ def engine_rules(
                 policy.adjustment_type,
                 tuple(aws_scaling.Step(s.lower, s.upper, s.adjustment) for s in policy.steps),
                 policy.cooldown_s * scale,
-                alarm_rule(f"{name}-alarm", policy.alarm),
+                alarm(f"{name}-alarm", policy.alarm),
                 policy.min_adjustment_magnitude,
+                policy.metric_aggregation_type,
             )
         )
     return tuple(rules)

@@ -41,6 +41,7 @@ FINDING_ORDER = (
     "detection_lag",
     "surge_survival",
     "rule_comparison",
+    "aws_semantics",
     "scale_in_safety",
     "fleet_sizing",
     "slo_budget",

@@ -41,8 +41,10 @@ def check_budget(budget: float) -> float:
     return budget
 
 
-def mean_figures(seeds: Sequence[SeedCheck], rule: str) -> RuleFigures:
-    rows = [r for s in seeds for r in s.rules if r.rule == rule]
+def mean_figures(
+    seeds: Sequence[SeedCheck], rule: str, semantics: str | None = None
+) -> RuleFigures:
+    rows = [r for s in seeds for r in s.rules if r.rule == rule and r.aws_semantics == semantics]
     return RuleFigures(
         rule=rule,  # type: ignore[arg-type]
         requests=statistics.mean(r.requests for r in rows),
@@ -50,6 +52,7 @@ def mean_figures(seeds: Sequence[SeedCheck], rule: str) -> RuleFigures:
         shed_share=round(statistics.mean(r.shed_share for r in rows), 9),
         instance_hours=round(statistics.mean(r.instance_hours for r in rows), 3),
         peak_instances=statistics.mean(r.peak_instances for r in rows),
+        aws_semantics=semantics,
     )
 
 
@@ -59,16 +62,19 @@ def with_check(
 ) -> PlanArtifact:  # fmt: skip
     """The plan with the check recorded and the `rule_comparison` finding it decides."""
     rules = sorted({r.rule for s in seeds for r in s.rules}, key=lambda r: r != plan.rule)
+    sets = list(dict.fromkeys(r.aws_semantics for s in seeds for r in s.rules))
     check = TrafficCheck(
         traffic=traffic,
         trace_sha256=trace_sha256,
         duration_s=duration_s,
         shed_budget=check_budget(budget),
         seeds=list(seeds),
-        mean=[mean_figures(seeds, rule) for rule in rules],
+        mean=[mean_figures(seeds, rule, semantics) for semantics in sets for rule in rules],
     )
-    findings = [f for f in plan.findings if f.name != "rule_comparison"]
+    findings = [f for f in plan.findings if f.name not in ("rule_comparison", "aws_semantics")]
     findings.append(rule_comparison(plan.rule, check))
+    if len(check.semantics) > 1:
+        findings.append(semantics_comparison(check))
     findings.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
     extra = {"traffic_check": check.model_dump(mode="json", exclude={"seeds", "mean"})}
     extra["traffic_check"]["seeds"] = [s.seed for s in check.seeds]
@@ -84,7 +90,8 @@ def with_check(
 
 def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
     own = check.mean_of(rule)
-    others = [m for m in check.mean if m.rule != rule]
+    # The rules compared as AWS is documented; `aws_semantics` says what the other reading does.
+    others = [m for m in check.mean if m.rule != rule and m.aws_semantics in ("documented", None)]
     seeds = ", ".join(str(s.seed) for s in check.seeds)
     figures: dict[str, object] = {
         "shed_share": own.shed_share if own else None,
@@ -114,3 +121,35 @@ def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
         text + ("; over the shed budget" if over else ""),
         **figures,  # type: ignore[arg-type]
     )
+
+
+def semantics_comparison(check: TrafficCheck):  # -> Finding
+    """Each rule's shed verdict under every variant set of AWS's open points, and where it
+    changes between them (`warn`: a verdict that holds only under one reading of AWS)."""
+    rules = list(dict.fromkeys(m.rule for m in check.mean))
+    figures: dict[str, object] = {}
+    parts, changes = [], []
+    for rule in rules:
+        verdicts = {}
+        for semantics in check.semantics:
+            figures_of = check.mean_of(rule, semantics)
+            if figures_of is None:
+                continue
+            within = figures_of.shed_share <= check.shed_budget
+            verdicts[semantics] = within
+            figures[f"{rule}_{semantics}_shed_share"] = figures_of.shed_share
+            figures[f"{rule}_{semantics}_instance_hours"] = figures_of.instance_hours
+            parts.append(
+                f"{rule} under {semantics}: {100 * figures_of.shed_share:.4f} % shed on "
+                f"{figures_of.instance_hours:,.1f} instance-hours"
+                f" ({'within' if within else 'over'} the budget)"
+            )
+        if len(set(verdicts.values())) > 1:
+            holds = [s for s, ok in verdicts.items() if ok]
+            changes.append(f"the {rule} rule keeps the budget only under {', '.join(holds)}")
+    text = "; ".join(parts) + (
+        "; the verdict changes: " + "; ".join(changes)
+        if changes
+        else "; no rule's verdict changes between the readings of AWS"
+    )
+    return finding("aws_semantics", Verdict.WARN if changes else Verdict.OK, text, **figures)  # type: ignore[arg-type]

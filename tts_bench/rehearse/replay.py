@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.rehearse.agreement import Steps
 from tts_bench.simulate.controller import Controller
 from tts_bench.simulate.deploy_shape import ScalingShape, scaling_shape
@@ -70,8 +71,9 @@ class ReplaySetup:
         bounds: tuple[int, int],
         initial: int,
         slow_down: float,
+        semantics: AwsSemantics = DOCUMENTED,
     ) -> ReplaySetup:
-        shape = replace(scaling_shape(plan), start_delay_s=in_service_after_s(ttotal))
+        shape = replace(scaling_shape(plan, semantics), start_delay_s=in_service_after_s(ttotal))
         curves = service_curves(qmax, shape.queue_max_depth)
         if slow_down != 1.0:
             curves = slowed(curves, slow_down)

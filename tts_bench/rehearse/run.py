@@ -48,6 +48,7 @@ from tts_bench.artifacts.schema import (
     sha256_file,
     write_artifact,
 )
+from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.scaling_record import EndpointPoller, read_back
 from tts_bench.aws.session import AwsSession
@@ -55,6 +56,7 @@ from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import corpus_path, load_corpus
 from tts_bench.measure.response_stream import runtime_client
 from tts_bench.measure.surge_run import EpochClock, OpenLoopSender, StreamEndpoint
+from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.from_files import source_file
 from tts_bench.rehearse.agreement import (
     REQUIRED_SHARE,
@@ -109,6 +111,8 @@ class RehearsalRequest:
     model: str = "kokoro-82m"
     corpus: Path | None = None
     command: str | None = None
+    # The replays' reading of AWS's open points; a local cloud must run under the same one.
+    semantics: AwsSemantics = DOCUMENTED
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,7 @@ def predict(
         bounds or (inputs.plan.min_instances, inputs.plan.max_instances),
         initial or 1,
         1.0,
+        request.semantics,
     )
     traffic = fleet_traffic(
         request.traffic, setup.shape.surge_hold_s, np.random.default_rng(request.seed)
@@ -420,8 +425,9 @@ def rehearse(request: RehearsalRequest, session: AwsSession, say: Say) -> Rehear
     record = send_and_record(session, request, inputs, target, arrivals, say)
     rehearsed = rehearsed_run(record, target.alarms)
     setup = ReplaySetup.of(
-        inputs.plan, inputs.qmax, inputs.ttotal, ready.bounds, target.in_service, target.thinning
-    )
+        inputs.plan, inputs.qmax, inputs.ttotal, ready.bounds, target.in_service, target.thinning,
+        request.semantics,
+    )  # fmt: skip
     runs = [
         replay_arrivals(setup, arrivals.times_s, arrivals.duration_s, request.seed + k)
         for k in range(request.replays)
@@ -481,6 +487,7 @@ def _inputs_record(
         files=ready.inputs.files,
         replays=request.replays,
         price_per_hour_usd=request.price_per_hour_usd,
+        aws_semantics=AwsSemanticsRecord(**request.semantics.record()),
     )
 
 

@@ -3,7 +3,9 @@
 Each seed's day is the one `tts-bench simulate --seed S --policy plan` replays for that plan:
 one generator seeded S draws the arrivals, then a child of it the fleet's randomness; both
 rules see the same arrivals (the surge is held for the ttotal's planned total either way).
-Nothing here changes a plan: `planning.traffic_check.with_check` records the figures.
+Every day is simulated under both variant sets of AWS's open points (`documented` and
+`pessimistic`, docs/aws-semantics.md). Nothing here changes a plan:
+`planning.traffic_check.with_check` records the figures.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tts_bench.artifacts.schema import (
     sha256_file,
 )
 from tts_bench.errors import TtsBenchError
+from tts_bench.planning.aws_semantics import DOCUMENTED, PESSIMISTIC, AwsSemantics
 from tts_bench.planning.plan import derive_plan
 from tts_bench.planning.steps import PlanRequest
 from tts_bench.planning.traffic_check import with_check
@@ -34,6 +37,7 @@ from tts_bench.simulate.service import service_curves
 from tts_bench.simulate.traffic import Traffic, load_trace, parse_synthetic, synthetic_traffic
 
 SECONDS_PER_HOUR = 3600.0
+CHECK_SEMANTICS: tuple[AwsSemantics, ...] = (DOCUMENTED, PESSIMISTIC)
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,14 @@ class CheckTraffic:
 
 
 def day_figures(
-    plan: PlanArtifact, qmax: QmaxArtifact, traffic: CheckTraffic, seed: int
+    plan: PlanArtifact,
+    qmax: QmaxArtifact,
+    traffic: CheckTraffic,
+    seed: int,
+    semantics: AwsSemantics = DOCUMENTED,
 ) -> RuleFigures:
     """One plan (policy `plan`) over one seed's day, as `tts-bench simulate` would run it."""
-    shape = scaling_shape(plan)
+    shape = scaling_shape(plan, semantics)
     curves = service_curves(qmax, shape.queue_max_depth)
     rng = np.random.default_rng(seed)
     day = traffic.build(plan, rng)
@@ -80,15 +88,24 @@ def day_figures(
         shed_share=round(run.shed / run.requests, 9) if run.requests else 0.0,
         instance_hours=round(run.instance_seconds / SECONDS_PER_HOUR, 3),
         peak_instances=run.peak_instances,
+        aws_semantics=semantics.name,
     )
 
 
 def check_seeds(
     plans: Sequence[PlanArtifact], qmax: QmaxArtifact, traffic: CheckTraffic, seeds: Sequence[int]
 ) -> list[SeedCheck]:
-    """Every plan over every seed's day (the same arrivals for each plan of a seed)."""
+    """Every plan over every seed's day under each variant set (the same arrivals for each
+    plan and set of a seed)."""
     return [
-        SeedCheck(seed=seed, rules=[day_figures(plan, qmax, traffic, seed) for plan in plans])
+        SeedCheck(
+            seed=seed,
+            rules=[
+                day_figures(plan, qmax, traffic, seed, semantics)
+                for semantics in CHECK_SEMANTICS
+                for plan in plans
+            ],
+        )
         for seed in seeds
     ]
 

@@ -8,9 +8,13 @@ of the deployed policies is evaluated at the end of each of its periods over tho
 `planning.aws_scaling.ScalingEngine` (the statement of AWS's rules the local cloud applies too)
 decides: proportional target tracking, step policies, cooldowns, min/max.
 
-What the controller adds is the fleet: a launched instance serves `start_delay_s` (the measured
-T_total) after the action that asked for it; a removal cancels launching instances first, else
-retires the least-loaded in service (its in-flight requests finish off the books).
+What the controller adds is the fleet and the endpoint: a launched instance serves
+`start_delay_s` (the measured T_total) after the action that asked for it; a removal cancels
+launching instances first, else retires the least-loaded in service (its in-flight requests
+finish off the books). The endpoint is Updating from a capacity change until its launches serve
+(a scale-out) or for the set's `scale_in_updating_s` (a scale-in); where the set says a change
+is refused then, the action fails (a failed scaling activity: no cooldown, tried again at the
+alarm's next invocation) and is counted in `refusals`.
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ class Controller:
         self.policy = policy
         self.desired = initial
         self.launching: list[float] = []  # serve times, ascending
-        self.engine = aws_scaling.ScalingEngine(policy.rules)
+        self.engine = aws_scaling.ScalingEngine(policy.rules, shape.semantics)
+        self.updating_until_s = -math.inf
+        self.refusals: list[tuple[float, aws_scaling.Action]] = []  # failed activities
         alarms = self.engine.alarms
         keep = max((a.lookback_s for a in alarms), default=0) // int(shape.metric_period_s) + 2
         self._windows: dict[str, deque[aws_scaling.Datapoint]] = {
@@ -88,14 +94,23 @@ class Controller:
         action = self.engine.decide(window.end_s, readings, self.desired, bounds)
         if action is None:
             return Decision(0)
+        if self.shape.semantics.refuse_while_updating and window.end_s < self.updating_until_s:
+            self.engine.refused(action)
+            self.refusals.append((window.end_s, action))
+            return Decision(0)
         self.actions.append((window.end_s, action))
         return Decision(self._apply(action, window.end_s))
 
     def _apply(self, action: aws_scaling.Action, now_s: float) -> int:
         self.desired = action.after
         if action.out:
-            self.launching += [now_s + self.shape.start_delay_s] * (action.after - action.before)
+            serves_s = now_s + self.shape.start_delay_s
+            self.launching += [serves_s] * (action.after - action.before)
+            self.updating_until_s = max(self.updating_until_s, serves_s)
             return 0
+        self.updating_until_s = max(
+            self.updating_until_s, now_s + self.shape.semantics.scale_in_updating_s
+        )
         removed = action.before - action.after
         cancelled = min(removed, len(self.launching))
         if cancelled:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tts_bench.artifacts.schema import AlarmSpec, DeployShape, PlanArtifact
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.deploy import deploy_shape_of, engine_rules
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
@@ -43,10 +44,11 @@ class ScalingShape:
     surge_hold_s: float  # how long a synthetic surge lasts: the ttotal's planned total
     c_scale_max: float
     surge_ratio: float
+    semantics: AwsSemantics = DOCUMENTED  # the reading of what AWS leaves open
 
     @property
     def alarms(self) -> tuple[aws_scaling.AlarmRule, ...]:
-        return aws_scaling.ScalingEngine(self.rules).alarms
+        return aws_scaling.ScalingEngine(self.rules, self.semantics).alarms
 
 
 def _check_alarm(role: str, alarm: AlarmSpec) -> None:
@@ -80,11 +82,14 @@ def check_modelled(shape: DeployShape) -> None:
             _check_alarm(policy.role, alarm)
 
 
-def scaling_shape(plan: PlanArtifact) -> ScalingShape:
+def scaling_shape(plan: PlanArtifact, semantics: AwsSemantics = DOCUMENTED) -> ScalingShape:
+    """The plan's scaling as AWS runs it under `semantics` (target tracking's alarms are
+    Application Auto Scaling's own, built by its reading, whatever the plan recorded)."""
     shape = deploy_shape_of(plan)
     check_modelled(shape)
     return ScalingShape(
-        rules=engine_rules(shape),
+        semantics=semantics,
+        rules=engine_rules(shape, semantics=semantics),
         metric_period_s=float(METRIC_PERIOD_S),
         min_instances=plan.min_instances,
         max_instances=plan.max_instances,

@@ -25,7 +25,9 @@ from tts_bench.artifacts.schema import (
     sha256_file,
     write_artifact,
 )
+from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
 from tts_bench.errors import RefusalError, TtsBenchError
+from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.simulate.deploy_shape import ScalingShape, scaling_shape
 from tts_bench.simulate.outcome import policy_outcome
 from tts_bench.simulate.plot import plot_timeline
@@ -61,6 +63,7 @@ class SimulationRequest:
     price_per_hour_usd: float | None
     out: Path
     command: str | None = None
+    semantics: AwsSemantics = DOCUMENTED
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def load_inputs(request: SimulationRequest) -> Inputs:
     qmax = load_artifact(request.qmax, QmaxArtifact)
     ttotal = load_artifact(request.ttotal, TtotalArtifact)
     check_pairing(plan, qmax, ttotal, request)
-    shape = scaling_shape(plan)
+    shape = scaling_shape(plan, request.semantics)
     curves = service_curves(qmax, shape.queue_max_depth)
     return Inputs(plan, qmax, ttotal, shape, curves, shape.sizing_rps)
 
@@ -188,6 +191,7 @@ def simulate_from_files(request: SimulationRequest) -> Simulation:
             over_slo_rule=OVER_SLO_RULE,
             plan_id=inputs.plan.plan_id,
             files=files,
+            aws_semantics=AwsSemanticsRecord(**request.semantics.record()),
         ),
         provenance=Provenance.now(
             "simulated",
@@ -201,7 +205,7 @@ def simulate_from_files(request: SimulationRequest) -> Simulation:
     title = (
         f"{artifact.inputs.traffic} · plan {inputs.plan.plan_id}"
         + (f" · {fp.model} {fp.instance_type}" if fp else "")
-        + f" · seed {request.seed} (simulated)"
+        + f" · seed {request.seed} · AWS {request.semantics.name} (simulated)"
     )
     png = plot_timeline(
         runs, inputs.plan.c_scale_max, inputs.shape.queue_max_depth, title, path.with_suffix(".png")

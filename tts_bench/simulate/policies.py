@@ -64,6 +64,7 @@ def burst_rule(shape: ScalingShape, curves: ServiceCurves) -> aws_scaling.StepRu
         shape.start_delay_s + shape.metric_period_s,
         alarm,
         1,
+        "Maximum",
     )
 
 
