@@ -135,6 +135,32 @@ def test_a_desired_count_within_the_limit_reaches_the_fleet(moto: MotoHost) -> N
     assert moto.listener.requested[-1] == {VARIANT: LIMIT}  # type: ignore[attr-defined]
 
 
+def test_a_capacity_change_while_the_endpoint_is_updating_is_refused_as_sagemaker_does(
+    moto: MotoHost,
+) -> None:
+    """[SM-update] A real boto3 client gets SageMaker's ValidationException for a capacity
+    change while the endpoint is Updating, and the fleet is asked nothing; the variant set's
+    `refuse_while_updating: false` reading accepts it."""
+    endpoint = moto.endpoint(ENDPOINT)
+    before = list(moto.listener.requested)  # type: ignore[attr-defined]
+    endpoint.endpoint_status = "Updating"
+    try:
+        with pytest.raises(ClientError) as caught:
+            set_desired(moto, 2)
+        error = caught.value.response["Error"]
+        assert error["Code"] == "ValidationException"
+        assert error["Message"].startswith("Cannot update in-progress endpoint")
+        assert ENDPOINT in error["Message"]
+        assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert moto.listener.requested == before  # type: ignore[attr-defined]
+        moto.refuse_while_updating = False
+        set_desired(moto, 2)
+        assert moto.listener.requested[-1] == {VARIANT: 2}  # type: ignore[attr-defined]
+    finally:
+        moto.refuse_while_updating = True
+        endpoint.endpoint_status = "InService"
+
+
 @pytest.mark.parametrize("count", [0, -4])
 def test_an_endpoint_config_with_no_instances_is_refused(moto: MotoHost, count: int) -> None:
     with pytest.raises(ClientError) as caught:

@@ -9,6 +9,7 @@ along the reference ttotal, maxInstances 60, the default CloudWatch delay (5 s).
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import threading
@@ -19,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.conftest import REFERENCE_PLAN, REFERENCE_QMAX
 from tests.local_cloud.conftest import cloud_fixture, control_client, runtime_client
@@ -199,6 +201,32 @@ def test_the_new_instance_starts_along_the_ttotal_stages_and_the_activity_comple
     assert offsets == pytest.approx(expected, abs=2.5)
 
 
+def test_a_scale_out_asked_for_while_updating_fails_and_is_tried_again(
+    cloud: LocalCloud, scaled_out: list[dict[str, Any]]
+) -> None:
+    """[SM-update, CW-actions] While the first scale-out launches, the endpoint is Updating: the
+    alarm, still in ALARM, invokes target tracking again once a minute after its 30 s cooldown,
+    and SageMaker refuses each capacity change; Application Auto Scaling records a Failed
+    activity with SageMaker's message and no cooldown, and acts again at the next minute."""
+    first = scaled_out[0]
+    failed = [a for a in scaled_out if a["StatusCode"] == "Failed"]
+    assert failed, [a["StatusCode"] for a in scaled_out]
+    assert all(a["StartTime"] > first["StartTime"] for a in failed)
+    assert all("Cannot update in-progress endpoint" in a["StatusMessage"] for a in failed)
+    assert all(a["Description"] != first["Description"] for a in failed)  # it asked for more
+    # Once a minute of the cloud's clock while the alarm stays in ALARM, not every 10 s
+    # evaluation: two attempts less than a minute apart have the alarm re-enter ALARM between.
+    entered = [
+        c["Timestamp"]
+        for c in _state_changes("TargetTracking-endpoint/")
+        if "-AlarmHigh-" in c["AlarmName"] and c["HistorySummary"].endswith("to ALARM")
+    ]
+    starts = sorted(a["StartTime"] for a in failed)
+    for earlier, later in itertools.pairwise(starts):
+        if (later - earlier).total_seconds() < 60:
+            assert any(earlier < t <= later for t in entered), (earlier, later, entered)
+
+
 def test_without_load_the_step_policy_scales_in(
     cloud: LocalCloud, scaled_out: list[dict[str, Any]]
 ) -> None:
@@ -231,12 +259,27 @@ def _suspend_scaling(cloud: LocalCloud, suspended: bool) -> None:
 
 
 def _set_desired(cloud: LocalCloud, count: int) -> None:
-    control_client("sagemaker").update_endpoint_weights_and_capacities(
-        EndpointName=cloud.endpoint_name,
-        DesiredWeightsAndCapacities=[
-            {"VariantName": cloud.variant_name, "DesiredInstanceCount": count}
-        ],
-    )
+    """As `tts-bench qmax`'s freeze does: SageMaker refuses a capacity change while the
+    endpoint is Updating (a scale-in the policy began before it was suspended), so wait."""
+    sm = control_client("sagemaker")
+
+    def accepted() -> bool:
+        if sm.describe_endpoint(EndpointName=cloud.endpoint_name)["EndpointStatus"] != "InService":
+            return False
+        try:
+            sm.update_endpoint_weights_and_capacities(
+                EndpointName=cloud.endpoint_name,
+                DesiredWeightsAndCapacities=[
+                    {"VariantName": cloud.variant_name, "DesiredInstanceCount": count}
+                ],
+            )
+        except ClientError as exc:
+            if "in-progress" not in exc.response["Error"]["Message"]:
+                raise
+            return False
+        return True
+
+    _wait("the endpoint to accept a capacity change", accepted, 60)
 
 
 def test_fifty_instances_serve_on_this_machine(

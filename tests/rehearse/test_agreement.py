@@ -13,11 +13,13 @@ from tts_bench.rehearse.agreement import (
     Action,
     Steps,
     alarm_episodes,
+    band_passed,
     desired_agreement,
     detection_lags,
     exchangeable,
     replay_band,
     scaled_out_before_shedding,
+    shed_range,
     shed_spread,
     within_band,
 )
@@ -164,3 +166,26 @@ def test_the_replays_band_spans_every_replay_a_period_either_side_and_holds_the_
     assert within_band(beyond, band, 1) == 0
     below = Steps([0.0, 150.0], [1.0, 12.0])  # 14 − max(1, 1.4) is 12.6; the first band holds 1
     assert within_band(below, band, 1) == 1
+
+
+def test_the_fleet_rules_desired_verdict_is_the_band_on_95_percent_of_minutes() -> None:
+    """The pairwise verdict passes anything once no two replays agree (quantile 0); the band
+    verdict does not."""
+    nobody = [[i == j for j in range(4)] for i in range(4)]
+    assert exchangeable([False] * 4, nobody).passed  # why the fleet rule needs another verdict
+    assert band_passed(19, 20) and band_passed(0, 0)
+    assert not band_passed(18, 20)  # 90 % of minutes
+    far = Steps([0.0, 150.0], [1.0, 40.0])
+    band = replay_band([Steps([0.0, 120.0], [1.0, 20.0])], 150.0, 300.0, 60.0, 1)
+    assert not band_passed(within_band(far, band, 1), len(band))
+
+
+def test_the_fleet_rules_shed_verdict_is_the_replays_5_to_95_percent_range() -> None:
+    replays = [0.001 * k for k in range(1, 21)]  # 0.1 % … 2 %
+    assert shed_range(0.01, 10**6, replays).passed
+    assert not shed_range(0.03, 10**6, replays).passed
+    assert not shed_range(0.0, 10**6, replays).passed  # the replays all shed, it did not
+    nothing = [0.0] * 20
+    assert shed_range(0.0, 10**6, nothing).passed  # both 0
+    assert shed_range(1e-6, 10**6, nothing).passed  # one request of a million: the slack
+    assert not shed_range(3e-6, 10**6, nothing).passed

@@ -121,7 +121,13 @@ class DesiredAgreement(_Strict):
     replay_quantile: NonNegativeFloat = Field(
         description="5 % quantile of each replay's share of the other replays it agrees with"
     )
-    passed: bool = Field(description="replays_share ≥ replay_quantile: as good as one more replay")
+    passed: bool = Field(
+        description="pairwise (the published rule): replays_share ≥ replay_quantile, as good as "
+        "one more replay; band (the fleet rule): within_replays ≥ required × minutes"
+    )
+    verdict: Literal["pairwise", "band"] = Field(
+        "pairwise", description="which of the two rules `passed` is (older artifacts: pairwise)"
+    )
     within_replays: NonNegativeInt | None = Field(
         None, description="minutes where the rehearsed count lies within the replays' band"
     )
@@ -140,6 +146,13 @@ class ShedAgreement(_Strict):
         description="3 × sd × sqrt(1 + 1/R) of R replays, plus one request's share"
     )
     passed: bool
+    verdict: Literal["spread", "range"] = Field(
+        "spread",
+        description="spread (the published rule): within the tolerance of the replays' mean; "
+        "range (the fleet rule): within the replays' 5–95 % range, widened by one request's share",
+    )
+    replays_low: NonNegativeFloat | None = Field(None, description="the replays' 5 % quantile")
+    replays_high: NonNegativeFloat | None = Field(None, description="the replays' 95 % quantile")
 
 
 class LagAgreement(_Strict):

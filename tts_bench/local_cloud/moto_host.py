@@ -166,7 +166,7 @@ class MotoHost:
         from moto.sagemaker.exceptions import ValidationError
 
         if endpoint.endpoint_status in ("Updating", "Creating", "SystemUpdating"):
-            raise ValidationError(f'Cannot update in-progress endpoint "{endpoint.endpoint_arn}".')
+            raise ValidationError(f'Cannot update in-progress endpoint "{endpoint.arn}".')
 
     def _fronts(self) -> list[tuple[Any, str, Any]]:
         """moto's Logs and CloudWatch on the cloud's clock; the two calls moto lacks, answered

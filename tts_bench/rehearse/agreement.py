@@ -10,11 +10,15 @@
   replay's share of the others it agrees with.
   The replays' band (their lowest and highest count at each minute or a period either side,
   widened by the same tolerance) says it to the eye: a rehearsal inside it did nothing the
-  replays could not.
+  replays could not. For the fleet rule the band is the verdict (`band_passed`): its replays
+  disagree among themselves so often that the pairwise quantile can be 0 and pass anything, so
+  the rehearsal must lie inside the band on 95 % of the minutes.
 - **Shed shares**: the replays are runs of the same fleet on the same arrivals with other service
   draws, so a rehearsal that is that fleet lies within their spread: within 3 × sd × sqrt(1 + 1/R)
   of their mean over R replays (a new run's deviation from an R-run mean), plus one request's
-  share so that a fleet that never sheds is not judged by a single request.
+  share so that a fleet that never sheds is not judged by a single request. The fleet rule's
+  rehearsal must lie within the replays' 5–95 % range (`shed_range`), widened by the same one
+  request's share (so a range of 0 admits 0, or one request).
 - **Detection lags**: for each scale-out that opened its alarm's episode, the time from the start
   of the first breaching datapoint's period to the action (what the organic ttotal measures),
   reconstructed the same way in both runs: the alarm evaluated over its datapoints at each of its
@@ -130,6 +134,28 @@ def exchangeable(rehearsal: Sequence[bool], pairwise: Sequence[Sequence[bool]]) 
     scores = [sum(pairwise[i][j] for j in range(runs) if j != i) / (runs - 1) for i in range(runs)]
     quantile = float(np.quantile(scores, 0.05))
     return Exchangeable(share, quantile, share >= quantile - 1e-12)
+
+
+def band_passed(within: int, minutes: int) -> bool:
+    """The fleet rule's desired verdict: inside the replays' band on `REQUIRED_SHARE` of the
+    compared minutes (none compared: nothing to judge)."""
+    return not minutes or within / minutes >= REQUIRED_SHARE - 1e-12
+
+
+@dataclass(frozen=True)
+class ShedRange:
+    low: float
+    high: float
+    passed: bool
+
+
+def shed_range(rehearsed_share: float, requests: int, replay_shares: Sequence[float]) -> ShedRange:
+    """The fleet rule's shed verdict: within the replays' 5–95 % range, one request's share wider."""
+    if not replay_shares:
+        return ShedRange(0.0, 0.0, rehearsed_share <= 1 / max(requests, 1))
+    low, high = (float(q) for q in np.quantile(np.asarray(replay_shares), [0.05, 0.95]))
+    slack = 1 / max(requests, 1)
+    return ShedRange(low, high, low - slack - 1e-12 <= rehearsed_share <= high + slack + 1e-12)
 
 
 @dataclass(frozen=True)

@@ -61,10 +61,12 @@ from tts_bench.planning.from_files import source_file
 from tts_bench.rehearse.agreement import (
     REQUIRED_SHARE,
     Steps,
+    band_passed,
     desired_agreement,
     exchangeable,
     replay_band,
     scaled_out_before_shedding,
+    shed_range,
     shed_spread,
     within_band,
 )
@@ -291,10 +293,16 @@ def _first(run: Run, scale_out: bool) -> float | None:
 
 
 def judge_desired(
-    rehearsed: Run, replays: list[PolicyRun], shift_s: float, duration_s: float, initial: int
+    rehearsed: Run,
+    replays: list[PolicyRun],
+    shift_s: float,
+    duration_s: float,
+    initial: int,
+    rule: str = "published",
 ) -> tuple[DesiredAgreement, list[float]]:
     """The rehearsal's desired counts against every replay's, and the replays' among themselves,
-    over the minutes after the first scale-out of any run (`agreement`); each replay's share."""
+    over the minutes after the first scale-out of any run (`agreement`); each replay's share.
+    The fleet rule is judged by the replays' band, the published one pairwise."""
     ours = Steps(
         [w.t_s for w in rehearsed.windows], [float(w.desired or 0) for w in rehearsed.windows]
     )
@@ -317,6 +325,8 @@ def judge_desired(
     judged = exchangeable([agree(ours, line) for line in lines], pairwise)
     minutes, agreeing = per_replay[0]
     shares = [a / m if m else 1.0 for m, a in per_replay]
+    inside = within_band(ours, band, initial)
+    by_band = rule == "fleet"
     desired = DesiredAgreement(
         minutes=minutes,
         agreeing=agreeing,
@@ -326,8 +336,9 @@ def judge_desired(
         replays_agreeing=sum(s >= REQUIRED_SHARE for s in shares),
         replays_share=round(judged.share, 4),
         replay_quantile=round(judged.replay_quantile, 4),
-        passed=judged.passed,
-        within_replays=within_band(ours, band, initial),
+        passed=band_passed(inside, len(band)) if by_band else judged.passed,
+        verdict="band" if by_band else "pairwise",
+        within_replays=inside,
         band=band,
     )
     return desired, shares
@@ -341,11 +352,15 @@ def judge(
     duration_s: float,
     initial: int,
     setup: ReplaySetup,
+    rule: str = "published",
 ) -> tuple[Agreement, list[float]]:
-    """The agreement of the rehearsed run with the replays (and each replay's desired share)."""
-    desired, per_replay = judge_desired(rehearsed, replays, shift_s, duration_s, initial)
+    """The agreement of the rehearsed run with the replays (and each replay's desired share);
+    the fleet rule by the replays' band and shed range, the published one pairwise."""
+    desired, per_replay = judge_desired(rehearsed, replays, shift_s, duration_s, initial, rule)
     shares = [run.shed / run.requests if run.requests else 0.0 for run in replays]
     spread = shed_spread(rehearsed.totals.shed_share, rehearsed.totals.requests, shares)
+    ranged = shed_range(rehearsed.totals.shed_share, rehearsed.totals.requests, shares)
+    by_range = rule == "fleet"
     lags = [
         LagAgreement(
             role=alarm.role,
@@ -367,7 +382,10 @@ def judge(
             simulated_mean=round(spread.mean, 9),
             simulated_sd=round(spread.sd, 9),
             tolerance=round(spread.tolerance, 9),
-            passed=spread.passed,
+            passed=ranged.passed if by_range else spread.passed,
+            verdict="range" if by_range else "spread",
+            replays_low=round(ranged.low, 9),
+            replays_high=round(ranged.high, 9),
         ),
         lags=lags,
         scaled_out_before_shedding=scaled_out_before_shedding(
@@ -435,8 +453,9 @@ def rehearse(request: RehearsalRequest, session: AwsSession, say: Say) -> Rehear
     simulated = simulated_run(runs[0], setup.shape, target.in_service)
     shift = max(a.rule.period_s for a in target.alarms if a.scales_out)
     agreement, per_replay = judge(
-        rehearsed, simulated, runs, shift, arrivals.duration_s, target.in_service, setup
-    )
+        rehearsed, simulated, runs, shift, arrivals.duration_s, target.in_service, setup,
+        inputs.plan.rule,
+    )  # fmt: skip
     artifact = RehearsalArtifact(
         fingerprint=inputs.plan.fingerprint,
         inputs=_inputs_record(request, ready, setup),
@@ -521,10 +540,27 @@ def dry_run(request: RehearsalRequest) -> str:
 def _band_line(desired: DesiredAgreement, replays: int) -> list[str]:
     if desired.within_replays is None:
         return []  # an artifact written before the band was recorded
-    return [
+    line = (
         f"desired count within the {replays} replays' band (± max(1, 10 %)) on "
         f"{desired.within_replays} of {len(desired.band)} minutes"
-    ]
+    )
+    if desired.verdict == "band":
+        line += f" (≥ {desired.required:.0%} needed): {'pass' if desired.passed else 'FAIL'}"
+    return [line]
+
+
+def _shed_line(shed: ShedAgreement, replays: int) -> str:
+    verdict = "pass" if shed.passed else "FAIL"
+    if shed.verdict == "range":
+        return (
+            f"shed share {100 * shed.rehearsed:.4f} % against the replays' 5–95 % range "
+            f"{100 * (shed.replays_low or 0):.4f}–{100 * (shed.replays_high or 0):.4f} % "
+            f"({replays} replays, one request's share of slack): {verdict}"
+        )
+    return (
+        f"shed share {100 * shed.rehearsed:.4f} % against {100 * shed.simulated_mean:.4f} % ± "
+        f"{100 * shed.tolerance:.4f} % ({replays} replays): {verdict}"
+    )
 
 
 def summary(artifact: RehearsalArtifact) -> list[str]:
@@ -539,12 +575,14 @@ def summary(artifact: RehearsalArtifact) -> list[str]:
         f"minutes after the first scale-out with the primary replay ({100 * a.desired.share:.1f} "
         f"%, shift {a.desired.shift_s:g} s), on 95 % of them with {a.desired.replays_agreeing} of "
         f"{len(artifact.replays)} replays ({100 * a.desired.replays_share:.0f} %; replays agree "
-        f"so with at least {100 * a.desired.replay_quantile:.0f} % of each other, 5 % quantile): "
-        f"{'pass' if a.desired.passed else 'FAIL'}",
+        f"so with at least {100 * a.desired.replay_quantile:.0f} % of each other, 5 % quantile)"
+        + (
+            f": {'pass' if a.desired.passed else 'FAIL'}"
+            if a.desired.verdict == "pairwise"
+            else " (not the verdict for this rule)"
+        ),
         *_band_line(a.desired, len(artifact.replays)),
-        f"shed share {100 * a.shed.rehearsed:.4f} % against {100 * a.shed.simulated_mean:.4f} % ± "
-        f"{100 * a.shed.tolerance:.4f} % ({len(artifact.replays)} replays): "
-        f"{'pass' if a.shed.passed else 'FAIL'}",
+        _shed_line(a.shed, len(artifact.replays)),
     ]
     for lag in a.lags:
 

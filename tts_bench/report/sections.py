@@ -426,11 +426,17 @@ def rehearsal_part(item: Item, a: RehearsalArtifact) -> Html:
              f"primary replay{_in_band(d)}",
              f"agrees with {d.replays_share:.1%} of the replays; each replay with the others: "
              f"5 % quantile {d.replay_quantile:.1%}",
-             f"within max(1, 10 %), shift ≤ {d.shift_s:g} s, {d.required:.0%} of minutes",
+             (f"within max(1, 10 %), shift ≤ {d.shift_s:g} s, {d.required:.0%} of minutes"
+              if d.verdict == "pairwise"
+              else f"inside the replays' band on {d.required:.0%} of minutes"),
              _passed(d.passed)],
             ["shed share", f"{100 * shed.rehearsed:.4f} %",
-             f"mean {100 * shed.simulated_mean:.4f} %, sd {100 * shed.simulated_sd:.4f} %",
-             f"within {100 * shed.tolerance:.4f} % of the mean", _passed(shed.passed)],
+             f"mean {100 * shed.simulated_mean:.4f} %, sd {100 * shed.simulated_sd:.4f} %"
+             + (f"; 5–95 % {100 * (shed.replays_low or 0):.4f}–"
+                f"{100 * (shed.replays_high or 0):.4f} %" if shed.verdict == "range" else ""),
+             (f"within {100 * shed.tolerance:.4f} % of the mean" if shed.verdict == "spread"
+              else "inside the replays' 5–95 % range, ± one request"),
+             _passed(shed.passed)],
         ],
         "Agreement: the rehearsal judged as one more replay",
     )  # fmt: skip
