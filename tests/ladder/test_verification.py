@@ -65,8 +65,11 @@ def test_the_dry_run_says_where_the_rungs_will_sit_and_what_they_cost() -> None:
     ladder = LadderSchedule(rungs=(1, 5), hold_s=20, measure_s=10, idle_s=5)
     line = describe_verification(ladder, 1.25)
     assert "C_scale_max = 0.75 x Q_max" in line and "C_scale_min = 0.5 x Q_max" in line
+    # Three rungs at most (two thresholds and the fleet level), each then held three minutes.
     assert line.endswith(
-        "each held 20 s unless a ladder rung held those users already: at most 50 s more"
+        "each held 20 s unless a ladder rung held those users already, and one at the fleet "
+        "rule's level held 180 s so that 2 whole minutes of InvocationsPerInstance are read "
+        "(with it, every held rung is): at most 9 min 15 s more"
     )
     with pytest.raises(VerificationError, match=r"--plan-surge-ratio 1\.6"):
         describe_verification(ladder, 1.6)
