@@ -115,15 +115,21 @@ def held_by_the_ladder(
 
     Such a level needs no hold of its own: the rung is the same closed-loop load at the same
     users under the same freeze, and its window is read for CloudWatch's ratios instead. The
-    fleet level also needs the rung's hold (in `ladder`) to hold its whole minutes."""
+    fleet level also needs the rung's hold (in `ladder`) to hold its whole minutes; when it did
+    not, its users are held again for every level at them (one held rung serves them all)."""
     at = {rung.concurrency: i for i, rung in enumerate(rungs) if rung.usable}
-    out = {}
-    for level in levels:
-        index = at.get(level.users)
-        if index is None or (level.counts_invocations and not _holds_minutes(ladder, index)):
-            continue
-        out[level.users] = index
-    return out
+    short = {
+        level.users
+        for level in levels
+        if level.counts_invocations
+        and level.users in at
+        and not _holds_minutes(ladder, at[level.users])
+    }
+    return {
+        level.users: at[level.users]
+        for level in levels
+        if level.users in at and level.users not in short
+    }
 
 
 def _holds_minutes(ladder: LadderSettings | None, index: int) -> bool:
