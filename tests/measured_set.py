@@ -39,10 +39,10 @@ from tts_bench.measure.samples import Sample, samples_path, write_samples
 from tts_bench.measure.ttotal_sagemaker import scale_out_events
 from tts_bench.measure.ttotal_stages import measured_total_s, stages_from_events
 from tts_bench.measure.verification import (
+    all_levels,
     held_by_the_ladder,
     verification_from_runs,
     verification_ladder,
-    verification_levels,
 )
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.steps import PlanRequest
@@ -92,17 +92,14 @@ def held_points(schedule: LadderSchedule, start: float) -> list[MetricPoint]:
     return points
 
 
-def minute_points(
-    artifact: QmaxArtifact, schedule: LadderSchedule, start: float
-) -> list[MetricPoint]:
-    """InvocationsPerInstance's minute Sum: what each rung served in every whole minute."""
-    points = []
-    for index, rung in enumerate(artifact.rungs):
-        phase = schedule.rung_phase(index)
-        first = math.ceil((start + phase.start_s) / 60) * 60
-        for ts in range(int(first), int(start + phase.end_s) - 59, 60):
-            points.append(MetricPoint(float(ts), rung.achieved_rps * 60))
-    return points
+def minute_points(samples: list[Sample], start: float, end: float) -> list[MetricPoint]:
+    """InvocationsPerInstance's minute Sum on one instance: the requests that arrived in each
+    whole minute of [start, end]."""
+    first = math.ceil(start / 60) * 60
+    return [
+        MetricPoint(float(ts), float(sum(1 for s in samples if ts <= s.start < ts + 60)))
+        for ts in range(int(first), int(end) - 59, 60)
+    ]
 
 
 def write_ladder(
@@ -145,12 +142,13 @@ def _join(
     service_ms: float,
 ) -> tuple[QmaxArtifact, list[Sample], QmaxRaw]:
     """CloudWatch's ratios, and the verification rungs a live ladder holds after it."""
-    levels = verification_levels(artifact.refined_q_max or 1, surge_ratio)
-    from_ladder = held_by_the_ladder(levels, artifact.rungs)
+    levels = all_levels(artifact.curve_rungs, artifact.refined_q_max or 1, surge_ratio)
+    from_ladder = held_by_the_ladder(levels, artifact.rungs, artifact.ladder)
     rest = tuple(level for level in levels if level.users not in from_ladder)
     held_run = None
     points = held_points(schedule, START_EPOCH)
     cpu = raw.cpu_readings()
+    end = START_EPOCH + schedule.duration_s
     if rest:
         verify = verification_ladder(schedule, rest)
         held_start = START_EPOCH + schedule.duration_s + 30.0
@@ -159,11 +157,13 @@ def _join(
         points = points + held_points(verify, held_start)
         held = ladder_rungs(samples, cpu, verify, held_start, slo_ms, math.inf)
         held_run = (verify.settings(held_start), held)
-    minutes = minute_points(artifact, schedule, START_EPOCH)
-    joined = invocation_ratios_for(ratios_for(artifact, points), minutes)
+        end = held_start + verify.duration_s
+    minutes = minute_points(samples, START_EPOCH, end)
+    joined = invocation_ratios_for(ratios_for(artifact, points), minutes, samples)
     verification = verification_from_runs(
-        levels, surge_ratio, from_ladder, (joined.ladder, joined.rungs), held_run, points
-    )
+        levels, surge_ratio, from_ladder, (joined.ladder, joined.rungs), held_run, points,
+        minutes, samples,
+    )  # fmt: skip
     joined = joined.model_copy(
         update={
             "verification": verification,

@@ -121,10 +121,14 @@ def test_the_ladder_is_emulated_and_cloudwatch_agrees_with_the_client(
     # Where the thresholds of a 1.25 surge ratio sit, 0.75 and 0.5 x Q_max 3, both round to 2
     # users, which no ladder rung held: one rung held after the ladder measures both.
     assert qmax.q_max == 3
-    assert [(v.role, v.concurrency, v.source) for v in qmax.verification] == [
+    # The fleet rule's level is held too, three minutes, for two whole minutes of invocations.
+    assert [(v.role, v.concurrency, v.source) for v in qmax.verification][:2] == [
         ("scale_out", 2, "held"),
         ("scale_in", 2, "held"),
     ]
+    (fleet,) = [v for v in qmax.verification if v.role == "fleet"]
+    assert fleet.source == "held"
+    assert 0.9 <= fleet.cloudwatch_ratios["InvocationsPerInstance:Sum/60s"] <= 1.1, fleet
     for v in qmax.verification:
         assert 0.8 <= v.cloudwatch_ratios["Maximum/10s"] <= 1.25, v
 
@@ -241,9 +245,10 @@ def test_the_redeployed_plan_validates_and_a_changed_value_does_not(
     plan = load_artifact(path, PlanArtifact)
     assert path.name.endswith("-emulated.json") and plan.provenance.kind == "emulated"
     assert code == 0 and plan.feasible and plan.rule == "fleet", [f.message for f in plan.findings]
-    # The ladder's rungs hold under a minute: the invocations metric's ratio is not measured
-    # (a warning), the burst's concurrency ratio is.
+    # The ladder's rungs hold under a minute; the verification's fleet rung measured the
+    # invocations metric's ratio, and the burst's concurrency ratio is measured too.
     assert plan.target_units.metric == "InvocationsPerInstance"
+    assert plan.target_units.ratio_rule == "smallest-rung"
     assert plan.fleet is not None and plan.fleet.burst is not None
     assert plan.fleet.burst.units.ratio_rule != "unmeasured"
     redeploy_with_plan(cloud, plan, out)

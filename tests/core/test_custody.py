@@ -120,7 +120,8 @@ def test_sets_made_from_raw_data_check(which: str, request: pytest.FixtureReques
     lines = [folder.check(p).line() for p in (made.qmax, made.ttotal, made.plan)]
     assert "recomputed from" in lines[0] and "re-derived from" in lines[2], lines
     if which == "emulated":
-        assert "2 verification rungs" in lines[0] and "CloudWatch ratios" in lines[0]
+        # The two thresholds and the fleet level (its invocations over two whole minutes).
+        assert "3 verification rungs" in lines[0] and "CloudWatch ratios" in lines[0]
 
 
 def _edit(path: Path, change: Callable[[dict], None]) -> None:

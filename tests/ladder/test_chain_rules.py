@@ -85,9 +85,12 @@ def test_qmax_ratios_are_the_window_mean_over_the_client_mean(reference_qmax_pat
     assert joined.rungs[0].cloudwatch_ratio is None  # no point inside its window or hold
 
 
-def test_invocations_are_joined_over_whole_minutes_of_each_rungs_hold(reference_qmax_path) -> None:
-    """The fleet rule's metric: a one-minute Sum per instance against the client's requests a
-    minute; a rung that holds no whole minute gets no ratio (never a guess)."""
+def test_invocations_are_joined_over_two_whole_minutes_of_each_rungs_hold(
+    reference_qmax_path,
+) -> None:
+    """The fleet rule's metric: the minute Sums over the requests the client sent in the same
+    minutes; a rung whose hold holds fewer than two whole minutes gets no ratio (never a guess)."""
+    from tests.ladder.synthetic import closed_loop
     from tts_bench.artifacts.schema import INVOCATIONS_RATIO_STAT, load_artifact
     from tts_bench.measure.cloudwatch_join import invocation_ratios_for
 
@@ -98,17 +101,25 @@ def test_invocations_are_joined_over_whole_minutes_of_each_rungs_hold(reference_
     w1 = ladder.measure_window(1)[1]
     h0 = w1 - ladder.hold_s
     first = h0 + (-h0 % 60)  # the first whole minute inside the hold
-    per_minute = qmax.rungs[1].achieved_rps * 60
-    points = [MetricPoint(first, per_minute * 0.98), MetricPoint(first + 60, per_minute * 1.0)]
+    samples = closed_loop(2, h0, w1, 1000.0)  # 2 users, a request a second each
+    sent = [sum(1 for s in samples if m <= s.start < m + 60) for m in (first, first + 60)]
+    points = [MetricPoint(first, sent[0] * 0.98), MetricPoint(first + 60, float(sent[1]))]
     points.append(MetricPoint(w1 - 30, 1e9))  # ends after the hold: not the rung's
-    joined = invocation_ratios_for(qmax, points)
+    joined = invocation_ratios_for(qmax, points, samples)
     key = INVOCATIONS_RATIO_STAT.key
-    assert joined.rungs[1].cloudwatch_ratios[key] == pytest.approx(0.99, abs=1e-3)
+    expected = (sent[0] * 0.98 + sent[1]) / sum(sent)
+    assert joined.rungs[1].cloudwatch_ratios[key] == pytest.approx(expected, abs=1e-3)
+    assert expected < 1
     assert key not in joined.rungs[0].cloudwatch_ratios
+    # One whole minute is not enough.
+    one = invocation_ratios_for(qmax, points[:1] + points[2:], samples)
+    assert key not in one.rungs[1].cloudwatch_ratios
     short = qmax.model_copy(
-        update={"ladder": ladder.model_copy(update={"hold_s": 50, "measure_s": 40})}
+        update={"ladder": ladder.model_copy(update={"hold_s": 110, "measure_s": 40})}
     )
-    assert all(key not in r.cloudwatch_ratios for r in invocation_ratios_for(short, points).rungs)
+    assert all(
+        key not in r.cloudwatch_ratios for r in invocation_ratios_for(short, points, samples).rungs
+    )
 
 
 def test_quota_refuses_with_the_numbers() -> None:

@@ -3,25 +3,36 @@ and the `VerificationRung` built from a held rung and CloudWatch's readings."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.ladders import SOURCES, qmax_artifact, serial_ladder, ttotal_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import LADDER_RATIO_STAT, CloudWatchStat, LadderSettings
-from tts_bench.measure.cloudwatch_join import MetricPoint
+from tts_bench.artifacts.schema import (
+    INVOCATIONS_RATIO_STAT,
+    LADDER_RATIO_STAT,
+    CloudWatchStat,
+    LadderSettings,
+)
+from tts_bench.measure.cloudwatch_join import MIN_INVOCATION_MINUTES, MetricPoint, whole_minutes
 from tts_bench.measure.ladder import LadderSchedule
 from tts_bench.measure.live_ladder import HeldVerification, held_rungs
 from tts_bench.measure.verification import (
+    FLEET_HOLD_S,
     VerificationError,
+    all_levels,
     cloudwatch_ratios,
     describe_verification,
+    fleet_level,
     held_by_the_ladder,
     verification_ladder,
     verification_levels,
     verification_rungs,
 )
+from tts_bench.planning.fleet_rule import invocations_units
 from tts_bench.planning.plan import PlanRequest, check_basis, derive_plan, derive_thresholds
 
 AVERAGE_60 = CloudWatchStat(statistic="Average", period_s=60)
@@ -65,8 +76,11 @@ def test_the_dry_run_says_where_the_rungs_will_sit_and_what_they_cost() -> None:
     ladder = LadderSchedule(rungs=(1, 5), hold_s=20, measure_s=10, idle_s=5)
     line = describe_verification(ladder, 1.25)
     assert "C_scale_max = 0.75 x Q_max" in line and "C_scale_min = 0.5 x Q_max" in line
+    # Three rungs at most (two thresholds and the fleet level), each then held three minutes.
     assert line.endswith(
-        "each held 20 s unless a ladder rung held those users already: at most 50 s more"
+        "each held 20 s unless a ladder rung held those users already, and one at the fleet "
+        "rule's level held 180 s so that 2 whole minutes of InvocationsPerInstance are read "
+        "(with it, every held rung is): at most 9 min 15 s more"
     )
     with pytest.raises(VerificationError, match=r"--plan-surge-ratio 1\.6"):
         describe_verification(ladder, 1.6)
@@ -164,3 +178,123 @@ def test_an_unusable_ladder_rung_is_held_again() -> None:
 
     rungs = [rung(1, 2.0, 500), rung(2, 2.0, 1000, usable=False), rung(4, 2.0, 2000)]
     assert held_by_the_ladder(verification_levels(4), rungs) == {}
+
+
+# --------------------------------------------------------------------------- the fleet level
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e9, 2e9, allow_nan=False))
+def test_three_minutes_hold_two_whole_minutes_in_any_phase(start: float) -> None:
+    assert whole_minutes(start, start + FLEET_HOLD_S) >= MIN_INVOCATION_MINUTES
+    # Shorter holds do not, in some phase: the minute boundary just after the start.
+    late = (start // 60) * 60 + 0.5
+    assert whole_minutes(late, late + FLEET_HOLD_S - 1) < MIN_INVOCATION_MINUTES
+
+
+def test_the_fleet_level_is_the_fleet_plans_c_scale_max_on_a_flat_day() -> None:
+    """On a flat day the plan's margin is its floor, the one the level assumes."""
+    rungs = serial_ladder((1, 2, 4, 8), service_ms=500, slo_ms=3500)
+    qmax = qmax_artifact(rungs, slo_ms=3500)
+    level = fleet_level(qmax.curve_rungs, qmax.q_max or 0, 1.25)
+    request = PlanRequest(peak_rps=10, trough_rps=10, surge_ratio=1.25, slo_ms=3500)
+    plan = derive_plan(qmax, ttotal_artifact(), request, SOURCES)
+    assert plan.rule == "fleet" and level.role == "fleet"
+    assert level.at == plan.c_scale_max
+    assert level.users == max(1, round(level.at))
+
+
+def _fleet_run(hold_s: float, start_epoch: float):  # type: ignore[no-untyped-def]
+    """The main job's shape: a ladder of 30 s rungs, then the held run at the fleet level."""
+    from tests.ladder.synthetic import closed_loop
+    from tts_bench.measure.ladder import ladder_rungs
+    from tts_bench.measure.samples import Sample
+
+    ladder_run = _main_job_ladder()
+    levels = all_levels(ladder_run.curve_rungs, ladder_run.q_max or 0, 1.25)
+    reused = held_by_the_ladder(levels, ladder_run.rungs, ladder_run.ladder)
+    to_hold = tuple(level for level in levels if level.users not in reused)
+    schedule = verification_ladder(
+        LadderSchedule(rungs=(1, 2, 4), hold_s=30, measure_s=20, idle_s=2), to_hold, hold_s
+    )
+    samples: list[Sample] = []
+    for i, users in enumerate(schedule.rungs):
+        phase = schedule.rung_phase(i)
+        samples += closed_loop(
+            users, start_epoch + phase.start_s, start_epoch + phase.end_s, 2000.0 * users
+        )
+    held = ladder_rungs(samples, [], schedule, start_epoch, 9000.0, math.inf)
+    held_run = qmax_artifact(held, slo_ms=9000).model_copy(
+        update={"ladder": schedule.settings(start_epoch)}
+    )
+    end = start_epoch + schedule.duration_s
+    minutes = [
+        MetricPoint(float(m), float(sum(1 for s in samples if m <= s.start < m + 60)))
+        for m in range(math.ceil(start_epoch / 60) * 60, int(end) - 59, 60)
+    ]
+    points = [
+        MetricPoint(float(t), float(u))
+        for i, u in enumerate(schedule.rungs)
+        for t in range(
+            math.ceil((start_epoch + schedule.rung_phase(i).start_s) / 10) * 10,
+            int(start_epoch + schedule.rung_phase(i).end_s) - 9,
+            10,
+        )
+    ]
+    verification = held_rungs(
+        HeldVerification(levels, 1.25, held_run, reused), points, ladder_run, minutes, samples
+    )
+    return ladder_run, levels, reused, schedule, verification
+
+
+@pytest.mark.parametrize("start_epoch", [2000.0, 2045.5, 2099.0])
+def test_the_fleet_level_is_held_and_its_invocations_measured(start_epoch: float) -> None:
+    ladder_run, levels, reused, schedule, verification = _fleet_run(FLEET_HOLD_S, start_epoch)
+    fleet = levels[-1]
+    assert fleet.role == "fleet" and fleet.users not in reused  # 30 s rungs hold no minute
+    assert schedule.hold_s == FLEET_HOLD_S
+    (rung,) = [v for v in verification if v.role == "fleet"]
+    # Every request the client sent in those minutes, counted once: the ratio is 1.
+    assert rung.cloudwatch_ratios[INVOCATIONS_RATIO_STAT.key] == 1.0
+    assert "Maximum/10s" in rung.cloudwatch_ratios
+    # The published levels carry no invocations ratio: only the fleet level is held for it.
+    assert all(INVOCATIONS_RATIO_STAT.key not in v.cloudwatch_ratios for v in verification[:-1])
+    # The plan reads it: the target's ratio is measured, and cw_ratio says so.
+    qmax = _sagemaker(ladder_run).model_copy(update={"verification": verification})
+    units, _ = invocations_units(qmax)
+    assert (units.ratio_rule, units.cw_ratio) == ("smallest-rung", 1.0)
+
+
+def test_a_fleet_level_held_too_short_keeps_the_warning() -> None:
+    ladder_run, _, _, schedule, verification = _fleet_run(100.0, 2045.5)
+    assert schedule.hold_s == 100.0
+    assert all(INVOCATIONS_RATIO_STAT.key not in v.cloudwatch_ratios for v in verification)
+    qmax = _sagemaker(ladder_run).model_copy(update={"verification": verification})
+    assert invocations_units(qmax)[0].ratio_rule == "unmeasured"
+    plan = derive_plan(
+        qmax, ttotal_artifact(fingerprint=qmax.fingerprint),
+        PlanRequest(peak_rps=1, trough_rps=0.2, slo_ms=9000), SOURCES,
+    )  # fmt: skip
+    (finding,) = [f for f in plan.findings if f.name == "cw_ratio"]
+    assert finding.verdict.value == "warn" and "two whole minutes" in finding.message
+
+
+def test_a_ladder_rung_that_held_two_whole_minutes_is_read_for_the_fleet_level() -> None:
+    ladder_run = _main_job_ladder()
+    long = ladder_run.ladder.model_copy(update={"hold_s": 240.0, "measure_s": 60.0})  # type: ignore[union-attr]
+    levels = all_levels(ladder_run.curve_rungs, ladder_run.q_max or 0, 1.25)
+    fleet = levels[-1]
+    assert fleet.users in held_by_the_ladder(levels, ladder_run.rungs, long)
+    assert fleet.users not in held_by_the_ladder(levels, ladder_run.rungs, ladder_run.ladder)
+
+
+def _main_job_ladder():  # type: ignore[no-untyped-def]
+    """Rungs 1, 2, 4 held 30 s on a serial engine at 2 s a request; c=4 fails a 9 s SLO."""
+    rungs = serial_ladder((1, 2, 4), service_ms=2000, slo_ms=9000)
+    ladder = LadderSettings(rungs=[1, 2, 4], hold_s=30, measure_s=20, idle_s=2, start_epoch=1000.0)
+    return qmax_artifact(rungs, slo_ms=9000).model_copy(update={"ladder": ladder})
+
+
+def _sagemaker(qmax):  # type: ignore[no-untyped-def]
+    fp = qmax.fingerprint.model_copy(update={"transport": Transport.RESPONSE_STREAM})
+    return qmax.model_copy(update={"fingerprint": fp})

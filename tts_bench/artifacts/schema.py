@@ -378,14 +378,17 @@ class VerificationRung(_Strict):
     """A rung held after the ladder where a threshold sits, to measure CloudWatch's ratio there.
 
     `role` says which threshold: `scale_out` at C_scale_max, `scale_in` at C_scale_min, for
-    `surge_ratio`, rounded to whole users. Its ratios are CloudWatch's reading of
-    ConcurrentRequestsPerModel, one per statistic and period (``Maximum/10s``), over the
-    client's mean in-flight in the same window. `source` says which window: `held` after the
+    `surge_ratio`, rounded to whole users; `fleet` at the fleet rule's level (one instance's
+    occupancy at λ_out), held for whole minutes of InvocationsPerInstance. Its ratios are
+    CloudWatch's reading of ConcurrentRequestsPerModel, one per statistic and period
+    (``Maximum/10s``), over the client's mean in-flight in the same window; a fleet rung's also
+    InvocationsPerInstance's minute Sums over the client's requests sent in the same minutes
+    (``InvocationsPerInstance:Sum/60s``). `source` says which window: `held` after the
     ladder, or `ladder-rung` when a usable coarse rung had held these users already under the
     same freeze (the same measurement; holding it again would only cost time).
     """
 
-    role: Literal["scale_out", "scale_in"]
+    role: Literal["scale_out", "scale_in", "fleet"]
     source: VerificationSource = "held"
     surge_ratio: float = Field(gt=1, lt=1.5)
     concurrency: PositiveInt

@@ -47,6 +47,7 @@ from tts_bench.measure.ladder import (
 from tts_bench.measure.raw_record import QmaxRaw, raw_path, read_raw
 from tts_bench.measure.samples import Sample, read_samples, samples_path
 from tts_bench.measure.verification import (
+    all_levels,
     held_by_the_ladder,
     verification_from_runs,
     verification_levels,
@@ -167,7 +168,7 @@ def recompute(
         ):
             window = (probe.window_start_epoch, probe.window_end_epoch)
             again["rung"] = _rung(samples, cpu, qmax, probe.rung, window).model_dump(mode="json")
-    joined = _joined(path, expected, raw)
+    joined = _joined(path, expected, raw, samples)
     joined["verification"] = _verification(qmax, joined, samples, cpu, raw)
     return joined
 
@@ -203,7 +204,9 @@ def _no_rung_left_out(
         )
 
 
-def _joined(path: Path, expected: dict[str, Any], raw: QmaxRaw | None) -> dict[str, Any]:
+def _joined(
+    path: Path, expected: dict[str, Any], raw: QmaxRaw | None, samples: Sequence[Sample]
+) -> dict[str, Any]:
     """CloudWatch's ratios joined from the reads kept, as the live ladder joined them."""
     if raw is None or not raw.cloudwatch:
         return expected
@@ -220,7 +223,7 @@ def _joined(path: Path, expected: dict[str, Any], raw: QmaxRaw | None) -> dict[s
     if LADDER_RATIO_STAT.key in reads:
         artifact = ratios_for(artifact, reads[LADDER_RATIO_STAT.key])
     if INVOCATIONS_RATIO_STAT.key in reads:
-        artifact = invocation_ratios_for(artifact, reads[INVOCATIONS_RATIO_STAT.key])
+        artifact = invocation_ratios_for(artifact, reads[INVOCATIONS_RATIO_STAT.key], samples)
     return artifact.model_dump(mode="json")
 
 
@@ -232,7 +235,8 @@ def _verification(
     raw: QmaxRaw | None,
 ) -> list[dict[str, Any]]:
     """The verification rungs again: the levels for the recorded surge ratio at the recomputed
-    Q_max, each read from the ladder rung that held it or the held run's rung."""
+    Q_max, each read from the ladder rung that held it or the held run's rung. The fleet level
+    is recomputed when the artifact records one (a ladder measured before it existed has none)."""
     if not qmax.verification:
         return []
     surge_ratio = qmax.verification[0].surge_ratio
@@ -242,6 +246,10 @@ def _verification(
     if q_max is None:
         return []
     levels = verification_levels(q_max, surge_ratio)
+    if any(v.role == "fleet" for v in qmax.verification):
+        probes = [p["rung"] for p in refinement["probes"]] if refinement else []
+        curve = [*rungs, *(Rung.model_validate(r) for r in probes)]
+        levels = all_levels(sorted(curve, key=lambda r: r.concurrency), q_max, surge_ratio)
     held_run = None
     schedule = qmax.verification_ladder
     if schedule is not None and schedule.start_epoch is not None:
@@ -252,9 +260,11 @@ def _verification(
         held_run = (schedule, held)
     reads = raw.cloudwatch.get(LADDER_RATIO_STAT.key, []) if raw else []
     points = [MetricPoint(ts, v) for ts, v in reads]
+    counts = raw.cloudwatch.get(INVOCATIONS_RATIO_STAT.key, []) if raw else []
+    minutes = [MetricPoint(ts, v) for ts, v in counts]
     again = verification_from_runs(
-        levels, surge_ratio, held_by_the_ladder(levels, rungs), (qmax.ladder, rungs), held_run,
-        points,
+        levels, surge_ratio, held_by_the_ladder(levels, rungs, qmax.ladder), (qmax.ladder, rungs),
+        held_run, points, minutes, samples,
     )  # fmt: skip
     return [v.model_dump(mode="json") for v in again]
 

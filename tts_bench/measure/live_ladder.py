@@ -5,10 +5,12 @@
 2. `frozen_scaling` around the Locust run (scaling suspended, one instance pinned), restored
    on every exit path: a normal end, an exception, Ctrl-C, SIGTERM;
 3. the fingerprint read from the endpoint itself (`sagemaker_target`), after the freeze;
-4. once Q_max is known, still frozen, two verification rungs where the plan's thresholds sit
-   (`verification`), a short Locust run of their own;
-5. per rung, `cloudwatch_ratio` from ConcurrentRequestsPerModel once CloudWatch has it, and the
-   verification rungs' ratios from the same read.
+4. once Q_max is known, still frozen, verification rungs where the plan's thresholds sit and at
+   the fleet rule's level (`verification`), a Locust run of their own; the fleet level's hold
+   spans whole minutes of InvocationsPerInstance on the cloud's clock;
+5. per rung, `cloudwatch_ratio` from ConcurrentRequestsPerModel once CloudWatch has it, the
+   verification rungs' ratios from the same read, and InvocationsPerInstance's ratio from its
+   minute Sums against the client's requests sent in those minutes.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tts_bench.artifacts.schema import (
     load_artifact,
     write_artifact,
 )
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.drift import read_and_check
 from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
@@ -36,9 +39,9 @@ from tts_bench.measure.cloudwatch_join import (
     INVOCATIONS_KEY,
     MetricPoint,
     await_concurrency,
+    await_minutes,
     invocation_ratios_for,
     ratios_for,
-    read_concurrency,
 )
 from tts_bench.measure.ladder import LadderSchedule
 from tts_bench.measure.ladder_locust import LadderRequest, LadderRunError, run_ladder
@@ -47,13 +50,15 @@ from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_tar
 from tts_bench.measure.samples import Sample, read_samples, samples_path, write_samples
 from tts_bench.measure.verification import (
     DEFAULT_PLAN_SURGE_RATIO,
+    FLEET_HOLD_S,
+    MIN_INVOCATION_MINUTES,
     VerificationLevel,
+    all_levels,
     held_by_the_ladder,
     verification_from_runs,
     verification_ladder,
     verification_levels,
 )
-from tts_bench.telemetry import SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
 Log = Callable[[str], None]
 
@@ -163,18 +168,25 @@ def hold_verification(
         if surge_ratio is not None:
             log("no verification rungs: the ladder found no Q_max")
         return None
-    levels = verification_levels(q_max, surge_ratio)
+    levels = all_levels(ladder_run.curve_rungs, q_max, surge_ratio)
     log(
         "verification rungs for surge ratio "
         f"{surge_ratio:g}: " + ", ".join(f"{v.role} {v.at:g} -> {v.users} users" for v in levels)
     )
-    from_ladder = held_by_the_ladder(levels, ladder_run.rungs)
+    from_ladder = held_by_the_ladder(levels, ladder_run.rungs, ladder_run.ladder)
     for users in sorted(from_ladder):
         log(f"verification at {users} users: the ladder's rung c={users} held it; read from there")
     to_hold = tuple(level for level in levels if level.users not in from_ladder)
     if not to_hold:
         return HeldVerification(levels, surge_ratio, None, from_ladder)
-    schedule = verification_ladder(ladder.schedule, to_hold)
+    # Whole minutes are the cloud's: on a compressed clock its three minutes pass sooner.
+    fleet_hold_s = ServiceClock.from_environment().wall_seconds(FLEET_HOLD_S)
+    schedule = verification_ladder(ladder.schedule, to_hold, fleet_hold_s)
+    if any(level.counts_invocations for level in to_hold):
+        log(
+            f"verification held {schedule.hold_s:g} s a rung, so that {MIN_INVOCATION_MINUTES} "
+            "whole minutes of InvocationsPerInstance are read at the fleet rule's level"
+        )
     with tempfile.TemporaryDirectory(prefix="tts-bench-verification-") as scratch:
         run = replace(ladder, schedule=schedule, out=Path(scratch), refine_pct=None)
         try:
@@ -214,11 +226,14 @@ def join_cloudwatch(
         wait_s=request.metric_wait_s, log=log,
     )  # fmt: skip
     joined = ratios_for(artifact, points)
-    # The fleet rule's metric: minute sums, read once the concurrency's last period is in.
-    minutes = read_concurrency(
-        session, request.endpoint, request.variant, start, end, SAGEMAKER_INVOCATIONS_PER_INSTANCE
-    )
-    joined = invocation_ratios_for(joined, minutes)
+    # The fleet rule's metric: minute Sums from the first rung's hold to the last's end.
+    minutes = await_minutes(
+        session, request.endpoint, request.variant, ladder.start_epoch, end,
+        wait_s=request.metric_wait_s, log=log,
+    )  # fmt: skip
+    samples = read_samples(samples_path(path))
+    all_samples = [*samples, *held.samples] if held is not None else samples
+    joined = invocation_ratios_for(joined, minutes, all_samples)
     for rung in joined.rungs:
         ratio = "-" if rung.cloudwatch_ratio is None else f"{rung.cloudwatch_ratio:.2f}"
         invocations = rung.cloudwatch_ratios.get(INVOCATIONS_KEY)
@@ -230,12 +245,17 @@ def join_cloudwatch(
     raw = read_raw(raw_path(path)).with_reads(LADDER_RATIO_STAT, [(p.ts, p.value) for p in points])
     raw = raw.with_reads(INVOCATIONS_RATIO_STAT, [(p.ts, p.value) for p in minutes])
     if held is not None:
-        verification = held_rungs(held, points, artifact)
+        verification = held_rungs(held, points, artifact, minutes, all_samples)
         for v in verification:
             ratios = ", ".join(f"{k} {r:.2f}" for k, r in v.cloudwatch_ratios.items())
             log(f"verification {v.role} at {v.concurrency} users: ratio {ratios}")
         if len(verification) < len(held.levels):
             log("a verification rung has no CloudWatch reading: the plan falls back to the rungs")
+        if not any(INVOCATIONS_KEY in v.cloudwatch_ratios for v in verification):
+            log(
+                f"the fleet level read fewer than {MIN_INVOCATION_MINUTES} whole minutes of "
+                "InvocationsPerInstance: its ratio is unmeasured unless a ladder rung's hold held them"
+            )
         joined = joined.model_copy(
             update={
                 "verification": [*joined.verification, *verification],
@@ -244,8 +264,7 @@ def join_cloudwatch(
         )
         joined = QmaxArtifact.model_validate(joined.model_dump(mode="json"))
         # The held run's raw data joins the ladder's: one file of each for the whole artifact.
-        samples = read_samples(samples_path(path))
-        write_samples(samples_path(path), [*samples, *held.samples])
+        write_samples(samples_path(path), all_samples)
         held_cpu = held.raw.cpu if held.raw is not None else []
         raw = raw.model_copy(update={"cpu": [*raw.cpu, *held_cpu]})
     write_raw(raw_path(path), raw)
@@ -253,12 +272,17 @@ def join_cloudwatch(
 
 
 def held_rungs(
-    held: HeldVerification, points: Sequence[MetricPoint], ladder_run: QmaxArtifact
+    held: HeldVerification,
+    points: Sequence[MetricPoint],
+    ladder_run: QmaxArtifact,
+    minutes: Sequence[MetricPoint] = (),
+    samples: Sequence[Sample] = (),
 ) -> list[VerificationRung]:
-    """The verification rungs, each with CloudWatch's 10 s Maximum over its own window: the
-    held run's rung, or the ladder's rung that held those users already."""
+    """The verification rungs, each with CloudWatch's 10 s Maximum over its own window (and the
+    fleet level's InvocationsPerInstance over its hold's whole minutes): the held run's rung, or
+    the ladder's rung that held those users already."""
     held_run = None if held.artifact is None else (held.artifact.ladder, held.artifact.rungs)
     return verification_from_runs(
         held.levels, held.surge_ratio, held.from_ladder, (ladder_run.ladder, ladder_run.rungs),
-        held_run, points,
+        held_run, points, minutes, samples,
     )  # fmt: skip

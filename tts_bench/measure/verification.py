@@ -9,6 +9,14 @@ of them a ladder rung held, the ladder of their own the rest are held as once th
 Q_max (under the same freeze), and how a rung and CloudWatch's readings become a
 `VerificationRung` (`verification_from_runs`: from the ladder's and the held run's schedules and
 rungs, as the live ladder joins them and `tts-bench verify` recomputes them).
+The fleet rule deploys on InvocationsPerInstance, a one-minute Sum, at 60 · λ_out times its
+ratio to the client's count (`planning.fleet_rule`). A third level, `fleet`, holds the users
+whose closed loop sits nearest λ_out (the fleet rule's c_scale_max) for long enough that
+`MIN_INVOCATION_MINUTES` whole minutes of it are read: three minutes of the cloud's clock hold two
+whole ones whatever the phase the rung starts in. A ladder rung at those users whose hold already
+held them is read instead. λ_out's margin depends on the planned T_total, not yet measured here,
+so the level takes the margin's floor (the highest λ_out a plan can have).
+
 `live_ladder` drives it; nothing here touches the network.
 """
 
@@ -20,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tts_bench.artifacts.schema import (
+    INVOCATIONS_RATIO_STAT,
     LADDER_RATIO_STAT,
     CloudWatchStat,
     LadderSettings,
@@ -28,12 +37,25 @@ from tts_bench.artifacts.schema import (
     VerificationSource,
 )
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.cloudwatch_join import MetricPoint, rung_mean
+from tts_bench.measure.cloudwatch_join import (
+    INVOCATIONS_PERIOD_S,
+    MIN_INVOCATION_MINUTES,
+    MetricPoint,
+    invocations_ratio,
+    rung_mean,
+    whole_minutes,
+)
 from tts_bench.measure.ladder import LadderSchedule, format_duration
+from tts_bench.measure.samples import Sample
+from tts_bench.planning.birth_death import stationary_occupancy
+from tts_bench.planning.curve import throughput_curve
+from tts_bench.planning.fleet_rule import FLEET_MARGIN_FLOOR
 from tts_bench.planning.rounding import round9
 
 DEFAULT_PLAN_SURGE_RATIO = 1.25
-Role = Literal["scale_out", "scale_in"]
+Role = Literal["scale_out", "scale_in", "fleet"]
+# The hold, in the cloud's seconds, that holds MIN_INVOCATION_MINUTES whole minutes in any phase.
+FLEET_HOLD_S = (MIN_INVOCATION_MINUTES + 1) * INVOCATIONS_PERIOD_S
 
 
 class VerificationError(TtsBenchError):
@@ -45,8 +67,13 @@ class VerificationLevel:
     """One threshold to hold: its role, where it sits in client concurrency, and the users held."""
 
     role: Role
-    at: float  # C_scale_max or C_scale_min, as the plan derives it
+    at: float  # C_scale_max or C_scale_min, as the plan derives it (fleet: E[n] at λ_out)
     users: int  # rounded to whole users, half up
+
+    @property
+    def counts_invocations(self) -> bool:
+        """Held for whole minutes of InvocationsPerInstance (the fleet rule's level)."""
+        return self.role == "fleet"
 
 
 def verification_levels(
@@ -67,35 +94,83 @@ def verification_levels(
     return tuple(levels)
 
 
+def fleet_level(
+    curve_rungs: Sequence[Rung], q_max: int, surge_ratio: float = DEFAULT_PLAN_SURGE_RATIO
+) -> VerificationLevel:
+    """The fleet rule's level: one instance's mean occupancy offered λ_out (`fleet_rule`), with
+    the margin at its floor, in whole users and at least one (a closed loop cannot hold less)."""
+    verification_levels(q_max, surge_ratio)  # the same refusals
+    x_curve = throughput_curve(curve_rungs)
+    scale_out_rps = x_curve(q_max) * (1 - FLEET_MARGIN_FLOOR) / surge_ratio
+    at = round9(stationary_occupancy(scale_out_rps, x_curve.at, q_max))
+    return VerificationLevel("fleet", at, max(1, math.floor(at + 0.5)))
+
+
 def held_by_the_ladder(
-    levels: Sequence[VerificationLevel], rungs: Sequence[Rung]
+    levels: Sequence[VerificationLevel],
+    rungs: Sequence[Rung],
+    ladder: LadderSettings | None = None,
 ) -> dict[int, int]:
     """Users of each level a usable coarse rung already held -> that rung's index.
 
     Such a level needs no hold of its own: the rung is the same closed-loop load at the same
-    users under the same freeze, and its window is read for CloudWatch's ratios instead."""
+    users under the same freeze, and its window is read for CloudWatch's ratios instead. The
+    fleet level also needs the rung's hold (in `ladder`) to hold its whole minutes; when it did
+    not, its users are held again for every level at them (one held rung serves them all)."""
     at = {rung.concurrency: i for i, rung in enumerate(rungs) if rung.usable}
-    return {level.users: at[level.users] for level in levels if level.users in at}
+    short = {
+        level.users
+        for level in levels
+        if level.counts_invocations
+        and level.users in at
+        and not _holds_minutes(ladder, at[level.users])
+    }
+    return {
+        level.users: at[level.users]
+        for level in levels
+        if level.users in at and level.users not in short
+    }
+
+
+def _holds_minutes(ladder: LadderSettings | None, index: int) -> bool:
+    if ladder is None or ladder.start_epoch is None:
+        return False
+    w1 = ladder.measure_window(index)[1]
+    return whole_minutes(w1 - ladder.rung_hold_s(index), w1) >= MIN_INVOCATION_MINUTES
 
 
 def verification_ladder(
-    ladder: LadderSchedule, levels: tuple[VerificationLevel, ...]
+    ladder: LadderSchedule,
+    levels: tuple[VerificationLevel, ...],
+    fleet_hold_s: float = FLEET_HOLD_S,
 ) -> LadderSchedule:
     """The levels as a ladder of their own, held with the ladder's timing: distinct user
-    counts, ascending (both thresholds can round to one level when Q_max is small)."""
+    counts, ascending (both thresholds can round to one level when Q_max is small). With the
+    fleet level among them every rung is held at least `fleet_hold_s` (wall seconds: the cloud's
+    `FLEET_HOLD_S` on its clock), a schedule having one hold."""
+    minutes = any(level.counts_invocations for level in levels)
+    hold_s = max(ladder.hold_s, fleet_hold_s) if minutes else ladder.hold_s
     return LadderSchedule(
         rungs=tuple(sorted({level.users for level in levels})),
-        hold_s=ladder.hold_s,
+        hold_s=hold_s,
         measure_s=ladder.measure_s,
         idle_s=ladder.idle_s,
-        max_hold_s=ladder.max_hold_s,
+        max_hold_s=None if ladder.max_hold_s is None else max(ladder.max_hold_s, hold_s),
     )
+
+
+def all_levels(
+    curve_rungs: Sequence[Rung], q_max: int, surge_ratio: float = DEFAULT_PLAN_SURGE_RATIO
+) -> tuple[VerificationLevel, ...]:
+    """C_scale_max, C_scale_min and the fleet rule's level, in that order."""
+    return (*verification_levels(q_max, surge_ratio), fleet_level(curve_rungs, q_max, surge_ratio))
 
 
 def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
     """The dry run's line: the levels depend on the Q_max the ladder has yet to find."""
     verification_levels(1, surge_ratio)  # a bad ratio is refused before anything runs
-    extra_s = 2 * (ladder.longest_hold_s + ladder.idle_s)
+    fleet_hold_s = max(ladder.longest_hold_s, FLEET_HOLD_S)
+    extra_s = 3 * (fleet_hold_s + ladder.idle_s)
     held = (
         f"{ladder.hold_s:g} s"
         if ladder.longest_hold_s == ladder.hold_s
@@ -104,7 +179,9 @@ def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
     return (
         f"then 2 verification rungs at C_scale_max = {2 - surge_ratio:g} x Q_max and "
         f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
-        f"users, each held {held} unless a ladder rung held those users already: at most "
+        f"users, each held {held} unless a ladder rung held those users already, and one at "
+        f"the fleet rule's level held {fleet_hold_s:g} s so that {MIN_INVOCATION_MINUTES} whole "
+        f"minutes of InvocationsPerInstance are read (with it, every held rung is): at most "
         f"{format_duration(extra_s)} more"
     )
 
@@ -130,22 +207,28 @@ def verification_rungs(
     held: Sequence[Rung],
     readings: Sequence[Mapping[CloudWatchStat, float | None]],
     source: VerificationSource = "held",
+    counted: Sequence[float | None] | None = None,
 ) -> list[VerificationRung]:
     """Each level's `VerificationRung` from the rung that held it and CloudWatch's readings in
-    that rung's window (`readings[i]` belongs to `held[i]`).
+    that rung's window (`readings[i]` belongs to `held[i]`); the fleet level's also carries
+    `counted[i]`, InvocationsPerInstance's ratio over its hold's whole minutes.
 
     A level the run never reached (it stops after a failing rung) or that CloudWatch gave no
     reading for is left out: an unmeasured point is no point, and the plan says which rule it
     used instead."""
+    invocations = [None] * len(held) if counted is None else counted
     by_users = {
-        rung.concurrency: (rung, reading) for rung, reading in zip(held, readings, strict=True)
+        rung.concurrency: (rung, reading, count)
+        for rung, reading, count in zip(held, readings, invocations, strict=True)
     }
     out = []
     for level in levels:
         if level.users not in by_users:
             continue
-        rung, reading = by_users[level.users]
+        rung, reading, count = by_users[level.users]
         ratios = cloudwatch_ratios(reading, rung.client_mean_in_flight)
+        if level.counts_invocations and count is not None:
+            ratios[INVOCATIONS_RATIO_STAT.key] = count
         if not ratios:
             continue
         out.append(
@@ -175,9 +258,12 @@ def verification_from_runs(
     ladder_run: Run,
     held_run: Run | None,
     points: Sequence[MetricPoint],
+    minutes: Sequence[MetricPoint] = (),
+    samples: Sequence[Sample] = (),
 ) -> list[VerificationRung]:
     """`held_rungs` over the two runs' schedules and rungs (what `tts-bench verify` recomputes
-    them from): the levels a ladder rung held read from it, the rest from the held run."""
+    them from): the levels a ladder rung held read from it, the rest from the held run; the
+    fleet level's invocations from `minutes` (the minute Sums) against `samples` (the client's)."""
     read_there = [level for level in levels if level.users in from_ladder]
     sources: list[tuple[VerificationSource, Run, list[int], list[VerificationLevel]]] = [
         ("ladder-rung", ladder_run, sorted(set(from_ladder.values())), read_there)
@@ -191,6 +277,15 @@ def verification_from_runs(
             continue
         readings = [{LADDER_RATIO_STAT: rung_mean(points, ladder, i)} for i in indices]
         rungs = [run_rungs[i] for i in indices]
-        out += verification_rungs(chosen, surge_ratio, rungs, readings, source)
+        counted = [_counted(ladder, i, minutes, samples) for i in indices]
+        out += verification_rungs(chosen, surge_ratio, rungs, readings, source, counted)
     order = [level.role for level in levels]
     return sorted(out, key=lambda rung: order.index(rung.role))
+
+
+def _counted(
+    ladder: LadderSettings, index: int, minutes: Sequence[MetricPoint], samples: Sequence[Sample]
+) -> float | None:
+    """InvocationsPerInstance's ratio over the whole minutes of rung `index`'s hold."""
+    w1 = ladder.measure_window(index)[1]
+    return invocations_ratio(minutes, samples, w1 - ladder.rung_hold_s(index), w1)

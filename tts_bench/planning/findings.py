@@ -435,9 +435,9 @@ def _fleet_cw_ratio(steps: PlanSteps, levels: FleetLevels) -> Finding:
         return finding(
             "cw_ratio",
             Verdict.WARN,
-            f"no rung held a whole minute of {_units(units)}, so its ratio to the client's "
-            "requests was not measured; the target assumes 1.0 by AWS's definition; hold rungs "
-            "of a minute or more to check it",
+            f"no rung held two whole minutes of {_units(units)}, so its ratio to the client's "
+            "requests was not measured; the target assumes 1.0 by AWS's definition; let the "
+            "verification hold the fleet rule's level (three minutes) to measure it",
             **figures,  # type: ignore[arg-type]
         )
     burst_text = (

@@ -101,7 +101,7 @@ def invocations_units(qmax: QmaxArtifact) -> tuple[CloudWatchUnits, str]:
     """InvocationsPerInstance against the client's request count: the smallest ratio any rung
     measured (a count per request does not depend on the load, and the smallest makes the
     target fire earliest); else 1.0: locally (no CloudWatch), by AWS's definition for a
-    reference run, and `unmeasured` for a SageMaker ladder that held no whole minute (the
+    reference run, and `unmeasured` for a SageMaker ladder that held no two whole minutes (the
     cw_ratio finding warns)."""
     stat = INVOCATIONS_STAT
     measured = [
