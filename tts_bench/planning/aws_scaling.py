@@ -451,7 +451,7 @@ class ScalingEngine:
         alarms = {
             a.name for r in rules for a in (r.alarms if isinstance(r, TrackingRule) else (r.alarm,))
         }
-        return ScalingEngine(
+        return type(self)(
             rules,
             self.semantics,
             {k: v for k, v in self._out.items() if k in names},
