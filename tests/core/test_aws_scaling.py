@@ -314,3 +314,19 @@ def test_the_variant_sets_build_target_trackings_alarms_by_their_reading() -> No
     assert (high.delay_s, high.detection_s) == (120, 300)
     high, low = aws.tracking_alarms(INVOCATIONS, 600.0, False)  # documented: what plans assume
     assert low is not None and (low.datapoints_to_alarm, high.detection_s) == (15, 240)
+
+
+def test_a_scale_out_sized_from_its_cooldowns_base_never_becomes_a_scale_in() -> None:
+    """[AAS-step-api] Within its cooldown a scale-out step "won't increase the desired capacity
+    again unless a larger scale out is triggered": sized from the capacity it started from, it
+    may ask for less than the desired count another policy set, and then it does nothing."""
+    burst = aws.StepRule(
+        "b", "PercentChangeInCapacity", (aws.Step(0.0, None, 30),), 500,
+        _alarm(name="b-alarm", comparison="GreaterThanOrEqualToThreshold", threshold=3.6), 3,
+    )  # fmt: skip
+    engine = aws.ScalingEngine((burst, _tracking(INVOCATIONS, 600.0, disable=False)))
+    fired = {"b-alarm": alarm_in(ALARM, 8.0)}
+    assert engine.decide(0.0, fired, 1, (1, 100)).after == 4  # type: ignore[union-attr]
+    tracked = engine.decide(60.0, {"t-high": alarm_in(ALARM, 1350.0)}, 4, (1, 100))
+    assert tracked is not None and tracked.after == 9
+    assert engine.decide(120.0, fired, 9, (1, 100)) is None  # not 9 → 4

@@ -123,29 +123,45 @@ STAGES = [
 ]
 
 
+def _scale_in_suspended(cloud: LocalCloud, suspended: bool) -> None:
+    control_client("application-autoscaling").register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=f"endpoint/{cloud.endpoint_name}/variant/{cloud.variant_name}",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        SuspendedState={"DynamicScalingInSuspended": suspended},
+    )
+
+
 def test_the_policy_scales_out_on_the_probe_and_each_stage_is_timed_in_order(
     cloud: LocalCloud, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, out, err = run(
-        capsys,
-        "ttotal",
-        "--trigger",
-        "organic",
-        "--endpoint",
-        cloud.endpoint_name,
-        "--qmax",
-        str(REFERENCE_QMAX),
-        "--plan",
-        str(REFERENCE_PLAN),
-        "--load-factor",
-        "1.2",
-        "--warmup-s",
-        "30",
-        "--recovery-hold-s",
-        "30",
-        "--out",
-        str(tmp_path),
-    )
+    # The published rule's step scale-in would take the new instance back as soon as the
+    # scale-out ends its cooldown (AWS as documented: docs/aws-semantics.md), and the probe
+    # would never recover; the scale-out is what is measured here.
+    _scale_in_suspended(cloud, True)
+    try:
+        code, out, err = run(
+            capsys,
+            "ttotal",
+            "--trigger",
+            "organic",
+            "--endpoint",
+            cloud.endpoint_name,
+            "--qmax",
+            str(REFERENCE_QMAX),
+            "--plan",
+            str(REFERENCE_PLAN),
+            "--load-factor",
+            "1.2",
+            "--warmup-s",
+            "30",
+            "--recovery-hold-s",
+            "30",
+            "--out",
+            str(tmp_path),
+        )
+    finally:
+        _scale_in_suspended(cloud, False)
     assert code == 0, err
     (path,) = tmp_path.glob("ttotal-kokoro-82m-organic-*-emulated.json")
     ttotal = load_artifact(path, TtotalArtifact)

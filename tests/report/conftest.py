@@ -23,6 +23,8 @@ from tts_bench.artifacts.rehearsal import (
     Window,
 )
 from tts_bench.artifacts.schema import InputFile, Provenance, dump_json
+from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
+from tts_bench.planning.aws_semantics import DOCUMENTED
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
 SIMULATION = MEASUREMENTS / "simulate-kokoro-82m-g5xlarge-8b1b96bc-2e09ac2a.json"
@@ -94,6 +96,7 @@ def _rehearsal(qmax: Path, ttotal: Path) -> RehearsalArtifact:
             files={"plan": InputFile(path=str(FLEET_PLAN), sha256=_sha256(FLEET_PLAN)),
                    "qmax": InputFile(path=str(qmax), sha256=_sha256(qmax)),
                    "ttotal": InputFile(path=str(ttotal), sha256=_sha256(ttotal))},
+            aws_semantics=AwsSemanticsRecord(**DOCUMENTED.record()),
         ),
         rehearsed=run("rehearsed", 3, 14.0),
         simulated=run("simulated", 2, 12.5),

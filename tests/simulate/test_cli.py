@@ -251,3 +251,59 @@ def test_a_version_1_plan_simulates_as_the_published_shape_it_describes(capsys, 
         assert code == 0, err
         runs.append(json.loads(out)["policies"])
     assert runs[0] == runs[1]
+
+
+def test_the_reading_of_aws_is_recorded_and_decides_what_is_simulated(capsys, tmp_path) -> None:
+    """The published plan's target tracking on the high-resolution metric: 3 × 10 s under
+    `documented`, 3 × 60 s and a later scale-out under `pessimistic` (docs/aws-semantics.md)."""
+    runs = {}
+    for name in ("documented", "pessimistic"):
+        code, out, err = simulate(
+            capsys, tmp_path / name, "--synthetic", "surge:30:1.5:60", "--duration-s", "900",
+            "--aws-semantics", name, "--json",
+        )  # fmt: skip
+        assert code == 0, err
+        runs[name] = json.loads(out)
+        recorded = runs[name]["inputs"]["aws_semantics"]
+        assert recorded["name"] == name and len(recorded["sha256"]) == 16
+    documented, pessimistic = (runs[n]["policies"][0] for n in ("documented", "pessimistic"))
+    # Not monotone: a later detection can size a larger first scale-out, which the endpoint's
+    # Updating then does not hold back; but the same arrivals give another day.
+    assert (pessimistic["shed"], pessimistic["instance_hours"]) != (
+        documented["shed"], documented["instance_hours"],
+    )  # fmt: skip
+
+
+def test_a_semantics_file_is_read_and_a_bad_one_refused_in_one_line(capsys, tmp_path) -> None:
+    fields = {
+        "name": "accepting", "high_resolution_tracking_period_s": 10,
+        "tracking_low_datapoints": 15, "standard_publication_delay_s": 60,
+        "refuse_while_updating": False, "scale_in_updating_s": 60,
+    }  # fmt: skip
+    good = tmp_path / "accepting.json"
+    good.write_text(json.dumps(fields))
+    code, out, err = simulate(
+        capsys, tmp_path / "ok", "--synthetic", "steady:5", "--duration-s", "120",
+        "--aws-semantics", str(good), "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["inputs"]["aws_semantics"]["refuse_while_updating"] is False
+    bad = {
+        "nope": "neither a variant set (documented, pessimistic) nor a readable file",
+        "missing": "missing field(s) scale_in_updating_s",
+        "range": "tracking_low_datapoints must be a number from 1 to 100",
+        "json": "not JSON",
+    }
+    for case, expected in bad.items():
+        path = tmp_path / f"{case}.json"
+        body = {k: v for k, v in fields.items() if case != "missing" or k != "scale_in_updating_s"}
+        if case == "range":
+            body["tracking_low_datapoints"] = 0
+        path.write_text("{" if case == "json" else json.dumps(body))
+        value = "nope" if case == "nope" else str(path)
+        with pytest.raises(SystemExit) as exited:  # argparse's usage error, one line
+            simulate(capsys, tmp_path / "out", "--synthetic", "steady:5", "--aws-semantics", value)
+        out, err = capsys.readouterr()
+        assert exited.value.code == 2 and out == "" and expected in err, (case, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "out").exists()

@@ -88,3 +88,28 @@ def test_an_instance_asked_for_serves_one_measured_t_total_after_its_alarm(refer
     serving = int(np.flatnonzero(line.in_service > line.in_service[asked])[0])
     start_delay_s = reference.shape.start_delay_s
     assert line.end_s[serving] - 10 < alarm_s + start_delay_s <= line.end_s[serving]
+
+
+def test_no_capacity_change_lands_while_the_endpoint_updates_unless_the_reading_accepts_it(
+    reference,
+) -> None:
+    """[SM-update] A scale-out leaves the endpoint Updating until its instances serve: the
+    published rule's 30 s cooldown no longer lets it stack scale-outs on a launch (its runaway
+    before issue 35), which a reading that accepts the change still does."""
+    from dataclasses import replace
+
+    from tts_bench.planning.aws_semantics import DOCUMENTED
+
+    traffic = traffic_of("surge:30:2:60", 900, reference, 3)
+
+    def scale_outs(semantics) -> list[float]:  # type: ignore[no-untyped-def]
+        shape = replace(reference.shape, semantics=semantics)
+        inputs = replace(reference, shape=shape)
+        run = run_policy(inputs, "plan", traffic, 3)
+        return [t for t, action in run.actions if action.out]
+
+    refused = scale_outs(DOCUMENTED)
+    delay = reference.shape.start_delay_s
+    assert refused and all(b - a >= delay for a, b in itertools.pairwise(refused))
+    accepted = scale_outs(replace(DOCUMENTED, refuse_while_updating=False))
+    assert any(b - a < delay for a, b in itertools.pairwise(accepted))

@@ -98,8 +98,11 @@ def _alarms_of(
     return found
 
 
-def check_live(snapshot: DeployedSnapshot, variant: str, plan: PlanArtifact) -> None:
-    """Refuse a variant whose scaling is not the plan's, or not live."""
+def check_live(
+    snapshot: DeployedSnapshot, variant: str, plan: PlanArtifact, scale_in_may_rest: bool = False
+) -> None:
+    """Refuse a variant whose scaling is not the plan's, or not live (`scale_in_may_rest`: its
+    dynamic scale-in alone may be suspended, for a measurement of a scale-out)."""
     endpoint = snapshot.endpoint
     scalable = snapshot.target(variant)
     if scalable is None or not snapshot.policies_on(variant):
@@ -108,7 +111,8 @@ def check_live(snapshot: DeployedSnapshot, variant: str, plan: PlanArtifact) -> 
             f"endpoint {endpoint} has no deployed plan ({missing} on variant {variant}): deploy "
             f"plan {plan.plan_id} first (its file in the stack's measurementsDir, then pulumi up)"
         )
-    if scalable.suspended.any:
+    resting = scalable.suspended.dynamic_in and scale_in_may_rest
+    if scalable.suspended.any and not (resting and not scalable.suspended.dynamic_out):
         raise RefusalError(
             f"endpoint {endpoint}'s scaling is frozen ({scalable.suspended.describe()} suspended): "
             f"this needs it live; run tts-bench thaw --endpoint {endpoint}"
@@ -130,12 +134,16 @@ def check_live(snapshot: DeployedSnapshot, variant: str, plan: PlanArtifact) -> 
 
 
 def read_live_scaling(
-    session: AwsSession, endpoint: str, variant: str, plan: PlanArtifact
+    session: AwsSession,
+    endpoint: str,
+    variant: str,
+    plan: PlanArtifact,
+    scale_in_may_rest: bool = False,
 ) -> LiveScaling:
     """Read the variant's deployed scaling; refuse, in one line, unless it is the plan's, live
     and settled (so a run starts from one known fleet)."""
     snapshot = read_snapshot(session, endpoint)
-    check_live(snapshot, variant, plan)
+    check_live(snapshot, variant, plan, scale_in_may_rest)
     scalable = snapshot.target(variant)
     assert scalable is not None  # check_live
     alarms: list[DeployedAlarm] = []

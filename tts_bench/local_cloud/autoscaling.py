@@ -72,6 +72,9 @@ class Autoscaler:
         self._states: dict[str, aws_scaling.AlarmState] = {}
         self.decisions: list[tuple[float, str, int, int]] = []  # (when, policy, from, to)
         self.refusals: list[tuple[float, str, int, int]] = []  # the endpoint refused these
+        # (evaluation, alarm, new state): the cloud's clock at the evaluation, where the history
+        # stamps the moment it was written (later by the cloud's processing)
+        self.transitions: list[tuple[float, str, str]] = []
 
     @property
     def _resource(self) -> str:
@@ -224,6 +227,8 @@ class Autoscaler:
         for alarm in engine.alarms:
             if alarm.metric in history and aws_scaling.due(alarm, end_s):
                 reading = aws_scaling.read_alarm(alarm, history[alarm.metric], end_s)
+                if self._states.get(alarm.name) != reading.state:
+                    self.transitions.append((end_s, alarm.name, reading.state.value))
                 self._publish_state(alarm.name, reading)
                 readings[alarm.name] = reading
         return readings

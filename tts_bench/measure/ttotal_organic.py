@@ -151,6 +151,7 @@ class Timeline:
     markers: dict[str, float] | None = None
     in_service: float | None = None
     recovered: float | None = None
+    scaled_in: tuple[int, int] | None = None  # the policy took capacity back before recovery
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,11 @@ def watch(
         if seen.desired_set is None and desired > scaling.desired:
             seen.desired_set, seen.count = now, desired
             progress(f"desired count {scaling.desired} -> {desired}: the policy scaled out")
+        if seen.desired_set is not None and desired < seen.count and seen.scaled_in is None:
+            # A scale-out ends the scale-in cooldown (AWS as documented): a policy whose
+            # scale-in level the new fleet is under takes the capacity back at once.
+            seen.scaled_in = (seen.count, desired)
+            progress(f"desired count {seen.count} -> {desired}: the policy scaled in again")
         if seen.desired_set is not None:
             _watch_instance(session, request, seen, known, progress)
             # The count asked for is serving (the endpoint may still be Updating: the policy
@@ -291,6 +297,13 @@ def watch(
         if seen.desired_set is None
         else ("traffic did not recover" if seen.in_service else "no new instance served")
     )
+    if seen.scaled_in is not None:
+        raise TtotalError(
+            f"{reached} within {request.timeout_s:g} s: the policy scaled in "
+            f"({seen.scaled_in[0]} -> {seen.scaled_in[1]}) before the probe recovered (a "
+            "scale-out ends the scale-in cooldown, docs/aws-semantics.md); suspend dynamic "
+            "scale-in on the scalable target for the measurement and run it again"
+        )
     raise TtotalError(
         f"{reached} within {request.timeout_s:g} s of the step to {request.load_factor:g} × the "
         "scale-out level; raise --load-factor or --timeout-s"
@@ -486,7 +499,9 @@ def _refusals(
     )
     target.refuse_not_in_service()
     clock = service_clock(None, target.emulated)
-    scaling = read_live_scaling(session, request.endpoint, request.variant, plan)
+    # Its dynamic scale-in may rest: a scale-out ends the scale-in cooldown, and a policy whose
+    # scale-in level the new fleet is under would take the capacity back before it recovers.
+    scaling = read_live_scaling(session, request.endpoint, request.variant, plan, True)
     quota = read_quota_check(session, target.fingerprint.instance_type)
     quota.require(1)
     return plan, target, clock, scaling, bound_ms * target.rate_scale

@@ -411,6 +411,7 @@ class _Wanted:
     capacity: int
     reason: str
     alarm: str
+    out: bool  # the direction its alarm asks for: a scale-out never turns into a scale-in
 
 
 @dataclass
@@ -490,7 +491,7 @@ class ScalingEngine:
                 base = self._base(rule.policy_name, now_s, desired)
                 capacity = tracking_capacity(base, high.value, rule.target_value)
                 yield _Wanted(
-                    rule.policy_name, capacity, _above(rule.high, high.value), rule.high.name
+                    rule.policy_name, capacity, _above(rule.high, high.value), rule.high.name, True
                 )
             low = None
             if rule.low is not None and rule.low.name in invoked:
@@ -498,7 +499,7 @@ class ScalingEngine:
             if low is not None and low.value is not None:
                 capacity = tracking_capacity(desired, low.value, rule.target_value)
                 yield _Wanted(
-                    rule.policy_name, capacity, _above(rule.low, low.value), rule.low.name
+                    rule.policy_name, capacity, _above(rule.low, low.value), rule.low.name, False
                 )
             return
         reading = readings.get(rule.alarm.name) if rule.alarm.name in invoked else None
@@ -509,10 +510,12 @@ class ScalingEngine:
             value = rule.alarm.threshold
         delta = value - rule.alarm.threshold
         capacity = step_capacity(rule, desired, delta)
-        if capacity is not None and capacity > desired:  # a scale-out: sized as cooldowns say
+        out = capacity is not None and capacity > desired
+        if out:  # a scale-out: sized as cooldowns say, so within one it may ask for no more
             capacity = step_capacity(rule, self._base(rule.policy_name, now_s, desired), delta)
         if capacity is not None:
-            yield _Wanted(rule.policy_name, capacity, _above(rule.alarm, value), rule.alarm.name)
+            reason = _above(rule.alarm, value)
+            yield _Wanted(rule.policy_name, capacity, reason, rule.alarm.name, out)
 
     def _scale_in_allowed(self, rule: Rule, now_s: float) -> bool:
         cooldown = rule.scale_in_cooldown_s if isinstance(rule, TrackingRule) else rule.cooldown_s
@@ -544,8 +547,9 @@ class ScalingEngine:
         for rule in self.rules:
             for wanted in self._wanted(rule, readings, invoked, now_s, desired):
                 capacity = clamp(wanted.capacity, *bounds)
-                if capacity > desired:
-                    outs.append(replace(wanted, capacity=capacity))
+                if wanted.out:
+                    if capacity > desired:
+                        outs.append(replace(wanted, capacity=capacity))
                 elif capacity < desired and self._scale_in_allowed(rule, now_s):
                     if isinstance(rule, TrackingRule) and not tracking_ready:
                         continue
