@@ -40,6 +40,7 @@ from tts_bench.local_cloud.image_digest import local_image_digest
 from tts_bench.local_cloud.logs import LogShipper
 from tts_bench.local_cloud.metrics import MetricsPublisher, VariantMetrics, WindowFigures
 from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.orphans import ProcessRecord
 from tts_bench.local_cloud.private_files import new_run_folder
 from tts_bench.local_cloud.runtime import Runtime, Served
 from tts_bench.local_cloud.settings import (
@@ -106,6 +107,7 @@ class LocalCloud:
         self._image_digest: str | None = None
         self._stack_max_instances = 1
         self._stoppers: list[Callable[[], None]] = []
+        self._record: ProcessRecord | None = None
         # SageMaker's 60 s by default; a test may lower it for one request and restore it.
         self.ceiling_s = settings.invocation_ceiling_s
 
@@ -290,8 +292,10 @@ class LocalCloud:
         self._stoppers.append(self._shipper.close)
         # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge), its
         # files in this run's private folder, removed at stop (`private_files` says why).
-        tls_dir = new_run_folder()
+        tls_dir = new_run_folder(self._say)
         self._stoppers.append(lambda: shutil.rmtree(tls_dir, ignore_errors=True))
+        # What the next start needs to stop our instances if this process is killed (`orphans`).
+        self._record = ProcessRecord(tls_dir)
         bridge = BidiBridge(make_local_tls(tls_dir), self.open_session)
         bridge.start()
         self._stoppers.append(bridge.stop)
@@ -324,6 +328,7 @@ class LocalCloud:
             log_dir=self.settings.log_dir,
             launch=launch,
             stream_at_spawn=self.curve is None,  # a curve instance is visible once provisioned
+            record=self._record,
         )
         self.fleet.observe_concurrency(self.metrics.observe_concurrency)
         self._stoppers.append(self.fleet.stop_all)
