@@ -255,6 +255,9 @@ class LocalCloud:
     def invocation_ceiling_s(self) -> float:
         return self.ceiling_s
 
+    def account(self) -> str:
+        return self.moto.account
+
     def quotas(self) -> dict[str, int]:
         return {self._deployed.instance_type: self.instance_limit()}
 
