@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
-from tts_bench.local_cloud.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.bidi_bridge import BidiBridge, SessionLease
 from tts_bench.local_cloud.control_plane import EndpointControl
 from tts_bench.local_cloud.curve_fleet import CurveFleet
 from tts_bench.local_cloud.curve_instance import CurveHost
@@ -228,9 +228,11 @@ class LocalCloud:
             return self._clients[service]
 
     @contextmanager
-    def open_session(self, endpoint_name: str) -> Iterator[str]:
-        """The bidi bridge's hook: an InService instance's WebSocket URL, counted in flight for
-        the session's life; `NoInstanceError` when none is InService."""
+    def open_session(self, endpoint_name: str) -> Iterator[SessionLease]:
+        """The bidi bridge's hook: the session's InService instance (least outstanding requests
+        when it opens), whose requests count in flight while each is served, as SageMaker
+        counts a request (an idle session counts nothing); `NoInstanceError` when none is
+        InService."""
         served = self.served(endpoint_name)
         if served is None:
             raise LocalCloudError(f"endpoint {endpoint_name} not found")
@@ -239,11 +241,14 @@ class LocalCloud:
                 f"endpoint {endpoint_name} runs curve instances, which serve /invocations only: "
                 "bidirectional streaming needs real instances"
             )
-        instance = served.fleet.acquire()
-        try:
-            yield instance.url.replace("http://", "ws://") + "/invocations-bidirectional-stream"
-        finally:
-            served.fleet.release(instance)
+        fleet = self.fleet
+        assert fleet is not None  # `served` found the endpoint
+        instance = fleet.pick()
+        yield SessionLease(
+            instance.url.replace("http://", "ws://") + "/invocations-bidirectional-stream",
+            request_began=lambda: fleet.hold(instance),
+            request_ended=lambda: fleet.release(instance),
+        )
 
     # ------------------------------------------------------------------ RuntimeBackend
 

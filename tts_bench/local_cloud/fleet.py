@@ -203,9 +203,10 @@ class Fleet:
 
     # ------------------------------------------------------------------ routing
 
-    def acquire(self) -> Instance:
-        """The InService instance with the fewest requests in flight (ties at random), counted
-        busy until `release`; LEAST_OUTSTANDING_REQUESTS."""
+    def pick(self) -> Instance:
+        """The InService instance with the fewest requests in flight (ties at random),
+        LEAST_OUTSTANDING_REQUESTS, not counted: a session is routed so, and `hold` counts
+        each request on it."""
         with self._lock:
             ready = [i for i in self._instances.values() if i.state == InstanceState.IN_SERVICE]
             if not ready:
@@ -214,10 +215,20 @@ class Fleet:
                     f"(variant {self.variant_name}); wait for it to be InService"
                 )
             least = min(i.in_flight for i in ready)
-            chosen = random.choice([i for i in ready if i.in_flight == least])
-            chosen.in_flight += 1
-            self._notify_concurrency()
+            return random.choice([i for i in ready if i.in_flight == least])
+
+    def acquire(self) -> Instance:
+        """`pick`, counted busy until `release` (one request)."""
+        with self._lock:
+            chosen = self.pick()
+            self.hold(chosen)
             return chosen
+
+    def hold(self, instance: Instance) -> None:
+        """Count one more request in flight on `instance`, until `release`."""
+        with self._lock:
+            instance.in_flight += 1
+            self._notify_concurrency()
 
     def release(self, instance: Instance) -> None:
         with self._lock:
