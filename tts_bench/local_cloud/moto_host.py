@@ -252,6 +252,7 @@ def _install_patches(shared: _SharedMoto) -> list[Callable[[], None]]:
             _update_capacity(shared),
         ),
         (ApplicationAutoscalingBackend, "register_scalable_target", _register_target(shared)),
+        (ApplicationAutoscalingBackend, "put_scaling_policy", _put_policy()),
     ]
     restore: list[Callable[[], None]] = []
     for owner, name, replacement in patches:
@@ -387,3 +388,34 @@ def _register_target(shared: _SharedMoto) -> Callable[..., Any]:
         )
 
     return register_scalable_target
+
+
+def _put_policy() -> Callable[..., Any]:
+    """moto's put_scaling_policy, refused as AWS refuses it when no scalable target is
+    registered for it (`ObjectNotFoundException`): moto makes the policy anyway, and for some
+    namespaces fails building its alarms."""
+    from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
+    from moto.core.exceptions import JsonRESTError
+
+    original = ApplicationAutoscalingBackend.put_scaling_policy
+
+    def put_scaling_policy(
+        self: Any,
+        policy_name: str,
+        service_namespace: str,
+        resource_id: str,
+        scalable_dimension: str,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if not self._scalable_target_exists(resource_id, scalable_dimension):
+            raise JsonRESTError(
+                "ObjectNotFoundException",
+                f"No scalable target registered for service namespace: {service_namespace}, "
+                f"resource ID: {resource_id}, scalable dimension: {scalable_dimension}",
+            )
+        return original(
+            self, policy_name, service_namespace, resource_id, scalable_dimension, *args, **kwargs
+        )
+
+    return put_scaling_policy
