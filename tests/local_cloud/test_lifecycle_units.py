@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -216,3 +217,14 @@ def test_the_record_holds_what_runs_and_drops_what_exited(tmp_path: Path) -> Non
         for p in (a, b):
             p.kill()
             p.wait()
+
+
+def test_an_instance_that_exits_after_its_run_folder_is_gone_is_no_error(tmp_path: Path) -> None:
+    """A drain that outlives the cloud's stop (its folder removed first) changes nothing."""
+    run = tmp_path / "run"
+    run.mkdir()
+    record = ProcessRecord(run)
+    record.add(os.getpid())
+    shutil.rmtree(run)
+    record.remove(os.getpid())
+    assert not run.exists()

@@ -83,8 +83,11 @@ class ProcessRecord:
         owner = None if self._owner is None else vars_of(self._owner)
         body = {"owner": owner, "instances": [vars_of(p) for p in self._processes.values()]}
         scratch = self.path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(body))
-        os.replace(scratch, self.path)
+        try:
+            scratch.write_text(json.dumps(body))
+            os.replace(scratch, self.path)
+        except FileNotFoundError:  # the run's folder is gone: it has stopped, nothing to record
+            pass
 
 
 def vars_of(process: RecordedProcess) -> dict[str, int]:
