@@ -19,7 +19,7 @@ import os  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
 from tts_server.flags import DEFAULT_HOST, DEFAULT_PORT, parse_serve_argv  # noqa: E402
 from tts_server.logs import ServerLog, install_json_logging  # noqa: E402
@@ -104,19 +104,23 @@ async def serve(settings: ServerSettings, log: ServerLog, sock: socket.socket | 
     return code
 
 
-def run(settings: ServerSettings, log: ServerLog, sock: socket.socket | None = None) -> int:
+def run(settings: ServerSettings, log: ServerLog, sock: socket.socket | None = None) -> NoReturn:
     """Serve in the foreground, then leave at once: worker threads still finishing a forward
-    pass must not hold the process past SageMaker's SIGKILL, and the engine is closed by then."""
+    pass must not hold the process past SageMaker's SIGKILL, and the engine is closed by then.
+    What the libraries put in TMPDIR meanwhile goes to a folder of this run, removed on the way
+    out (`engine.run_folder`: leaving by `os._exit` skips their own clean-up)."""
     import asyncio
 
-    # Not asyncio.run: its shutdown waits for every executor thread, which a forward pass for
-    # a cancelled request may hold for many seconds.
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    code = loop.run_until_complete(serve(settings, log, sock))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    from tts_server.engine.run_folder import run_in_own_folder
+
+    def serve_until_stopped() -> int:
+        # Not asyncio.run: its shutdown waits for every executor thread, which a forward pass
+        # for a cancelled request may hold for many seconds.
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(serve(settings, log, sock))
+
+    run_in_own_folder(serve_until_stopped)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

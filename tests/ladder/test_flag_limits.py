@@ -16,12 +16,14 @@ from hypothesis import strategies as st
 
 from tests.conftest import REFERENCE_QMAX
 from tts_bench.cli import main
-from tts_bench.measure.ladder import MAX_RUNG_USERS, MAX_RUNGS
+from tts_bench.measure.ladder import MAX_RUNG_USERS, MAX_RUNGS, mean_in_flight
 from tts_bench.measure.surge_figures import (
     MAX_SURGE_ARRIVALS,
     MAX_SURGE_DURATION_S,
+    OCCUPANCY_STEP_S,
     SurgeError,
     check_rate,
+    check_schedules,
     poisson_arrivals,
 )
 
@@ -80,7 +82,18 @@ SURGE_CASES = {
     "rate-times-duration": (["--rate", "2000", "--duration-s", "60"], "1.2e+05 arrivals"),
     "duration-1e300": (["--rate", "1", "--duration-s", "1e300"], "at most 3600"),
     "duration-past-an-hour": (["--rate", "0.1", "--duration-s", "3601"], "at most 3600"),
-    "duration-zero": (["--rate", "1", "--duration-s", "0"], "above 0"),
+    "duration-zero": (["--rate", "1", "--duration-s", "0"], "at least 1 and at most 3600"),
+    "duration-1e-9": (
+        ["--rate", "1", "--duration-s", "1e-9"],
+        "--duration-s 1e-09: seconds, at least 1",
+    ),
+    "duration-half-a-second": (["--rate", "100", "--duration-s", "0.5"], "at least 1"),
+    "rate-draws-nothing": (["--rate", "1e-6"], "--rate 1e-06 for 60 s draws no arrival (seed 1)"),
+    "rate-subnormal": (["--rate", "5e-324"], "draws no arrival"),
+    "second-rate-draws-nothing": (
+        ["--rate", "1", "--rate", "1e-4"],
+        "--rate 0.0001 for 60 s draws no arrival (seed 2)",
+    ),
     "seed-negative": (["--rate", "1", "--seed", "-1"], "--seed -1: give 0 or more"),
     "endpoint-rate-10^9": ([*ENDPOINT, "--rate", "1e9"], "in one run"),
     "endpoint-seed-negative": ([*ENDPOINT, "--rate", "1", "--seed", "-3"], "--seed -3"),
@@ -113,3 +126,26 @@ def test_a_surge_schedule_is_refused_or_bounded(rate_rps: float, duration_s: flo
     assert len(arrivals) <= MAX_SURGE_ARRIVALS + 10 * math.sqrt(MAX_SURGE_ARRIVALS) + 10
     assert ((arrivals >= 0) & (arrivals < duration_s)).all()
     assert (np.diff(arrivals) >= 0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rate_rps=st.floats(min_value=0, max_value=2000) | st.floats(),
+    duration_s=st.floats(min_value=0, max_value=5) | st.floats(min_value=0, max_value=4000),
+    seed=st.integers(min_value=0, max_value=2**64),
+)
+def test_an_accepted_surge_has_arrivals_and_a_window(
+    rate_rps: float, duration_s: float, seed: int
+) -> None:
+    """What `check_schedules` lets through draws at least one arrival and has a run window that
+    survives epoch rounding, so the run's figures never divide by a zero span."""
+    try:
+        check_schedules([rate_rps], duration_s, seed)
+    except SurgeError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert len(poisson_arrivals(rate_rps, duration_s, seed)) >= 1
+    start_epoch = 2.0e9  # later than today's clock: the coarsest rounding a run meets
+    assert start_epoch + duration_s > start_epoch
+    assert np.arange(0.0, duration_s, OCCUPANCY_STEP_S).size >= 2
+    assert mean_in_flight([], start_epoch, start_epoch + duration_s) == 0.0

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from tts_bench.local_cloud.fleet import Instance, InstanceState
 from tts_bench.local_cloud.metrics import VariantMetrics
+from tts_bench.local_cloud.moto_host import ACCOUNT
 from tts_bench.local_cloud.runtime import Runtime, Served
 
 ENDPOINT = "scripted"
@@ -126,6 +127,9 @@ class ScriptedBackend:
 
     def invocation_ceiling_s(self) -> float:
         return self.ceiling_s
+
+    def account(self) -> str:
+        return ACCOUNT
 
 
 class Harness:

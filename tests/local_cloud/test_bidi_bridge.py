@@ -21,7 +21,7 @@ import pytest
 import websocket
 
 from tests.servers import ServerProcess
-from tts_bench.local_cloud.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.bidi_bridge import BidiBridge, SessionLease
 from tts_bench.local_cloud.errors import NoInstanceError
 from tts_bench.local_cloud.tls import LocalTls, make_local_tls
 from tts_bench.measure.bidi_stream import BidiWorker, BidiWorkerError
@@ -47,16 +47,24 @@ def speech_request(context_id: str, transcript: str) -> dict[str, Any]:
 
 
 class Routing:
-    """Endpoint name → an instance's ws:// URL; sessions counted while open (the cloud's job)."""
+    """Endpoint name → an instance's ws:// URL; sessions counted while open, and requests on
+    them while served (`serving`; `began` in all), through the lease's hooks (the cloud's job)."""
 
     def __init__(self) -> None:
         self.urls: dict[str, str] = {}
         self.in_flight: Counter[str] = Counter()
         self.opened: Counter[str] = Counter()
+        self.serving: Counter[str] = Counter()
+        self.began: Counter[str] = Counter()
         self._lock = threading.Lock()
 
+    def _count(self, endpoint: str, change: int) -> None:
+        with self._lock:
+            self.serving[endpoint] += change
+            self.began[endpoint] += max(change, 0)
+
     @contextmanager
-    def open_session(self, endpoint: str) -> Iterator[str]:
+    def open_session(self, endpoint: str) -> Iterator[SessionLease]:
         url = self.urls.get(endpoint)
         if url is None:
             raise NoInstanceError(f"endpoint {endpoint} has no InService instance")
@@ -64,7 +72,11 @@ class Routing:
             self.in_flight[endpoint] += 1
             self.opened[endpoint] += 1
         try:
-            yield url
+            yield SessionLease(
+                url,
+                request_began=lambda: self._count(endpoint, 1),
+                request_ended=lambda: self._count(endpoint, -1),
+            )
         finally:
             with self._lock:
                 self.in_flight[endpoint] -= 1
@@ -133,10 +145,16 @@ def test_two_turns_on_one_session_match_the_container_and_are_timed_per_turn(
     worker: BidiWorker, routing: Routing, server: ServerProcess
 ) -> None:
     first, second = speech_request("turn-1", "Hello there."), speech_request("turn-2", "Goodbye.")
+    began = routing.began["kokoro"]
     session = worker.open("kokoro", events=True)
     session.wait_opened(TURN_TIMEOUT_S)
-    assert routing.in_flight["kokoro"] == 1  # the cloud counts the session while it is open
-    results = [session.turn(first, TURN_TIMEOUT_S), session.turn(second, TURN_TIMEOUT_S)]
+    assert routing.in_flight["kokoro"] == 1  # the session holds its instance while open
+    assert routing.serving["kokoro"] == 0  # but no request is served: nothing in flight
+    results = []
+    for body in (first, second):
+        results.append(session.turn(body, TURN_TIMEOUT_S))
+        assert routing.serving["kokoro"] == 0  # released before its `done` reached the client
+    assert routing.began["kokoro"] == began + 2
     closed = session.close()
     assert closed["error"] is None
     assert routing.in_flight["kokoro"] == 0
@@ -160,7 +178,10 @@ def session_events(session: Any) -> list[dict[str, Any]]:
     return [m for m in session.log if m["kind"] == "event"]
 
 
-def test_a_cancel_stops_its_turn_and_the_session_carries_on(worker: BidiWorker) -> None:
+def test_a_cancel_stops_its_turn_and_the_session_carries_on(
+    worker: BidiWorker, routing: Routing
+) -> None:
+    began = routing.began["kokoro"]
     session = worker.open("kokoro", events=True)
     session.send(speech_request("long", LONG_TEXT))
     while True:  # cancel once its first audio arrived
@@ -173,9 +194,13 @@ def test_a_cancel_stops_its_turn_and_the_session_carries_on(worker: BidiWorker) 
         pass
     assert message["context_id"] == "long"
     assert message["outcome"] == "cancelled"
+    assert (
+        routing.serving["kokoro"] == 0
+    )  # its `cancelled` event ended it; the cancel is no request
     assert message["latency_ms"] < 30_000  # it did not run to the end of a long text
     after = session.turn(speech_request("after", "Still here."), TURN_TIMEOUT_S)
     assert after.outcome == "ok"
+    assert routing.serving["kokoro"] == 0 and routing.began["kokoro"] == began + 2
     assert session.close()["error"] is None
     # Nothing of the cancelled context arrived after its `cancelled` event.
     events = [m["event"] for m in session_events(session) if m["event"]["context_id"] == "long"]

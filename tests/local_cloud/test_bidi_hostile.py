@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.local_cloud.h2_client import RawH2Client, StreamSeen, signed, text_event
-from tts_bench.local_cloud.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.bidi_bridge import BidiBridge, SessionLease
 from tts_bench.local_cloud.errors import NoInstanceError
 from tts_bench.local_cloud.event_stream import Message
 from tts_bench.local_cloud.tls import LocalTls, make_local_tls
@@ -85,13 +85,13 @@ class Routing:
         self._lock = threading.Lock()
 
     @contextmanager
-    def open_session(self, endpoint: str) -> Iterator[str]:
+    def open_session(self, endpoint: str) -> Iterator[SessionLease]:
         if endpoint not in ("echo", "deaf"):
             raise NoInstanceError(f"endpoint {endpoint} has no InService instance")
         with self._lock:
             self.in_flight[endpoint] += 1
         try:
-            yield f"{self.instance.base}/{endpoint}"
+            yield SessionLease(f"{self.instance.base}/{endpoint}")
         finally:
             with self._lock:
                 self.in_flight[endpoint] -= 1

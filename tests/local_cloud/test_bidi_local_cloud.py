@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,6 +63,16 @@ def client_env(cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) -> I
         yield {**env, **bridge.client_env()}
 
 
+def request_body(context_id: str, text: str) -> dict:
+    return {
+        "context_id": context_id,
+        "transcript": text,
+        "language": "en",
+        "voice": {"mode": "id", "id": "jf_alpha"},
+        "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000},
+    }
+
+
 def test_two_turns_on_one_session_through_the_local_cloud(
     cloud: LocalCloud, client_env: dict
 ) -> None:
@@ -69,25 +80,50 @@ def test_two_turns_on_one_session_through_the_local_cloud(
         session = worker.open(cloud.endpoint_name)
         session.wait_opened(TURN_TIMEOUT_S)
         results = [
-            session.turn(
-                {
-                    "context_id": f"turn-{n}",
-                    "transcript": text,
-                    "language": "en",
-                    "voice": {"mode": "id", "id": "jf_alpha"},
-                    "output_format": {
-                        "container": "raw",
-                        "encoding": "pcm_s16le",
-                        "sample_rate": 24000,
-                    },
-                },
-                TURN_TIMEOUT_S,
-            )
+            session.turn(request_body(f"turn-{n}", text), TURN_TIMEOUT_S)
             for n, text in enumerate(("Hello there.", "Thank you."), start=1)
         ]
         assert session.close()["error"] is None
     assert [r.outcome for r in results] == ["ok", "ok"], [r.detail for r in results]
     assert all(r.ttfab_ms is not None and r.audio_bytes > 0 for r in results)
+
+
+def fleet_in_flight(cloud: LocalCloud) -> int:
+    assert cloud.fleet is not None
+    return sum(i.in_flight for i in cloud.fleet.instances())
+
+
+def test_an_idle_session_counts_nothing_in_flight(cloud: LocalCloud, client_env: dict) -> None:
+    """Through the AWS SDK's HTTP/2 client: an open, idle session leaves the fleet's in-flight
+    count (what ConcurrentRequestsPerModel averages) at 0, and a whole 10 s metric window
+    spent idle publishes 0; a request on the session counts 1 while it is served and 0 again
+    once done, the session still open. Costs one metric window (10 to 20 s)."""
+    assert cloud.fleet is not None
+    seen: list[int] = []
+    recording = [True]
+    cloud.fleet.observe_concurrency(lambda total, _: seen.append(total) if recording[0] else None)
+    assert fleet_in_flight(cloud) == 0
+    try:
+        with BidiWorker(client_env) as worker:
+            session = worker.open(cloud.endpoint_name)
+            session.wait_opened(TURN_TIMEOUT_S)
+            opened_s = cloud.clock.now()
+            assert fleet_in_flight(cloud) == 0
+            give_up = time.monotonic() + 120  # a guard against a stalled publisher, not a bound
+            while not [w for w in cloud.metrics.windows() if w.start_s >= opened_s]:
+                assert time.monotonic() < give_up, "no metric window closed"
+                time.sleep(0.2)  # until a window that began after the session opened closes
+            (idle, *_) = [w for w in cloud.metrics.windows() if w.start_s >= opened_s]
+            assert idle.concurrency_max == 0.0
+            assert fleet_in_flight(cloud) == 0 and seen.count(1) == 0
+            result = session.turn(request_body("idle-1", "Hello there."), TURN_TIMEOUT_S)
+            assert result.outcome == "ok", result.detail
+            assert seen.count(1) >= 1 and seen[-1] == 0  # counted while served, then released
+            assert fleet_in_flight(cloud) == 0
+            assert session.close()["error"] is None
+    finally:
+        recording[0] = False
+    assert max(seen) == 1
 
 
 def test_bidi_stream_runs_one_short_rung_through_locust(

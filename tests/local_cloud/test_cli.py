@@ -175,6 +175,32 @@ def test_a_signal_during_start_up_leaves_nothing_behind(tmp_path: Path) -> None:
     assert run.left_behind() == []
 
 
+@pytest.mark.slow
+def test_a_killed_local_clouds_instances_are_stopped_by_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL once InService orphans the instance process (its own session); the next start's
+    first step, the run folder (`LocalCloud.start` makes it before anything else), stops it by
+    the pid its run recorded, says so in one line, and removes the killed run's folder."""
+    from tts_bench.local_cloud.private_files import new_run_folder
+
+    run = CliRun(tmp_path)
+    try:
+        run.wait_for(run.env_file.exists, "env file")
+        run.process.kill()
+        run.process.communicate()
+    finally:
+        run.kill()
+    orphans = {pid for pid in run.children if _alive(pid)}
+    assert orphans, "nothing stops an instance when its local cloud is killed"
+    monkeypatch.setenv("TTS_BENCH_STATE_DIR", str(run.state))
+    said: list[str] = []
+    fresh = new_run_folder(said.append)
+    assert [pid for pid in orphans if _alive(pid)] == []
+    assert len(said) == 1 and said[0].startswith("stopped 1 instance process(es)"), said
+    assert list((run.state / "local-cloud").glob("*")) == [fresh]
+
+
 def test_an_env_file_in_a_folder_others_can_write_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

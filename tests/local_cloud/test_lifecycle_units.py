@@ -3,11 +3,14 @@ start or a stop, and the private folders for its TLS files and env file. No clou
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -15,6 +18,14 @@ from types import FrameType
 import pytest
 
 from tts_bench.local_cloud.errors import LocalCloudError
+from tts_bench.local_cloud.orphans import (
+    RECORD_NAME,
+    ProcessRecord,
+    RecordedProcess,
+    process_start_ticks,
+    running,
+    vars_of,
+)
 from tts_bench.local_cloud.private_files import (
     new_run_folder,
     remove_stale_runs,
@@ -88,9 +99,11 @@ def test_a_run_folder_of_a_process_that_is_gone_is_removed(state: Path) -> None:
     (stale / "server-key.pem").write_text("key")
     live = runs_folder() / f"run-{os.getppid()}-def"
     live.mkdir()
-    assert remove_stale_runs(runs_folder()) == [stale]
+    said: list[str] = []
+    assert remove_stale_runs(runs_folder(), said.append) == [stale]
     assert live.exists() and not stale.exists()
-    fresh = new_run_folder()
+    assert said == []  # it recorded no instance: nothing to stop, nothing to say
+    fresh = new_run_folder(said.append)
     assert fresh.name.startswith(f"run-{os.getpid()}-")
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
 
@@ -108,3 +121,110 @@ def test_a_folder_others_can_write_is_unsafe_unless_sticky(
     inside = folder / "inside"
     inside.mkdir(mode=0o700)
     assert (unsafe_folder(inside) is not None) is unsafe  # a parent counts as much as itself
+
+
+# A local cloud in miniature: its run folder and record as `LocalCloud.start` makes them, one
+# "instance" in a session of its own, recorded as the fleet records it; then it waits to be killed.
+KILLED_CLOUD = """
+import subprocess, sys, time
+from tts_bench.local_cloud.orphans import ProcessRecord
+from tts_bench.local_cloud.private_files import new_run_folder
+folder = new_run_folder(print)
+record = ProcessRecord(folder)
+instance = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                            start_new_session=True)
+record.add(instance.pid)
+print(instance.pid, folder, flush=True)
+time.sleep(600)
+"""
+
+
+def sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+def recorded_process(pid: int) -> RecordedProcess:
+    ticks = process_start_ticks(pid)
+    assert ticks is not None
+    return RecordedProcess(pid, ticks)
+
+
+def test_a_killed_clouds_recorded_instances_are_stopped_and_said_so(state: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cloud = subprocess.Popen([sys.executable, "-c", KILLED_CLOUD], env=env,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert cloud.stdout is not None
+        pid_text, folder = cloud.stdout.readline().split()
+    finally:
+        cloud.kill()
+        cloud.wait()
+    instance = recorded_process(int(pid_text))
+    assert running(instance)  # SIGKILL stopped nothing: an orphan
+    said: list[str] = []
+    assert remove_stale_runs(runs_folder(), said.append) == [Path(folder)]
+    assert not running(instance)
+    assert len(said) == 1 and f"pids {instance.pid})" in said[0], said
+    assert "stopped 1 instance process(es)" in said[0]
+
+
+def write_record(run: Path, owner: RecordedProcess, instances: list[RecordedProcess]) -> None:
+    run.mkdir()
+    body = {"owner": vars_of(owner), "instances": [vars_of(p) for p in instances]}
+    (run / RECORD_NAME).write_text(json.dumps(body))
+
+
+def test_a_pid_taken_by_another_process_is_never_signalled(state: Path) -> None:
+    other = sleeper()
+    try:
+        now = recorded_process(other.pid)
+        earlier = RecordedProcess(other.pid, now.start_ticks - 1)  # the pid's former holder
+        gone_owner = RecordedProcess(2**22 + 1, 1)  # above pid_max: no such process
+        write_record(runs_folder() / f"run-{gone_owner.pid}-abc", gone_owner, [earlier])
+        said: list[str] = []
+        assert len(remove_stale_runs(runs_folder(), said.append)) == 1
+        time.sleep(0.2)  # a signal, had one been sent, has been delivered by now
+        assert other.poll() is None and said == []
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_run_is_gone_when_its_pid_now_belongs_to_another_process(state: Path) -> None:
+    parent = recorded_process(os.getppid())  # alive for the whole test
+    replaced = runs_folder() / f"run-{parent.pid}-old"
+    write_record(replaced, RecordedProcess(parent.pid, parent.start_ticks - 1), [])
+    live = runs_folder() / f"run-{parent.pid}-live"
+    write_record(live, parent, [])
+    assert remove_stale_runs(runs_folder(), lambda _: None) == [replaced]
+    assert live.exists()
+
+
+def test_the_record_holds_what_runs_and_drops_what_exited(tmp_path: Path) -> None:
+    record = ProcessRecord(tmp_path)
+    a, b = sleeper(), sleeper()
+    try:
+        record.add(a.pid)
+        record.add(b.pid)
+        record.remove(a.pid)
+        body = json.loads(record.path.read_text())
+        assert body["owner"] == {
+            "pid": os.getpid(),
+            "start_ticks": process_start_ticks(os.getpid()),
+        }
+        assert body["instances"] == [{"pid": b.pid, "start_ticks": process_start_ticks(b.pid)}]
+    finally:
+        for p in (a, b):
+            p.kill()
+            p.wait()
+
+
+def test_an_instance_that_exits_after_its_run_folder_is_gone_is_no_error(tmp_path: Path) -> None:
+    """A drain that outlives the cloud's stop (its folder removed first) changes nothing."""
+    run = tmp_path / "run"
+    run.mkdir()
+    record = ProcessRecord(run)
+    record.add(os.getpid())
+    shutil.rmtree(run)
+    record.remove(os.getpid())
+    assert not run.exists()

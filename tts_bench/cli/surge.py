@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
     from tts_bench.measure.corpus import corpus_path, load_corpus
-    from tts_bench.measure.surge_figures import check_rate, check_seed
+    from tts_bench.measure.surge_figures import check_schedules
     from tts_bench.measure.surge_run import (
         SurgeEndpoint,
         SurgeRequest,
@@ -89,9 +89,7 @@ def run(args: argparse.Namespace) -> int:
         measure_surge,
     )
 
-    for rate in args.rate:  # every bound before anything is sent
-        check_rate(rate, args.duration_s)
-    check_seed(args.seed)
+    check_schedules(args.rate, args.duration_s, args.seed)  # every bound before anything is sent
     check_where(Transport(args.transport), args.host, args.endpoint is not None)
     qmax = load_artifact(args.qmax, QmaxArtifact)
     corpus = corpus_path(args.corpus)

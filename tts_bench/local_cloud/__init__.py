@@ -12,8 +12,9 @@ and `wire_errors` shapes), the bidirectional stream (`bidi_bridge`, its frames i
 `scaling_history` the autoscaler writes and DescribeAlarmHistory / DescribeScalingActivities
 read; curve instances (`curve_model`, `curve_instance`, `curve_fleet`), which serve at a
 ladder's measured curve instead of synthesising; `settings` and `errors`; `private_files`
-(where the TLS key, the CA bundle and the env file may live) and `signals` (stop signals held
-while a piece starts or stops); and `cloud`, which starts, deploys and stops all of it.
+(where the TLS key, the CA bundle and the env file may live), `orphans` (the record of a run's
+instance processes, which the next start stops if the run was killed) and `signals` (stop
+signals held while a piece starts or stops); and `cloud`, which starts, deploys and stops all of it.
 Backends hold state and the methods that change it; the wire layer only translates (STYLE 11).
 It is test infrastructure of moto's kind: nothing measured through it ever gates a real
 deployment.

@@ -6,9 +6,12 @@ is a stream of signed envelopes, each holding one `PayloadPart` event (a request
 the container, DataType UTF8 or BINARY), and the response body is a stream of `PayloadPart`
 events (one per WebSocket message from the container) or a modeled exception event.
 
-Per HTTP/2 stream the bridge asks `open_session(endpoint_name)` for an InService instance's
-WebSocket URL (the cloud counts the session in flight while the context is open), connects to
-it, sends the 200 headers, and then pumps both ways until either side ends:
+Per HTTP/2 stream the bridge asks `open_session(endpoint_name)` for an InService instance (a
+`SessionLease`: its WebSocket URL, and hooks that count a request on it in flight), connects to
+it, sends the 200 headers, and then pumps both ways. Each request message counts from the
+moment it is forwarded until the container's last event for its context (`done: true`), or
+until the session ends: an idle session counts nothing. The session lasts until either side
+ends it:
 
 - the client's empty signed envelope (or END_STREAM) ends its input: the WebSocket is closed
   and the response ends cleanly, as SageMaker ends a session the client closes;
@@ -39,6 +42,7 @@ import json
 import re
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -78,7 +82,66 @@ MAX_CONCURRENT_STREAMS = 4096
 CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024
 START_TIMEOUT_S = 10.0
 
-OpenSession = Callable[[str], AbstractContextManager[str]]
+
+def _nothing() -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class SessionLease:
+    """What `open_session` hands the bridge for one session: the chosen instance's WebSocket
+    `url`, and the hooks that count one request on it in flight (`request_began`) and stop
+    counting it (`request_ended`). The bridge calls them per request message and its last event,
+    so an idle session counts nothing: a request counts as on the other paths, arrival to
+    last event."""
+
+    url: str
+    request_began: Callable[[], None] = _nothing
+    request_ended: Callable[[], None] = _nothing
+
+
+OpenSession = Callable[[str], AbstractContextManager[SessionLease]]
+
+
+class _Requests:
+    """The requests of one session being served: each request message the client sends (a JSON
+    object with a string `context_id`, not a cancel) until the container's event for that
+    context with `done: true` (its `done`, `error` or `cancelled`), or until the session ends.
+    The container answers every request message with exactly one such event."""
+
+    def __init__(self, lease: SessionLease) -> None:
+        self._lease = lease
+        self._serving: Counter[str] = Counter()
+
+    def sent(self, text: str) -> None:
+        message = _json_object(text)
+        context_id = message.get("context_id")
+        if isinstance(context_id, str) and message.get("type") != "cancel":
+            self._serving[context_id] += 1
+            self._lease.request_began()
+
+    def received(self, text: str) -> None:
+        if '"done"' not in text:  # most events are audio chunks: spare them the parse
+            return
+        event = _json_object(text)
+        context_id = event.get("context_id")
+        if event.get("done") is True and isinstance(context_id, str) and self._serving[context_id]:
+            self._serving[context_id] -= 1
+            self._lease.request_ended()
+
+    def end(self) -> None:
+        """The session is over: nothing on it is served any more."""
+        for _ in range(self._serving.total()):
+            self._lease.request_ended()
+        self._serving.clear()
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 class BidiBridgeError(TtsBenchError):
@@ -281,6 +344,7 @@ class _Session:
         self.conn, self.stream, self.headers = conn, stream, headers
         self.client_closed = False
         self.responded = False  # the 200 and its event stream have started
+        self.requests = _Requests(SessionLease(""))  # the lease's, once the session has one
 
     async def run(self) -> None:
         conn, stream = self.conn, self.stream
@@ -294,19 +358,21 @@ class _Session:
         endpoint_name = match.group(1)
         session = conn.bridge.open_session(endpoint_name)
         try:
-            ws_url = await asyncio.to_thread(session.__enter__)
+            lease = await asyncio.to_thread(session.__enter__)
         except TtsBenchError as exc:  # NoInstanceError, or an endpoint the cloud does not serve
             await conn.fail_before_stream(stream, 400, "InputValidationError", str(exc))
             return
         ending: Message | None = None
         stream.session_live = True
+        self.requests = _Requests(lease)
         try:
             if not stream.reset:  # the client may have left while its instance was chosen
-                ending = await self._bridge(ws_url)
+                ending = await self._bridge(lease.url)
         finally:
             stream.session_live = False
             # Released before the last byte leaves, so a client that saw the end sees the
             # session no longer counted.
+            self.requests.end()
             await asyncio.to_thread(session.__exit__, None, None, None)
         if self.responded:
             if ending is not None:
@@ -380,9 +446,11 @@ class _Session:
             raise FrameError(f"expected a PayloadPart event, got {kind!r}")
         if event.headers.get("DataType") == "UTF8":
             try:
-                await ws.send_str(event.payload.decode())
+                text = event.payload.decode()
             except UnicodeDecodeError as exc:
                 raise FrameError(f"DataType UTF8 but the bytes are not: {exc}") from None
+            self.requests.sent(text)  # counted before the container can start on it
+            await ws.send_str(text)
         else:  # SageMaker's default DataType is BINARY
             await ws.send_bytes(event.payload)
 
@@ -390,6 +458,7 @@ class _Session:
         """Each container message becomes one PayloadPart; an abnormal end, an error event."""
         async for message in ws:
             if message.type is aiohttp.WSMsgType.TEXT:
+                self.requests.received(message.data)  # released before the client sees the end
                 await self._send_event(payload_part(message.data.encode(), "UTF8"))
             elif message.type is aiohttp.WSMsgType.BINARY:
                 await self._send_event(payload_part(message.data, "BINARY"))
@@ -418,8 +487,9 @@ class BidiBridge:
     """HTTP/2 over TLS on loopback: POST /endpoints/{name}/invocations-bidirectional-stream,
     signed event envelopes unwrapped, bridged to an instance's WebSocket.
 
-    `open_session(endpoint_name)` yields the chosen InService instance's ws:// URL for the life
-    of the session and raises a `TtsBenchError` (NoInstanceError) when none is InService.
+    `open_session(endpoint_name)` yields a `SessionLease` on the chosen InService instance for
+    the life of the session and raises a `TtsBenchError` (NoInstanceError) when none is
+    InService.
     """
 
     def __init__(

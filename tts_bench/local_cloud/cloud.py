@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
-from tts_bench.local_cloud.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.bidi_bridge import BidiBridge, SessionLease
 from tts_bench.local_cloud.control_plane import EndpointControl
 from tts_bench.local_cloud.curve_fleet import CurveFleet
 from tts_bench.local_cloud.curve_instance import CurveHost
@@ -40,6 +40,7 @@ from tts_bench.local_cloud.image_digest import local_image_digest
 from tts_bench.local_cloud.logs import LogShipper
 from tts_bench.local_cloud.metrics import MetricsPublisher, VariantMetrics, WindowFigures
 from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.orphans import ProcessRecord
 from tts_bench.local_cloud.private_files import new_run_folder
 from tts_bench.local_cloud.runtime import Runtime, Served
 from tts_bench.local_cloud.settings import (
@@ -106,6 +107,7 @@ class LocalCloud:
         self._image_digest: str | None = None
         self._stack_max_instances = 1
         self._stoppers: list[Callable[[], None]] = []
+        self._record: ProcessRecord | None = None
         # SageMaker's 60 s by default; a test may lower it for one request and restore it.
         self.ceiling_s = settings.invocation_ceiling_s
 
@@ -227,9 +229,11 @@ class LocalCloud:
             return self._clients[service]
 
     @contextmanager
-    def open_session(self, endpoint_name: str) -> Iterator[str]:
-        """The bidi bridge's hook: an InService instance's WebSocket URL, counted in flight for
-        the session's life; `NoInstanceError` when none is InService."""
+    def open_session(self, endpoint_name: str) -> Iterator[SessionLease]:
+        """The bidi bridge's hook: the session's InService instance (least outstanding requests
+        when it opens), whose requests count in flight while each is served, as SageMaker
+        counts a request (an idle session counts nothing); `NoInstanceError` when none is
+        InService."""
         served = self.served(endpoint_name)
         if served is None:
             raise LocalCloudError(f"endpoint {endpoint_name} not found")
@@ -238,11 +242,14 @@ class LocalCloud:
                 f"endpoint {endpoint_name} runs curve instances, which serve /invocations only: "
                 "bidirectional streaming needs real instances"
             )
-        instance = served.fleet.acquire()
-        try:
-            yield instance.url.replace("http://", "ws://") + "/invocations-bidirectional-stream"
-        finally:
-            served.fleet.release(instance)
+        fleet = self.fleet
+        assert fleet is not None  # `served` found the endpoint
+        instance = fleet.pick()
+        yield SessionLease(
+            instance.url.replace("http://", "ws://") + "/invocations-bidirectional-stream",
+            request_began=lambda: fleet.hold(instance),
+            request_ended=lambda: fleet.release(instance),
+        )
 
     # ------------------------------------------------------------------ RuntimeBackend
 
@@ -253,6 +260,9 @@ class LocalCloud:
 
     def invocation_ceiling_s(self) -> float:
         return self.ceiling_s
+
+    def account(self) -> str:
+        return self.moto.account
 
     def quotas(self) -> dict[str, int]:
         return {self._deployed.instance_type: self.instance_limit()}
@@ -291,8 +301,10 @@ class LocalCloud:
         self._stoppers.append(self._shipper.close)
         # Bidirectional streaming: HTTP/2 over TLS with a CA made here (the bidi bridge), its
         # files in this run's private folder, removed at stop (`private_files` says why).
-        tls_dir = new_run_folder()
+        tls_dir = new_run_folder(self._say)
         self._stoppers.append(lambda: shutil.rmtree(tls_dir, ignore_errors=True))
+        # What the next start needs to stop our instances if this process is killed (`orphans`).
+        self._record = ProcessRecord(tls_dir)
         bridge = BidiBridge(make_local_tls(tls_dir), self.open_session)
         bridge.start()
         self._stoppers.append(bridge.stop)
@@ -325,6 +337,7 @@ class LocalCloud:
             log_dir=self.settings.log_dir,
             launch=launch,
             stream_at_spawn=self.curve is None,  # a curve instance is visible once provisioned
+            record=self._record,
         )
         self.fleet.observe_concurrency(self.metrics.observe_concurrency)
         self._stoppers.append(self.fleet.stop_all)

@@ -5,8 +5,9 @@ started with the deployed Model's env; a `launch` function may put another serve
 same contract (the curve instances, `curve_instance`). Its log stream is opened when it is
 spawned (visible before the process exists, as during provisioning), or with
 `stream_at_spawn=False` once its provisioning is over; its output is shipped line by line; it is
-InService once the server is ready (the `ready` marker logged and `/ping` 200). `drain` stops
-routing to it and asks it to stop (SIGTERM), waiting for the server's own drain.
+InService once the server is ready (the `ready` marker logged and `/ping` 200); its pid is in
+the run's `record` while it runs (`orphans`). `drain` stops routing to it and asks it to stop
+(SIGTERM), waiting for the server's own drain.
 `acquire`/`release` count requests in flight per instance (arrival to last byte) and pick by
 least outstanding requests.
 """
@@ -27,6 +28,7 @@ from typing import Protocol
 
 from tts_bench.local_cloud.errors import LocalCloudError, NoInstanceError
 from tts_bench.local_cloud.logs import LogShipper
+from tts_bench.local_cloud.orphans import ProcessRecord
 from tts_bench.serving.local_server import LocalServer, LocalServerError
 
 
@@ -81,8 +83,10 @@ class ProcessServer:
         env: dict[str, str],
         log_path: Path | None,
         on_line: Callable[[str], None],
+        record: ProcessRecord | None = None,
     ) -> None:
         self._server = LocalServer(server_args, env=env, log_path=log_path, on_line=on_line)
+        self._record = record  # where its pid is kept while it runs (`orphans`)
 
     @property
     def url(self) -> str:
@@ -90,6 +94,8 @@ class ProcessServer:
 
     def start(self) -> None:
         self._server.start()
+        if self._record is not None and self._server.process is not None:
+            self._record.add(self._server.process.pid)
 
     def wait_ready(self, timeout_s: float) -> None:
         try:
@@ -100,7 +106,12 @@ class ProcessServer:
 
     def wait_exit(self) -> int | None:
         process = self._server.process
-        return process.wait() if process else None
+        if process is None:
+            return None
+        code = process.wait()
+        if self._record is not None:
+            self._record.remove(process.pid)
+        return code
 
     def stop(self) -> int | None:
         return self._server.stop()
@@ -145,6 +156,7 @@ class Fleet:
         log_dir: Path | None = None,
         launch: Launch | None = None,
         stream_at_spawn: bool = True,
+        record: ProcessRecord | None = None,
     ) -> None:
         self.endpoint_name = endpoint_name
         self.variant_name = variant_name
@@ -156,7 +168,7 @@ class Fleet:
         self._log_dir = log_dir
         self._launch: Launch = launch or (
             lambda env, log_path, on_line: ProcessServer(
-                self._server_args, {**self._base_env, **env}, log_path, on_line
+                self._server_args, {**self._base_env, **env}, log_path, on_line, record
             )
         )
         self._stream_at_spawn = stream_at_spawn
@@ -191,9 +203,10 @@ class Fleet:
 
     # ------------------------------------------------------------------ routing
 
-    def acquire(self) -> Instance:
-        """The InService instance with the fewest requests in flight (ties at random), counted
-        busy until `release`; LEAST_OUTSTANDING_REQUESTS."""
+    def pick(self) -> Instance:
+        """The InService instance with the fewest requests in flight (ties at random),
+        LEAST_OUTSTANDING_REQUESTS, not counted: a session is routed so, and `hold` counts
+        each request on it."""
         with self._lock:
             ready = [i for i in self._instances.values() if i.state == InstanceState.IN_SERVICE]
             if not ready:
@@ -202,10 +215,20 @@ class Fleet:
                     f"(variant {self.variant_name}); wait for it to be InService"
                 )
             least = min(i.in_flight for i in ready)
-            chosen = random.choice([i for i in ready if i.in_flight == least])
-            chosen.in_flight += 1
-            self._notify_concurrency()
+            return random.choice([i for i in ready if i.in_flight == least])
+
+    def acquire(self) -> Instance:
+        """`pick`, counted busy until `release` (one request)."""
+        with self._lock:
+            chosen = self.pick()
+            self.hold(chosen)
             return chosen
+
+    def hold(self, instance: Instance) -> None:
+        """Count one more request in flight on `instance`, until `release`."""
+        with self._lock:
+            instance.in_flight += 1
+            self._notify_concurrency()
 
     def release(self, instance: Instance) -> None:
         with self._lock:

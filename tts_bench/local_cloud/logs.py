@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tts_bench.aws.clock import ServiceClock
-from tts_bench.local_cloud.moto_host import ACCOUNT, REGION
+from tts_bench.local_cloud.moto_host import REGION
 
 FLUSH_EVERY_S = 0.2
 MAX_BATCH = 1000
@@ -24,9 +24,9 @@ def log_group(endpoint_name: str) -> str:
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
 
 
-def log_stream_arn(endpoint_name: str, stream: str) -> str:
+def log_stream_arn(endpoint_name: str, stream: str, account: str) -> str:
     return (
-        f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{log_group(endpoint_name)}:log-stream:{stream}"
+        f"arn:aws:logs:{REGION}:{account}:log-group:{log_group(endpoint_name)}:log-stream:{stream}"
     )
 
 

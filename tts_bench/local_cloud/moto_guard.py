@@ -14,9 +14,12 @@ front end would, before moto sees it:
   botocore's own validation of that operation's input shape: types, required members, minimum
   values and lengths (else `ValidationException`, the report as its message).
 
-The checks come from botocore's service models, the same contract the real services publish.
-A request that passes and still makes moto raise is a 500 `InternalFailure` with one warning
-line naming the operation, not a traceback.
+The checks come from botocore's service models, the same contract the real services publish,
+and from what AWS refuses beyond them where moto would fail instead (`check_beyond_the_model`:
+next tokens it never issued, a metric query without its namespace or name), each with the
+error that operation documents. A request that still makes moto raise (none the fuzz in
+`tests/local_cloud/test_control_plane_fuzz.py` finds) is a 500 `InternalFailure` with one
+warning line naming the operation, not a traceback.
 """
 
 from __future__ import annotations
@@ -105,6 +108,52 @@ def check_json_call(target: str, raw: bytes) -> None:
     if report.has_errors():
         message = " ".join(report.generate_report().split())
         raise Refusal(400, "ValidationException", message[:2000])
+    check_beyond_the_model(target, body)
+
+
+# Paginated calls whose tokens are page offsets (moto's, and the scaling history's fronted
+# calls): any other token is one the local cloud never issued, refused with the error each
+# operation's model documents (moto and the history would parse it as a number and fail).
+TOKEN_ERRORS = {
+    "AnyScaleFrontendService.DescribeScalableTargets": "InvalidNextTokenException",
+    "AnyScaleFrontendService.DescribeScalingPolicies": "InvalidNextTokenException",
+    "AnyScaleFrontendService.DescribeScalingActivities": "InvalidNextTokenException",
+    "GraniteServiceVersion20100801.DescribeAlarmHistory": "InvalidNextToken",
+}
+TOKEN_MESSAGE = "The next token supplied was invalid."
+GET_METRIC_DATA = "GraniteServiceVersion20100801.GetMetricData"
+CREATE_ENDPOINT_CONFIG = "SageMaker.CreateEndpointConfig"
+
+
+def check_beyond_the_model(target: str, body: dict[str, Any]) -> None:
+    """What AWS refuses although the model allows it, where moto would fail on it instead:
+    a next token it never issued; a GetMetricData metric without its namespace or name
+    (optional in the model's `Metric` shape, required by the service: `MissingParameter`,
+    CloudWatch's documented error for a missing parameter); an endpoint config variant without
+    a model (optional in the model for inference components, which the local cloud does not
+    emulate: SageMaker's `ValidationException`)."""
+    token = body.get("NextToken")
+    if target in TOKEN_ERRORS and token is not None and not (token.isascii() and token.isdigit()):
+        raise Refusal(400, TOKEN_ERRORS[target], TOKEN_MESSAGE)
+    if target == GET_METRIC_DATA:
+        for n, query in enumerate(body.get("MetricDataQueries", []), start=1):
+            metric = query.get("MetricStat", {}).get("Metric")
+            for field in ("Namespace", "MetricName"):
+                if metric is not None and field not in metric:
+                    raise Refusal(
+                        400,
+                        "MissingParameter",
+                        f"MetricDataQueries.member.{n}.MetricStat.Metric.{field} is required",
+                    )
+    if target == CREATE_ENDPOINT_CONFIG:
+        for n, variant in enumerate(body.get("ProductionVariants", []), start=1):
+            if "ModelName" not in variant:
+                raise Refusal(
+                    400,
+                    "ValidationException",
+                    f"ProductionVariants.{n}.ModelName is required: the local cloud serves a "
+                    "model per variant (inference components are not emulated)",
+                )
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:

@@ -10,8 +10,9 @@ tts-bench's, `$TTS_BENCH_STATE_DIR` or the XDG state home; `local-cloud/` is mad
 kept). The run's folder is removed when the run stops, so no key outlives it; a shell that
 sourced the env file then names a bundle that is gone, which fails closed, and since
 `local-cloud/` is this user's alone, nobody else can put a bundle there in its place. A run
-that was killed before it could clean up leaves its folder; the next start removes the folders
-of runs whose process is gone.
+that was killed before it could clean up leaves its folder; the next start stops the instance
+processes the run recorded there (`orphans`) and removes the folders of runs whose process is
+gone.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from tts_bench.aws.freeze import state_dir
 from tts_bench.local_cloud.errors import LocalCloudError
+from tts_bench.local_cloud.orphans import owner_replaced, stop_orphans
 
 RUNS_FOLDER = "local-cloud"
 RUN_PREFIX = "run-"
@@ -79,19 +82,34 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_runs(folder: Path) -> list[Path]:
-    """Remove the run folders of processes that are gone (killed before they cleaned up)."""
-    removed = []
+def _gone(run: Path) -> bool:
+    """Whether the run's process is gone: its pid is free, or taken by another process."""
+    pid_text = run.name.removeprefix(RUN_PREFIX).split("-", 1)[0]
+    if not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    return not _alive(int(pid_text)) or owner_replaced(run)
+
+
+def remove_stale_runs(folder: Path, say: Callable[[str], None]) -> list[Path]:
+    """Remove the run folders of processes that are gone (killed before they cleaned up),
+    after stopping the instance processes each one recorded (`orphans`); one line says so."""
+    removed, stopped = [], []
     for run in folder.glob(f"{RUN_PREFIX}*"):
-        pid_text = run.name.removeprefix(RUN_PREFIX).split("-", 1)[0]
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _alive(int(pid_text)):
+        if _gone(run):
+            stopped += stop_orphans(run)
             shutil.rmtree(run, ignore_errors=True)
             removed.append(run)
+    if stopped:
+        say(
+            f"stopped {len(stopped)} instance process(es) left by a local cloud that was killed "
+            f"before it could stop them (pids {', '.join(map(str, sorted(stopped)))})"
+        )
     return removed
 
 
-def new_run_folder() -> Path:
-    """A fresh, 0700 folder for this run's TLS files, under the private runs folder."""
+def new_run_folder(say: Callable[[str], None]) -> Path:
+    """A fresh, 0700 folder for this run's TLS files and instance record, under the private
+    runs folder; the runs of killed local clouds are cleaned up first."""
     folder = runs_folder()
-    remove_stale_runs(folder)
+    remove_stale_runs(folder, say)
     return Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=folder))

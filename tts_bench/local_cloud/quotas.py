@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from tts_bench.local_cloud.moto_host import ACCOUNT, REGION
+from tts_bench.local_cloud.moto_host import REGION
 
 SERVICE_CODE = "sagemaker"
 TARGET_PREFIX = "ServiceQuotasV20190624."
@@ -26,12 +26,12 @@ def quota_code(instance_type: str) -> str:
     return "L-" + hashlib.sha256(quota_name(instance_type).encode()).hexdigest()[:8].upper()
 
 
-def quota(instance_type: str, value: int) -> dict[str, Any]:
+def quota(instance_type: str, value: int, account: str) -> dict[str, Any]:
     code = quota_code(instance_type)
     return {
         "ServiceCode": SERVICE_CODE,
         "ServiceName": "Amazon SageMaker",
-        "QuotaArn": f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:{SERVICE_CODE}/{code}",
+        "QuotaArn": f"arn:aws:servicequotas:{REGION}:{account}:{SERVICE_CODE}/{code}",
         "QuotaCode": code,
         "QuotaName": quota_name(instance_type),
         "Value": float(value),
@@ -42,11 +42,11 @@ def quota(instance_type: str, value: int) -> dict[str, Any]:
 
 
 def answer(
-    target: str, request: dict[str, Any], quotas: dict[str, int]
+    target: str, request: dict[str, Any], quotas: dict[str, int], account: str
 ) -> tuple[int, dict[str, Any]]:
     """(HTTP status, JSON body) for one Service Quotas call; `quotas` maps type → value."""
     operation = target.removeprefix(TARGET_PREFIX)
-    known = [quota(t, v) for t, v in sorted(quotas.items())]
+    known = [quota(t, v, account) for t, v in sorted(quotas.items())]
     if request.get("ServiceCode") != SERVICE_CODE:
         return 400, {
             "__type": "NoSuchResourceException",

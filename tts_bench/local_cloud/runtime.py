@@ -66,6 +66,10 @@ class RuntimeBackend(Protocol):
 
     def invocation_ceiling_s(self) -> float: ...
 
+    def account(self) -> str:
+        """The AWS account its endpoints belong to (in ARNs and messages)."""
+        ...
+
 
 SERVED = web.AppKey("served", object)
 CLIENT = web.AppKey("client", aiohttp.ClientSession)
@@ -101,6 +105,7 @@ class _Call:
     served: Served
     instance: Instance
     arrived: float
+    account: str
     status: int = 200
 
     def finish(self) -> None:
@@ -109,7 +114,7 @@ class _Call:
 
     @property
     def log_stream_arn(self) -> str:
-        return log_stream_arn(self.endpoint, self.instance.log_stream)
+        return log_stream_arn(self.endpoint, self.instance.log_stream, self.account)
 
 
 async def _read_body(request: web.Request, ceiling_s: float) -> bytes | web.Response:
@@ -130,16 +135,17 @@ async def _read_body(request: web.Request, ceiling_s: float) -> bytes | web.Resp
 
 def _begin(request: web.Request) -> _Call | web.Response:
     endpoint = request.match_info["name"]
-    served = request.app[SERVED].served(endpoint)  # type: ignore[attr-defined]
+    backend = request.app[SERVED]
+    served = backend.served(endpoint)  # type: ignore[attr-defined]
     if served is None:
-        return _wire(wire_errors.no_endpoint(endpoint))
+        return _wire(wire_errors.no_endpoint(endpoint, backend.account()))  # type: ignore[attr-defined]
     arrived = time.monotonic()
     try:
         instance = served.fleet.acquire()
     except NoInstanceError as exc:
         return _wire(wire_errors.no_instance(str(exc)))
     served.metrics.record_arrival()
-    return _Call(endpoint, served, instance, arrived)
+    return _Call(endpoint, served, instance, arrived, backend.account())  # type: ignore[attr-defined]
 
 
 def _forward_headers(request: web.Request) -> dict[str, str]:
@@ -170,7 +176,7 @@ async def invoke(request: web.Request) -> web.StreamResponse:
                 if answer.status != 200:
                     return _wire(
                         wire_errors.model_error(
-                            call.endpoint, answer.status, payload, call.log_stream_arn
+                            call.endpoint, answer.status, payload, call.log_stream_arn, call.account
                         )
                     )
                 return web.Response(
@@ -186,7 +192,9 @@ async def invoke(request: web.Request) -> web.StreamResponse:
     except aiohttp.ClientError as exc:
         call.status = 424
         return _wire(
-            wire_errors.model_error(call.endpoint, 502, str(exc).encode(), call.log_stream_arn)
+            wire_errors.model_error(
+                call.endpoint, 502, str(exc).encode(), call.log_stream_arn, call.account
+            )
         )
     finally:
         call.finish()
@@ -215,7 +223,9 @@ async def invoke_stream(request: web.Request) -> web.StreamResponse:
         except aiohttp.ClientError as exc:
             call.status = 424
             return _wire(
-                wire_errors.model_error(call.endpoint, 502, str(exc).encode(), call.log_stream_arn)
+                wire_errors.model_error(
+                    call.endpoint, 502, str(exc).encode(), call.log_stream_arn, call.account
+                )
             )
         async with answer:
             if answer.status != 200:
@@ -223,7 +233,7 @@ async def invoke_stream(request: web.Request) -> web.StreamResponse:
                 payload = await answer.read()
                 return _wire(
                     wire_errors.model_error(
-                        call.endpoint, answer.status, payload, call.log_stream_arn
+                        call.endpoint, answer.status, payload, call.log_stream_arn, call.account
                     )
                 )
             response = web.StreamResponse(
@@ -299,7 +309,8 @@ async def service_quotas(request: web.Request) -> web.Response:
             {"__type": "SerializationException", "message": "the body is not a JSON object"},
             status=400,
         )
-    status, answer = quotas.answer(target, body, request.app[SERVED].quotas())  # type: ignore[attr-defined]
+    backend = request.app[SERVED]
+    status, answer = quotas.answer(target, body, backend.quotas(), backend.account())  # type: ignore[attr-defined]
     return web.Response(
         status=status,
         body=json.dumps(answer).encode(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from tts_bench.local_cloud.logs import log_group
-from tts_bench.local_cloud.moto_host import ACCOUNT, REGION
+from tts_bench.local_cloud.moto_host import REGION
 
 ERROR_TYPE_HEADER = "x-amzn-ErrorType"
 _CORAL = ":http://internal.amazon.com/coral/com.amazon.sagemaker/"
@@ -27,7 +27,7 @@ def error(status: int, error_type: str, message: str, **fields: object) -> WireE
 
 
 def model_error(
-    endpoint: str, original_status: int, original_body: bytes, log_stream_arn: str
+    endpoint: str, original_status: int, original_body: bytes, log_stream_arn: str, account: str
 ) -> WireError:
     kind = "client" if original_status < 500 else "server"
     original = original_body.decode("utf-8", errors="replace")
@@ -39,7 +39,7 @@ def model_error(
         424,
         "ModelError",
         f'Received {kind} error ({original_status}) from primary with message "{original}". '
-        f"See {console} in account {ACCOUNT} for more information.",
+        f"See {console} in account {account} for more information.",
         ErrorCode=f"{kind.upper()}_ERROR_FROM_MODEL",
         OriginalStatusCode=original_status,
         OriginalMessage=original,
@@ -57,12 +57,8 @@ def invocation_timeout(endpoint: str, ceiling_s: float, streaming: bool) -> Wire
     return error(424, "ModelError", message, ErrorCode="ModelInvocationTimeExceeded")
 
 
-def no_endpoint(endpoint: str) -> WireError:
-    return error(
-        400,
-        "ValidationError",
-        f"Endpoint {endpoint} of account {ACCOUNT} not found.",
-    )
+def no_endpoint(endpoint: str, account: str) -> WireError:
+    return error(400, "ValidationError", f"Endpoint {endpoint} of account {account} not found.")
 
 
 def no_instance(message: str) -> WireError:

@@ -34,6 +34,9 @@ OCCUPANCY_STEP_S = 0.5
 # One surge run's bounds, checked before anything is sent: its arrivals are drawn one by one and
 # each becomes a request and a sample, and the model records 400 trials on a 0.5 s grid. A
 # surge check is a minute at a few requests/s; an hour and 100,000 arrivals leave ample room.
+# At least a second: send times are epoch seconds (a tiny span rounds to none, and the run's
+# window with it) and occupancy is read every OCCUPANCY_STEP_S.
+MIN_SURGE_DURATION_S = 1.0
 MAX_SURGE_DURATION_S = 3600.0
 MAX_SURGE_ARRIVALS = 100_000
 
@@ -45,9 +48,12 @@ class SurgeError(TtsBenchError):
 def check_rate(rate_rps: float, duration_s: float) -> None:
     if not (math.isfinite(rate_rps) and rate_rps > 0):
         raise SurgeError(f"--rate {rate_rps!r}: requests per second, a positive number")
-    if not (math.isfinite(duration_s) and 0 < duration_s <= MAX_SURGE_DURATION_S):
+    if not (
+        math.isfinite(duration_s) and MIN_SURGE_DURATION_S <= duration_s <= MAX_SURGE_DURATION_S
+    ):
         raise SurgeError(
-            f"--duration-s {duration_s!r}: seconds, above 0 and at most {MAX_SURGE_DURATION_S:g}"
+            f"--duration-s {duration_s!r}: seconds, at least {MIN_SURGE_DURATION_S:g} and at most "
+            f"{MAX_SURGE_DURATION_S:g}"
         )
     if rate_rps * duration_s > MAX_SURGE_ARRIVALS:
         raise SurgeError(
@@ -60,6 +66,25 @@ def check_seed(seed: int) -> int:
     if seed < 0:
         raise SurgeError(f"--seed {seed}: give 0 or more")
     return seed
+
+
+def rate_seed(seed: int, index: int) -> int:
+    """The seed of the `index`-th rate's schedule: each rate draws its own arrivals."""
+    return seed + index
+
+
+def check_schedules(rates_rps: Sequence[float], duration_s: float, seed: int) -> None:
+    """Every rate's bounds, then its drawn schedule: a run without an arrival measures nothing
+    (the schedule is fixed by rate, duration and seed, so this is the run's own draw)."""
+    for rate in rates_rps:
+        check_rate(rate, duration_s)
+    check_seed(seed)
+    for i, rate in enumerate(rates_rps):
+        if len(poisson_arrivals(rate, duration_s, rate_seed(seed, i))) == 0:
+            raise SurgeError(
+                f"--rate {rate:g} for {duration_s:g} s draws no arrival (seed "
+                f"{rate_seed(seed, i)}): raise the rate or --duration-s"
+            )
 
 
 def poisson_arrivals(rate_rps: float, duration_s: float, seed: int) -> np.ndarray:

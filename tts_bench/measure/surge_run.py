@@ -50,7 +50,7 @@ from tts_bench.measure.response_stream import failure_of, invoke, payload_lines,
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
 from tts_bench.measure.samples import Sample, samples_path, write_samples
 from tts_bench.measure.stream_events import StreamReading
-from tts_bench.measure.surge_figures import poisson_arrivals, surge_run
+from tts_bench.measure.surge_figures import poisson_arrivals, rate_seed, surge_run
 from tts_bench.serving.local_server import LocalServer
 from tts_bench.serving.server_ping import PingStatus, fetch_ping
 
@@ -265,7 +265,7 @@ def run_surge(
     clock = sender.clock
     try:
         for i, rate in enumerate(request.rates_rps):
-            seed = request.seed + i
+            seed = rate_seed(request.seed, i)
             offsets = poisson_arrivals(rate, request.duration_s, seed)
             start = clock.now() + 0.5
             say(

