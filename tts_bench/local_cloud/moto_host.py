@@ -240,6 +240,7 @@ class MotoHost:
         if endpoint.endpoint_status in ("Updating", "Creating", "SystemUpdating"):
             raise ValidationError(f'Cannot update in-progress endpoint "{endpoint.arn}".')
 
+
 # ---------------------------------------------------------------------- patches on moto
 
 
