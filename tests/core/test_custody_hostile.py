@@ -48,7 +48,7 @@ COMMITTED = (
     "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json",
     "ttotal-kokoro-82m-force-desired-g5xlarge-8b1b96bc.json",
     "qmax-kokoro-82m-local-http-localnvidiah200-23dc6a61-ed1e5e.json",
-    "simulate-kokoro-82m-g5xlarge-8b1b96bc-2e09ac2a.json",
+    "simulate-kokoro-82m-g5xlarge-8b1b96bc-d881952d.json",
 )
 
 

@@ -27,7 +27,7 @@ from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
 from tts_bench.planning.aws_semantics import DOCUMENTED
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
-SIMULATION = MEASUREMENTS / "simulate-kokoro-82m-g5xlarge-8b1b96bc-2e09ac2a.json"
+SIMULATION = MEASUREMENTS / "simulate-kokoro-82m-g5xlarge-8b1b96bc-d881952d.json"
 FLEET_PLAN = MEASUREMENTS / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
 # A string that would run script, load an image or end a table if the page did not escape it.
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\"></td></table><script>1</script>"
