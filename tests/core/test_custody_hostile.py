@@ -238,3 +238,29 @@ def _the_gate_refuses(folder: Path, target: Path) -> None:
         return  # the loader refuses it: the gate skips it and names why (test_custody_gate)
     result = evaluate(folder, gate_query(plan))
     assert not (result.enabled and result.plan_path == str(target)), result.reason
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda inputs: inputs.pop("aws_semantics"), "records no AWS semantics"),
+        (
+            lambda inputs: inputs["aws_semantics"].update(tracking_low_datapoints=3),
+            "is not the hash of its fields",
+        ),
+    ],
+)
+def test_a_simulation_without_its_reading_of_aws_or_with_it_edited_is_refused(
+    folder: Path, edit: Any, expected: str
+) -> None:
+    target = folder / "simulate-kokoro-82m-g5xlarge-8b1b96bc-d881952d.json"
+    original = target.read_bytes()
+    document = json.loads(original)
+    edit(document["inputs"])
+    try:
+        target.write_text(json.dumps(document, indent=2), encoding="utf-8")
+        with pytest.raises(TtsBenchError) as caught:
+            ArtifactFolder(folder).check(target)
+        assert "inputs.aws_semantics" in str(caught.value) and expected in str(caught.value)
+    finally:
+        target.write_bytes(original)
