@@ -235,7 +235,8 @@ def read_activities(
     origin_s: float | None = None,
 ) -> list[Activity]:
     """The variant's scaling activities started in [start_s, end_s], oldest first, at their
-    times less `origin_s`."""
+    times less `origin_s`; a Failed one (a capacity change the endpoint refused while Updating)
+    changed nothing and is left out."""
     origin = start_s if origin_s is None else origin_s
     rid = resource_id(watched.endpoint, watched.variant)
     items = session.paginate(
@@ -250,7 +251,7 @@ def read_activities(
     activities = []
     for item in items:
         started = item["StartTime"].timestamp()
-        if not start_s <= started <= end_s:
+        if not start_s <= started <= end_s or item.get("StatusCode") == "Failed":
             continue
         before, after = _counts(item)
         cause = str(item.get("Cause", ""))
