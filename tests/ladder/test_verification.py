@@ -76,11 +76,11 @@ def test_the_dry_run_says_where_the_rungs_will_sit_and_what_they_cost() -> None:
     ladder = LadderSchedule(rungs=(1, 5), hold_s=20, measure_s=10, idle_s=5)
     line = describe_verification(ladder, 1.25)
     assert "C_scale_max = 0.75 x Q_max" in line and "C_scale_min = 0.5 x Q_max" in line
-    # Three rungs at most (two thresholds and the fleet level), each then held three minutes.
+    # Three rungs at most: two thresholds at the ladder's hold, the fleet level three minutes.
     assert line.endswith(
         "each held 20 s unless a ladder rung held those users already, and one at the fleet "
-        "rule's level held 180 s so that 2 whole minutes of InvocationsPerInstance are read "
-        "(with it, every held rung is): at most 9 min 15 s more"
+        "rule's level held 180 s so that 2 whole minutes of InvocationsPerInstance are read: "
+        "at most 3 min 55 s more"
     )
     with pytest.raises(VerificationError, match=r"--plan-surge-ratio 1\.6"):
         describe_verification(ladder, 1.6)
@@ -252,7 +252,11 @@ def test_the_fleet_level_is_held_and_its_invocations_measured(start_epoch: float
     ladder_run, levels, reused, schedule, verification = _fleet_run(FLEET_HOLD_S, start_epoch)
     fleet = levels[-1]
     assert fleet.role == "fleet" and fleet.users not in reused  # 30 s rungs hold no minute
-    assert schedule.hold_s == FLEET_HOLD_S
+    # Only the fleet level's rung is held for its minutes; the others keep the ladder's hold.
+    index = schedule.rungs.index(fleet.users)
+    assert schedule.rung_hold_s(index) == FLEET_HOLD_S
+    others = [i for i in range(len(schedule.rungs)) if i != index]
+    assert others and all(schedule.rung_hold_s(i) == schedule.hold_s < FLEET_HOLD_S for i in others)
     (rung,) = [v for v in verification if v.role == "fleet"]
     # Every request the client sent in those minutes, counted once: the ratio is 1.
     assert rung.cloudwatch_ratios[INVOCATIONS_RATIO_STAT.key] == 1.0
@@ -266,8 +270,8 @@ def test_the_fleet_level_is_held_and_its_invocations_measured(start_epoch: float
 
 
 def test_a_fleet_level_held_too_short_keeps_the_warning() -> None:
-    ladder_run, _, _, schedule, verification = _fleet_run(100.0, 2045.5)
-    assert schedule.hold_s == 100.0
+    ladder_run, levels, _, schedule, verification = _fleet_run(100.0, 2045.5)
+    assert schedule.rung_hold_s(schedule.rungs.index(levels[-1].users)) == 100.0
     assert all(INVOCATIONS_RATIO_STAT.key not in v.cloudwatch_ratios for v in verification)
     qmax = _sagemaker(ladder_run).model_copy(update={"verification": verification})
     assert invocations_units(qmax)[0].ratio_rule == "unmeasured"

@@ -183,9 +183,10 @@ def hold_verification(
     fleet_hold_s = ServiceClock.from_environment().wall_seconds(FLEET_HOLD_S)
     schedule = verification_ladder(ladder.schedule, to_hold, fleet_hold_s)
     if any(level.counts_invocations for level in to_hold):
+        longest = max(schedule.rung_hold_s(i) for i in range(len(schedule.rungs)))
         log(
-            f"verification held {schedule.hold_s:g} s a rung, so that {MIN_INVOCATION_MINUTES} "
-            "whole minutes of InvocationsPerInstance are read at the fleet rule's level"
+            f"verification holds the fleet rule's level {longest:g} s, so that "
+            f"{MIN_INVOCATION_MINUTES} whole minutes of InvocationsPerInstance are read there"
         )
     with tempfile.TemporaryDirectory(prefix="tts-bench-verification-") as scratch:
         run = replace(ladder, schedule=schedule, out=Path(scratch), refine_pct=None)

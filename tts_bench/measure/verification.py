@@ -145,17 +145,25 @@ def verification_ladder(
     fleet_hold_s: float = FLEET_HOLD_S,
 ) -> LadderSchedule:
     """The levels as a ladder of their own, held with the ladder's timing: distinct user
-    counts, ascending (both thresholds can round to one level when Q_max is small). With the
-    fleet level among them every rung is held at least `fleet_hold_s` (wall seconds: the cloud's
-    `FLEET_HOLD_S` on its clock), a schedule having one hold."""
-    minutes = any(level.counts_invocations for level in levels)
-    hold_s = max(ladder.hold_s, fleet_hold_s) if minutes else ladder.hold_s
+    counts, ascending (both thresholds can round to one level when Q_max is small). The fleet
+    level's rung alone is held at least `fleet_hold_s` (wall seconds: the cloud's `FLEET_HOLD_S`
+    on its clock), as an extension of the ladder's hold, so the other levels cost no more."""
+    rungs = tuple(sorted({level.users for level in levels}))
+    fleet = {level.users for level in levels if level.counts_invocations}
+    extended = tuple(
+        max(0.0, fleet_hold_s - ladder.hold_s) if users in fleet else 0.0 for users in rungs
+    )
+    longest = ladder.hold_s + max(extended, default=0.0)
+    max_hold_s = ladder.max_hold_s
+    if any(extended):
+        max_hold_s = max(ladder.max_hold_s or ladder.hold_s, longest)
     return LadderSchedule(
-        rungs=tuple(sorted({level.users for level in levels})),
-        hold_s=hold_s,
+        rungs=rungs,
+        hold_s=ladder.hold_s,
         measure_s=ladder.measure_s,
         idle_s=ladder.idle_s,
-        max_hold_s=None if ladder.max_hold_s is None else max(ladder.max_hold_s, hold_s),
+        max_hold_s=max_hold_s,
+        extended_s=extended if any(extended) else (),
     )
 
 
@@ -170,7 +178,7 @@ def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
     """The dry run's line: the levels depend on the Q_max the ladder has yet to find."""
     verification_levels(1, surge_ratio)  # a bad ratio is refused before anything runs
     fleet_hold_s = max(ladder.longest_hold_s, FLEET_HOLD_S)
-    extra_s = 3 * (fleet_hold_s + ladder.idle_s)
+    extra_s = 2 * (ladder.longest_hold_s + ladder.idle_s) + fleet_hold_s + ladder.idle_s
     held = (
         f"{ladder.hold_s:g} s"
         if ladder.longest_hold_s == ladder.hold_s
@@ -181,7 +189,7 @@ def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
         f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
         f"users, each held {held} unless a ladder rung held those users already, and one at "
         f"the fleet rule's level held {fleet_hold_s:g} s so that {MIN_INVOCATION_MINUTES} whole "
-        f"minutes of InvocationsPerInstance are read (with it, every held rung is): at most "
+        f"minutes of InvocationsPerInstance are read: at most "
         f"{format_duration(extra_s)} more"
     )
 
