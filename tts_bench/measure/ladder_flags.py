@@ -12,6 +12,7 @@ command line that repeats the run.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,16 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
             "metavar": "S",
             "help": "hold a rung whose window is unstable one --measure-s longer at a time, up "
             "to S seconds in all (default: off; the rung is recorded unstable)",
+        },
+    ),
+    (
+        "--extend-s",
+        {
+            "default": None,
+            "metavar": "S,S,...",
+            "help": "seconds each rung is held past --hold-s, comma-separated in rung order, "
+            "within --max-hold-s (default: none; the verification holds the fleet rule's "
+            "level so for its whole minutes)",
         },
     ),
     (
@@ -204,7 +215,21 @@ def schedule_of(options: argparse.Namespace) -> LadderSchedule:
         measure_s=_required(_number(options, "measure_s"), "measure_s"),
         idle_s=_required(_number(options, "idle_s"), "idle_s"),
         max_hold_s=_number(options, "max_hold_s"),
+        extended_s=_extensions(_text(options, "extend_s")),
     )
+
+
+def _extensions(text: str | None) -> tuple[float, ...]:
+    """`--extend-s 150,0` → (150.0, 0.0); the schedule checks them against --max-hold-s."""
+    if not text:
+        return ()
+    try:
+        seconds = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise LadderError(f"--extend-s {text!r}: expected comma-separated seconds") from None
+    if not all(math.isfinite(s) and s >= 0 for s in seconds):
+        raise LadderError(f"--extend-s {text!r}: each must be a finite number of seconds ≥ 0")
+    return seconds
 
 
 def _transport(options: argparse.Namespace) -> Transport:
@@ -245,7 +270,9 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
         "--corpus", str(options.corpus), "--model", options.model, "--out", str(options.out),
     ]  # fmt: skip
     optional = (
-        ("--max-hold-s", s.max_hold_s), ("--refine", options.refine_pct),
+        ("--max-hold-s", s.max_hold_s),
+        ("--extend-s", ",".join(map(_plain, s.extended_s)) if any(s.extended_s) else None),
+        ("--refine", options.refine_pct),
         ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),
         ("--variant", options.variant), ("--region", options.region),
     )  # fmt: skip

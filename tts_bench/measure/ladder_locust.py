@@ -57,6 +57,8 @@ class LadderRequest:
         ]  # fmt: skip
         if s.max_hold_s is not None:
             command += ["--max-hold-s", f"{s.max_hold_s!r}"]
+        if any(s.extended_s):
+            command += ["--extend-s", ",".join(f"{e!r}" for e in s.extended_s)]
         if self.corpus is not None:
             command += ["--corpus", str(self.corpus)]
         if self.processes:
