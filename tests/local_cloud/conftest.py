@@ -78,3 +78,19 @@ def emulated_plan_dir(folder: Path, server_args: tuple[str, ...]) -> Path:
     plans = folder / "measurements"
     measured_set(plans, fingerprint, "emulated")
     return plans
+
+
+def one_instance_endpoint(sagemaker: Any, endpoint: str, variant: str) -> None:
+    """A model, a one-instance config and an endpoint, as the cloud's deploy creates them."""
+    sagemaker.create_model(
+        ModelName="m", ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+        PrimaryContainer={"Image": "local/tts-server@sha256:00"},
+    )  # fmt: skip
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {"VariantName": variant, "ModelName": "m", "InitialInstanceCount": 1,
+             "InstanceType": "ml.g5.xlarge"}
+        ],
+    )  # fmt: skip
+    sagemaker.create_endpoint(EndpointName=endpoint, EndpointConfigName="c")

@@ -22,6 +22,7 @@ from botocore.validate import ParamValidator
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.local_cloud.conftest import one_instance_endpoint
 from tts_bench.local_cloud.moto_host import MotoHost
 
 ENDPOINT = "fuzz-endpoint"
@@ -121,18 +122,7 @@ def moto() -> Iterator[dict[str, Any]]:
     host.instance_limit = 4
     made = clients(host)
     sagemaker = made["sagemaker"]
-    sagemaker.create_model(
-        ModelName="m", ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
-        PrimaryContainer={"Image": "local/tts-server@sha256:00"},
-    )  # fmt: skip
-    sagemaker.create_endpoint_config(
-        EndpointConfigName="c",
-        ProductionVariants=[
-            {"VariantName": VARIANT, "ModelName": "m", "InitialInstanceCount": 1,
-             "InstanceType": "ml.g5.xlarge"}
-        ],
-    )  # fmt: skip
-    sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="c")
+    one_instance_endpoint(sagemaker, ENDPOINT, VARIANT)
     made["logs"].create_log_group(logGroupName="/g")
     made["logs"].create_log_stream(logGroupName="/g", logStreamName="s")
     yield made

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.local_cloud.conftest import one_instance_endpoint
 from tts_bench.local_cloud.cloud import check_counts, check_settings
 from tts_bench.local_cloud.deploy import Deployment
 from tts_bench.local_cloud.errors import LocalCloudError
@@ -60,18 +61,7 @@ def moto() -> Iterator[MotoHost]:
     host.listen(listener)
     host.listener = listener  # type: ignore[attr-defined]
     sagemaker = client(host, "sagemaker")
-    sagemaker.create_model(
-        ModelName="m", ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
-        PrimaryContainer={"Image": "local/tts-server@sha256:00"},
-    )  # fmt: skip
-    sagemaker.create_endpoint_config(
-        EndpointConfigName="c",
-        ProductionVariants=[
-            {"VariantName": VARIANT, "ModelName": "m", "InitialInstanceCount": 1,
-             "InstanceType": "ml.g5.xlarge"}
-        ],
-    )  # fmt: skip
-    sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="c")
+    one_instance_endpoint(sagemaker, ENDPOINT, VARIANT)
     yield host
     host.listen(None)
     host.stop()
