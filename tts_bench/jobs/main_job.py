@@ -7,10 +7,12 @@ a SageMaker endpoint of local container processes behind real AWS clients
 
 1. starts the target (and stops it whatever happens);
 2. states a local SLO: a CPU serves Kokoro tens of times slower than the GPU the production SLO
-   is meant for, so unless `--slo-ms` is given the SLO is a fixed multiple of the target's own
-   uncontended p95 TTFAB, measured first (calibration), which a short ladder brackets within a
-   few rungs (the engine shares the CPU, so TTFAB grows with N); the same calibration stretches
-   the ladder's windows when this machine serves slower;
+   is meant for, so unless `--slo-ms` is given the SLO is calibrated on the target's own
+   uncontended requests, measured first: a fixed multiple of their p95 TTFAB, which a short
+   ladder brackets within a few rungs (the engine shares the CPU, so TTFAB grows with N), raised
+   where needed to leave the queueing headroom the plan judges it by (`planning.slo_headroom`);
+   a busy machine whose one request needs an SLO past 60 s is refused before the ladder. The
+   same calibration stretches the ladder's windows when this machine serves slower;
 3. runs the short ladder and writes the qmax artifact;
 4. measures T_total (a fresh process beside the loaded one, or one more instance forced);
 5. plans over the pair, and on the local cloud deploys the plan and validates what was deployed;
@@ -46,6 +48,11 @@ from tts_bench.measure.ttotal_probe import ProbeSample
 from tts_bench.planning.from_files import WrittenPlan, plan_from_files
 from tts_bench.planning.plan import PlanRequest
 from tts_bench.planning.report import render_plan
+from tts_bench.planning.slo_headroom import (
+    headroom_feasible,
+    queueing_headroom_s,
+    slo_with_headroom_ms,
+)
 
 SLO_MULTIPLE = 3.0
 CALIBRATION_REQUESTS = 4
@@ -135,10 +142,56 @@ class JobResult:
         return 0 if self.plan_exit_code in (0, 1) else self.plan_exit_code
 
 
-def calibrated_slo_ms(ttfab_ms: Sequence[float]) -> float:
-    """SLO_MULTIPLE × the uncontended p95 TTFAB, rounded up to 100 ms, under the 60 s ceiling."""
-    p95 = float(np.percentile(ttfab_ms, 95))
-    return min(MAX_LOCAL_SLO_MS, math.ceil(SLO_MULTIPLE * p95 / 100.0) * 100.0)
+def calibrated_slo_ms(ttfab_ms: Sequence[float], latency_ms: Sequence[float]) -> float:
+    """The local SLO from the uncontended requests: SLO_MULTIPLE × their p95 TTFAB, or, where
+    that is less, the smallest SLO whose W_max covers one of them end to end (`slo_headroom`,
+    the definition `plan` judges it by). Rounded up to 100 ms.
+
+    Past SageMaker's ceiling it is refused here, before any rung: this machine then serves one
+    request too slowly for any SLO the plan could accept."""
+    service_p95_s = float(np.percentile(latency_ms, 95)) / 1000
+    needed_ms = slo_with_headroom_ms(service_p95_s)
+    if needed_ms > MAX_LOCAL_SLO_MS:
+        raise MainJobError(
+            f"calibration: one uncontended request takes {service_p95_s * 1000:.0f} ms p95 end to "
+            f"end here, so a local SLO the plan accepts needs {needed_ms:.0f} ms, past "
+            f"SageMaker's 60 s invocation ceiling; free the machine's CPUs or give a --corpus "
+            "of shorter lines"
+        )
+    # The TTFAB multiple only places the knee where a short ladder brackets it: capped, not refused.
+    return max(min(calibrated_ttfab_ms(ttfab_ms), MAX_LOCAL_SLO_MS), needed_ms)
+
+
+def calibration_reason(ttfab_ms: Sequence[float], latency_ms: Sequence[float], who: str) -> str:
+    """Which of the two calibrated bounds set the SLO, with both p95s."""
+    ttfab_p95, latency_p95 = np.percentile(ttfab_ms, 95), np.percentile(latency_ms, 95)
+    by_ttfab = f"{SLO_MULTIPLE:g} × {who} uncontended p95 TTFAB ({ttfab_p95:.0f} ms)"
+    headroom = f"W_max ≥ S_p95 over {who} uncontended p95 latency ({latency_p95:.0f} ms)"
+    if slo_with_headroom_ms(latency_p95 / 1000) > calibrated_ttfab_ms(ttfab_ms):
+        first, then = headroom, f"more than {by_ttfab}"
+    else:
+        first, then = by_ttfab, f"which leaves {headroom}"
+    return f"{first}, {then}; {len(ttfab_ms)} requests, rounded up"
+
+
+def calibrated_ttfab_ms(ttfab_ms: Sequence[float]) -> float:
+    """SLO_MULTIPLE × the uncontended p95 TTFAB, rounded up to 100 ms."""
+    return math.ceil(SLO_MULTIPLE * float(np.percentile(ttfab_ms, 95)) / 100.0) * 100.0
+
+
+def refused_slo(slo_ms: float, latency_ms: Sequence[float]) -> str | None:
+    """Why a given SLO cannot be planned for on this machine (one uncontended request already
+    misses it: W_max ≤ 0), or None."""
+    service_p95_s = float(np.percentile(latency_ms, 95)) / 1000
+    w_max_s = queueing_headroom_s(slo_ms, service_p95_s)
+    if headroom_feasible(w_max_s):
+        return None
+    return (
+        f"--slo-ms {slo_ms:g}: one uncontended request takes {service_p95_s * 1000:.0f} ms p95 "
+        f"end to end here, so W_max = SLO − S_p95 = {w_max_s:.3f} s and the plan would stop; "
+        f"give --slo-ms {slo_with_headroom_ms(service_p95_s):.0f} or more, or leave it out to "
+        "calibrate"
+    )
 
 
 def calibrate(
@@ -178,15 +231,15 @@ def local_slo(settings: JobSettings, target: Target, step: Say) -> LocalSlo:
     """The SLO (given, or calibrated on the target) and the ladder's schedule for it."""
     needed = settings.slo_ms is None or settings.stretch_windows
     calibration = calibrate(target.speak, settings.utterances, step) if needed else []
+    latency = [s.latency_ms for s in calibration if s.latency_ms is not None]
     if settings.slo_ms is not None:
         slo_ms, reason = settings.slo_ms, "given with --slo-ms"
+        if latency and (why := refused_slo(slo_ms, latency)) is not None:
+            raise MainJobError(why)
     else:
         ttfab = [s.ttfab_ms for s in calibration if s.ttfab_ms is not None]
-        slo_ms = calibrated_slo_ms(ttfab)
-        reason = (
-            f"{SLO_MULTIPLE:g} × {target.uncontended} uncontended p95 TTFAB "
-            f"({np.percentile(ttfab, 95):.0f} ms over {len(ttfab)} requests), rounded up"
-        )
+        slo_ms = calibrated_slo_ms(ttfab, latency)
+        reason = calibration_reason(ttfab, latency, target.uncontended)
     step(f"local SLO: p95 TTFAB <= {slo_ms:g} ms ({reason})")
     schedule = settings.schedule
     if settings.stretch_windows:

@@ -23,6 +23,7 @@ from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import pooled_stationary, shed_probability
 from tts_bench.planning.rounding import ceil9, floor9, round9
+from tts_bench.planning.slo_headroom import headroom_covers_a_wait, headroom_feasible
 from tts_bench.planning.steps import Alarm, Basis, Fleet, PlanRequest, PlanSteps, Thresholds
 
 SAGEMAKER_CEILING_MS = 60_000  # SageMaker ends any invocation after 60 s
@@ -85,7 +86,7 @@ def slo_feasibility(request: PlanRequest, w_max_s: float) -> Finding:
             f"the SLO {request.slo_ms:g} ms is past SageMaker's {SAGEMAKER_CEILING_MS} ms invocation ceiling",
             w_max_s=w_max_s,
         )
-    if w_max_s <= 0:
+    if not headroom_feasible(w_max_s):
         return finding(
             "slo_feasibility",
             Verdict.STOP,
@@ -348,7 +349,7 @@ def threshold_order(steps: PlanSteps) -> Finding:
 
 def slo_budget(basis: Basis, w_max_s: float) -> Finding:
     """W_max is the queueing budget: less than one service time means no request may queue."""
-    if w_max_s < basis.s_p95:
+    if not headroom_covers_a_wait(w_max_s, basis.s_p95):
         return finding(
             "slo_budget",
             Verdict.WARN,

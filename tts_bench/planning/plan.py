@@ -43,6 +43,7 @@ from tts_bench.planning.deploy import detection_shape, published_shape, tracking
 from tts_bench.planning.findings import alarm_threshold, collect_findings, finding
 from tts_bench.planning.fleet_rule import derive_fleet
 from tts_bench.planning.rounding import ceil9, floor9, round9
+from tts_bench.planning.slo_headroom import queueing_headroom_s
 from tts_bench.planning.steps import (
     Basis,
     Fleet,
@@ -170,7 +171,7 @@ def derive_thresholds(basis: Basis, request: PlanRequest, qmax: QmaxArtifact) ->
     return Thresholds(
         c_scale_max=c_scale_max,
         c_scale_min=c_scale_min,
-        w_max_s=round9(request.slo_ms / 1000 - basis.s_p95),
+        w_max_s=queueing_headroom_s(request.slo_ms, basis.s_p95),
         target_units=target,
         scale_in_units=scale_in,
         target_ratio_from=target_from,
