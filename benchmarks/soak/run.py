@@ -115,7 +115,9 @@ class Soak:
             sessions: IdleSessions | None = None
             if name == "process":
                 assert isinstance(thing, SoakedCloud)
-                self.worker = BidiWorker({**thing.env, "PYTHONPATH": str(REPO)}).start()
+                self.worker = _started_ignoring_ctrl_c(
+                    BidiWorker({**thing.env, "PYTHONPATH": str(REPO)})
+                )
                 sessions = SdkSessions(self.worker, thing.endpoint)
             elif name == "server":
                 assert isinstance(thing, SoakedServer)
@@ -317,6 +319,16 @@ class Soak:
         return found
 
 
+def _started_ignoring_ctrl_c(worker: BidiWorker) -> BidiWorker:
+    """Start the HTTP/2 worker with SIGINT ignored, which it inherits: a Ctrl-C in the terminal
+    reaches the whole process group, and the soak stops the worker itself, in order."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return worker.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] soak: {message}", file=sys.stderr, flush=True)
 
@@ -361,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         for verdict in verdicts:
             print(f"{verdict.word:10} {verdict.target:8} {verdict.bound}: {verdict.figure}")
         say(f"wrote {', '.join(str(p) for p in written)}")
+    if stop.is_set():
+        return 130  # interrupted: judged only as far as it went
     if code == 0 and (not soak.completed or any(v.passed is False for v in verdicts)):
         code = 1
     return code
