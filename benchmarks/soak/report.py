@@ -3,7 +3,7 @@ resource over time, per soaked thing, the idle windows shaded)."""
 
 from __future__ import annotations
 
-import json
+import csv
 import os
 import shlex
 import sys
@@ -149,11 +149,21 @@ def write(
     started_at: float,
 ) -> list[Path]:
     settings.out.mkdir(parents=True, exist_ok=True)
-    md, png, raw = (settings.out / n for n in ("soak.md", "soak.png", "soak-samples.json"))
+    # CSV, not JSON: `measurements/*.json` are artifacts (`tts-bench verify` reads them all).
+    md, png, raw = (settings.out / n for n in ("soak.md", "soak.png", "soak-samples.csv"))
     md.write_text(
         markdown(settings, samples, verdicts, outcomes, scaling, forced, notes, completed,
                  started_at) + "\n"
     )  # fmt: skip
     plot(samples, png)
-    raw.write_text(json.dumps(list(samples), indent=None) + "\n")
+    write_csv(samples, raw)
     return [md, png, raw]
+
+
+def write_csv(samples: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Every sample, one row each; a column a target lacks is empty."""
+    columns = list(dict.fromkeys(key for row in samples for key in row))
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, columns, restval="")
+        writer.writeheader()
+        writer.writerows(samples)
