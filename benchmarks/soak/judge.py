@@ -8,12 +8,13 @@ yet, lifts one sample only. Hence the rule: a count has grown when the *minimum*
 burst exceeds the *maximum* of the baseline burst (descriptors less the connections the soak's
 own clients hold open, which are theirs to close: `probe`), and RSS has grown by
 `min(final) / max(baseline) - 1`. In-flight counters must read 0 at *every* final sample:
-idle is idle. Faults (5xx, a broken stream, a reset on a request the client sent whole and
+idle is idle (and a counter that could not be read, NaN, is no 0). Faults (5xx, a broken stream, a reset on a request the client sent whole and
 kept reading) must be 0.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +47,11 @@ def rss_growth(baseline: Sequence[float], final: Sequence[float]) -> float:
 
 def count_grew(baseline: Sequence[int], final: Sequence[int]) -> bool:
     return min(final) > max(baseline)
+
+
+def _largest(values: Sequence[float]) -> float:
+    """The largest value; NaN (a counter that could not be read) wins, so it never passes."""
+    return math.nan if any(math.isnan(v) for v in values) else max(values)
 
 
 def judge_target(
@@ -87,8 +93,11 @@ def judge_target(
                 not count_grew(before, after),
             )
         )
-    busy = {c: max(float(s[c]) for s in final) for c in counters}
-    figure = ", ".join(f"{c} max {v:g}" for c, v in busy.items()) or "no counters"
+    busy = {c: _largest([float(s[c]) for s in final]) for c in counters}
+    figure = (
+        ", ".join(f"{c} not read" if math.isnan(v) else f"{c} max {v:g}" for c, v in busy.items())
+        or "no counters"
+    )
     verdicts.append(
         Verdict(
             target,

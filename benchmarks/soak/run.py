@@ -32,7 +32,13 @@ from benchmarks.soak import report
 from benchmarks.soak.judge import Verdict, judge_target
 from benchmarks.soak.probe import client_ports, process_figures
 from benchmarks.soak.settings import REPO, SoakSettings, SoakUsageError, parse_settings
-from benchmarks.soak.targets import SoakedCloud, SoakedServer, SoakStartError, in_flight
+from benchmarks.soak.targets import (
+    READ_LAG_S,
+    SoakedCloud,
+    SoakedServer,
+    SoakStartError,
+    in_flight,
+)
 from benchmarks.soak.traffic import (
     CloudStreams,
     DirectStreams,
@@ -52,8 +58,8 @@ BURST = 3  # samples at the end of each idle window
 BURST_GAP_S = 5.0
 # An idle window waits at most this long (or its own length, if longer) to settle.
 SETTLE_MIN_S = 180.0
-# The cloud's in-flight counter: the largest ConcurrentRequestsPerModel datapoint over this
-# much wall time (10 s windows, readable 5 s after they close).
+# The cloud's in-flight counter: the largest ConcurrentRequestsPerModel datapoint readable for
+# this much wall time (10 s windows, readable 5 s after they close: `targets.READ_LAG_S`).
 METRIC_WINDOW_S = 15.0
 TRACE_EVERY_S = 5.0  # how often the clouds' instance counts are read (scale-out/in counted)
 CURVE_RATE_SCALE = 10.0  # each curve instance serves a tenth of the reference curve's rate
@@ -73,6 +79,7 @@ class Soak:
         self.counts: dict[str, list[tuple[float, int]]] = {}
         self.forced = 0
         self.notes: list[str] = []
+        self.fault_details: dict[str, list[str]] = {}  # the clouds' first faults, as boto3 saw them
         self.t0 = time.monotonic()
         self.started_at = time.time()
         self.completed = False
@@ -108,6 +115,7 @@ class Soak:
                 host, port = thing.runtime_address()
                 wire = Wire(host, port, f"/endpoints/{thing.endpoint}/invocations-response-stream")
                 streams: Any = CloudStreams(thing.client("sagemaker-runtime"), thing.endpoint)
+                self.fault_details[name] = streams.faults_seen
             else:
                 host_port = thing.url.removeprefix("http://").split(":")
                 wire = Wire(host_port[0], int(host_port[1]), "/invocations")
@@ -246,7 +254,7 @@ class Soak:
             self._tick(phase, loaded=False)
             base = all(c.describe() == ("InService", 1) for c in clouds)
             if base and all(in_flight(t.ping_urls()) == 0 for t in self.things.values()):
-                self.stop.wait(METRIC_WINDOW_S + 5.0)
+                self.stop.wait(METRIC_WINDOW_S + READ_LAG_S + 1.0)
                 return True
             if time.monotonic() > deadline:
                 return False
@@ -365,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         verdicts = soak.verdicts() if soak.samples else []
         outcomes, scaling = soak.outcomes(), soak.scaling()
+        soak.notes += [f"{name} fault: {d}" for name, ds in soak.fault_details.items() for d in ds]
         say("stopping what was started")
         soak.shutdown()
     if soak.samples:

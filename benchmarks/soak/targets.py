@@ -9,6 +9,7 @@ URLs its log names.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -23,7 +24,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from tts_bench.aws.clock import ServiceClock
+from tts_bench.aws.clock import CLOUDWATCH_DELAY_S, ServiceClock
 from tts_bench.serving.local_server import LocalServer, LocalServerError
 from tts_bench.serving.server_ping import PingError, fetch_ping
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPACE
@@ -31,6 +32,9 @@ from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_NAMESPA
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 90.0  # the cloud drains its instances (SageMaker's 30 s each) and moto
+# A datapoint is stamped with its window's start and readable a period plus CloudWatch's delay
+# after it (in the cloud's virtual seconds): a read reaches that much further back.
+READ_LAG_S = 10.0 + CLOUDWATCH_DELAY_S
 INSTANCE_UP = re.compile(r"instance (i-[0-9a-f]+): InService at (http://\S+)")
 INSTANCE_DOWN = re.compile(r"instance (i-[0-9a-f]+): (?:draining|exited unexpectedly)")
 
@@ -136,11 +140,12 @@ class SoakedCloud:
         return True
 
     def concurrency(self, wall_window_s: float) -> float:
-        """The largest ConcurrentRequestsPerModel datapoint published over the last
-        `wall_window_s` of wall time (the cloud's in-flight counter, as CloudWatch reads it)."""
+        """The largest ConcurrentRequestsPerModel datapoint readable for the last
+        `wall_window_s` of wall time (the cloud's in-flight counter, as CloudWatch reads it);
+        NaN when none is."""
         clock = ServiceClock.from_environment(self.env)
         end = clock.now()
-        start = clock.to_virtual(time.time() - wall_window_s)
+        start = clock.to_virtual(time.time() - wall_window_s) - READ_LAG_S
         variant = self.client("sagemaker").describe_endpoint(EndpointName=self.endpoint)
         answer = self.client("cloudwatch").get_metric_data(
             MetricDataQueries=[{
@@ -162,7 +167,7 @@ class SoakedCloud:
             StartTime=datetime.fromtimestamp(start, tz=UTC),
             EndTime=datetime.fromtimestamp(end, tz=UTC),
         )["MetricDataResults"][0]  # fmt: skip
-        return max(answer["Values"], default=0.0)
+        return max(answer["Values"], default=math.nan)  # none read is no reading, not a 0
 
     def scaling_activities(self) -> list[str]:
         """Each scaling activity's description, oldest first."""

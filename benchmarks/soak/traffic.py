@@ -44,6 +44,7 @@ MIX = {  # the share of each kind in a target's mixed rate
     "bodyless": 0.10,
     "malformed": 0.15,
 }
+MAX_FAULT_DETAILS = 10
 HOLD_S = 8.0  # how long a never-read stream or a body-less connection is held open
 SOCKET_TIMEOUT_S = 90.0  # past the 60 s invocation ceiling
 
@@ -197,6 +198,7 @@ class CloudStreams:
 
     def __init__(self, client: Any, endpoint: str) -> None:
         self.client, self.endpoint = client, endpoint
+        self.faults_seen: list[str] = []
 
     def _stream(self, body: bytes) -> Any:
         return self.client.invoke_endpoint_with_response_stream(
@@ -206,13 +208,20 @@ class CloudStreams:
     def _classified(self, run: Callable[[], str]) -> str:
         try:
             return run()
-        except EventStreamError:
-            return "stream_error"
+        except EventStreamError as exc:
+            return self._fault("stream_error", exc)
         except ClientError as exc:
             meta = exc.response.get("ResponseMetadata", {})
-            return status_outcome(int(meta.get("HTTPStatusCode", 500)), str(exc).encode())
-        except Exception:  # urllib3's ProtocolError and kin: a cut connection
-            return "connection_error"
+            outcome = status_outcome(int(meta.get("HTTPStatusCode", 500)), str(exc).encode())
+            return self._fault(outcome, exc) if outcome in FAULTS else outcome
+        except Exception as exc:  # urllib3's ProtocolError and kin: a cut connection
+            return self._fault("connection_error", exc)
+
+    def _fault(self, outcome: str, exc: Exception) -> str:
+        """Keep the first few faults' messages, so a report can say what they were."""
+        if len(self.faults_seen) < MAX_FAULT_DETAILS:
+            self.faults_seen.append(f"{outcome}: {type(exc).__name__}: {exc}"[:400])
+        return outcome
 
     def good(self, context_id: str) -> str:
         def run() -> str:

@@ -3,6 +3,8 @@ leak that lifts every final sample fails, one transient sample does not, and idl
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -68,6 +70,13 @@ def test_a_counter_not_back_to_zero_fails_even_in_one_sample() -> None:
     final = [sample(), sample(in_flight=1), sample()]
     verdicts = judge_target("t", [sample()], final, ["in_flight_server"], faults=0)
     assert words(verdicts)["in-flight counters 0 when idle"] is False
+
+
+def test_a_counter_that_could_not_be_read_is_not_zero() -> None:
+    final = [{**sample(), "in_flight_cloud": value} for value in (0.0, math.nan, 0.0)]
+    verdicts = judge_target("t", [sample()], final, ["in_flight_cloud"], faults=0)
+    (idle,) = [v for v in verdicts if v.bound == "in-flight counters 0 when idle"]
+    assert idle.passed is False and idle.figure == "in_flight_cloud not read"
 
 
 def test_a_fault_fails_and_a_run_without_its_final_window_is_not_judged() -> None:
