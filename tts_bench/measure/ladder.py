@@ -29,6 +29,7 @@ import numpy as np
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import (
     LadderSettings,
+    P95Interval,
     Provenance,
     QmaxArtifact,
     Refinement,
@@ -36,10 +37,13 @@ from tts_bench.artifacts.schema import (
     Rung,
     UncontendedService,
     ladder_outcome,
+    q_max_interval_of,
     rung_meets_slo,
+    rung_verdict,
 )
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.playback import PlaybackFigures, playback_figures
+from tts_bench.measure.quantile_interval import quantile_interval
 from tts_bench.measure.refine import coarse_bracket, narrow, worst_case_probes_for_ladder
 from tts_bench.measure.samples import Outcome, Sample
 from tts_bench.measure.stability import Stability, hold_extension_s, stability
@@ -383,14 +387,18 @@ def rung_statistics(
     window: tuple[float, float],
     slo_ms: float,
     underrun_slo_share: float | None = None,
+    confidence: float | None = None,
 ) -> Rung:
     """One `Rung` from the raw samples of the whole run, the load generators' CPU readings and
     the window's epoch bounds.
 
-    With `underrun_slo_share`, a rung whose share of stalled streams exceeds it fails too.
+    With `underrun_slo_share`, a rung whose share of stalled streams exceeds it fails too; with
+    `confidence`, the rung carries its p95's interval at that level and the verdict on it.
     """
     cpu_percent = client_cpu_percent(cpu, *window)
-    return rung_from_window(samples, concurrency, window, slo_ms, underrun_slo_share, cpu_percent)
+    return rung_from_window(
+        samples, concurrency, window, slo_ms, underrun_slo_share, cpu_percent, confidence
+    )
 
 
 def rung_from_window(
@@ -400,6 +408,7 @@ def rung_from_window(
     slo_ms: float,
     underrun_slo_share: float | None,
     cpu_percent: float | None,
+    confidence: float | None = None,
 ) -> Rung:
     """`rung_statistics` with the busiest load generator's CPU share already known (an artifact
     whose CPU readings were not kept is checked against the share it recorded)."""
@@ -431,6 +440,18 @@ def rung_from_window(
     heard = playback_figures(ok)
     meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
     steady = window_stability(samples, concurrency, window)
+    interval = None
+    if confidence is not None:
+        found = quantile_interval(ttfab, 0.95, confidence)
+        interval = P95Interval(
+            level=confidence, samples=found.samples, lower_ms=found.lower, upper_ms=found.upper
+        )
+    verdict = None
+    if interval is not None:
+        verdict = rung_verdict(
+            interval.lower_ms, interval.upper_ms, failed, len(done), slo_ms,
+            heard.underrun_share, underrun_slo_share,
+        )  # fmt: skip
     return Rung(
         concurrency=concurrency,
         achieved_rps=len(ok) / (w1 - w0),
@@ -456,6 +477,8 @@ def rung_from_window(
         stall_ms_p95=heard.stall_ms_p95,
         sub_window_ttfab_p95_ms=list(steady.sub_window_p95_ms),
         stable=steady.stable,
+        ttfab_p95_interval=interval,
+        verdict=verdict,
     )
 
 
@@ -467,6 +490,7 @@ def ladder_rungs(
     slo_ms: float,
     now: float,
     underrun_slo_share: float | None = None,
+    confidence: float | None = None,
 ) -> list[Rung]:
     """Rungs whose window closed by `now`, in order, up to and including the first that fails."""
     rungs: list[Rung] = []
@@ -481,6 +505,7 @@ def ladder_rungs(
             (start_epoch + w0, start_epoch + w1),
             slo_ms,
             underrun_slo_share,
+            confidence,
         )
         rungs.append(rung)
         if not rung.passes:
@@ -505,6 +530,7 @@ def build_qmax_artifact(
     start_epoch: float | None = None,
     underrun_slo_share: float | None = None,
     refinement: Refinement | None = None,
+    confidence: float | None = None,
 ) -> QmaxArtifact:
     q_max, bracketed = ladder_outcome(rungs)
     # A rung cut short after the first failure has no record: neither has its extension.
@@ -512,8 +538,11 @@ def build_qmax_artifact(
         update={
             "underrun_slo_share": underrun_slo_share,
             "extended_s": list(schedule.extended_s[: len(rungs)]),
+            "confidence": confidence,
         }
     )
+    probes = [p.rung for p in refinement.probes] if refinement else []
+    judged = sorted([*rungs, *probes], key=lambda r: r.concurrency)
     return QmaxArtifact(
         fingerprint=fingerprint,
         slo_ms=slo_ms,
@@ -523,6 +552,7 @@ def build_qmax_artifact(
         rungs=rungs,
         ladder=settings,
         refinement=refinement,
+        q_max_interval=None if confidence is None else q_max_interval_of(judged, confidence),
         provenance=provenance,
     )
 

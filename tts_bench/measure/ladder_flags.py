@@ -32,6 +32,7 @@ from tts_bench.measure.ladder import (
     parse_rungs,
 )
 from tts_bench.measure.playback import check_underrun_slo
+from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
 from tts_bench.measure.refine import DEFAULT_REFINE_PCT, check_refine_pct
 
 DEFAULT_MODEL = "kokoro-82m"
@@ -116,6 +117,16 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     (
+        "--confidence",
+        {
+            "type": float,
+            "default": DEFAULT_CONFIDENCE,
+            "metavar": "LEVEL",
+            "help": "level of each rung's p95 TTFAB interval, which passes a rung only when its "
+            f"upper end meets the SLO (default: {DEFAULT_CONFIDENCE:g})",
+        },
+    ),
+    (
         "--underrun-slo",
         {
             "type": float,
@@ -175,6 +186,7 @@ class LadderOptions:
     endpoint: str | None = None
     variant: str | None = None
     region: str | None = None
+    confidence: float = DEFAULT_CONFIDENCE
 
 
 def _text(options: argparse.Namespace, dest: str) -> str | None:
@@ -256,6 +268,7 @@ def ladder_options(options: argparse.Namespace) -> LadderOptions:
         endpoint=_text(options, "endpoint"),
         variant=_text(options, "variant"),
         region=_text(options, "region"),
+        confidence=check_confidence(_required(_number(options, "confidence"), "confidence")),
     )
 
 
@@ -273,6 +286,7 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
         ("--max-hold-s", s.max_hold_s),
         ("--extend-s", ",".join(map(_plain, s.extended_s)) if any(s.extended_s) else None),
         ("--refine", options.refine_pct),
+        ("--confidence", None if options.confidence == DEFAULT_CONFIDENCE else options.confidence),
         ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),
         ("--variant", options.variant), ("--region", options.region),
     )  # fmt: skip

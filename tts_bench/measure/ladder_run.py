@@ -60,6 +60,7 @@ class LadderRun:
     publish: Callable[[ShapeSnapshot], None] = lambda _snapshot: None
     refine_pct: float | None = None  # --refine: bisect a bracketed ladder to this precision
     underrun_slo: float | None = None  # --underrun-slo: a rung with more stalled streams fails
+    confidence: float | None = None  # --confidence: each rung's p95 interval at this level
     store: Store = field(default_factory=Store)
     probe_windows: list[ProbeWindow] = field(default_factory=list)
     refine_ended_by: RefineEnd | None = None
@@ -161,8 +162,9 @@ class LadderRun:
 
     def statistics(self, users: int, window: Window) -> Rung:
         return rung_statistics(
-            self.store.samples, self.store.cpu, users, window, self.slo_ms, self.underrun_slo
-        )
+            self.store.samples, self.store.cpu, users, window, self.slo_ms, self.underrun_slo,
+            self.confidence,
+        )  # fmt: skip
 
     def judge(self, users: int, window: Window) -> Rung:
         """The rung (or probe) measured over `window`, once its samples are all in."""
@@ -180,11 +182,12 @@ class LadderRun:
             rung.client_mean_in_flight, rung, rung.stable, row.get("hold_s", "-"),
         )  # fmt: skip
         logger.info(
-            "rung c=%d %s: p95 TTFAB %s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight, "
+            "rung c=%d %s: p95 TTFAB %s%s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight, "
             "%s, underrun %s",
             users,
             verdict,
             p95,
+            interval_text(rung),
             self.slo_ms,
             rung.achieved_rps,
             rung.ok,
@@ -205,6 +208,7 @@ class LadderRun:
             self.slo_ms,
             now,
             self.underrun_slo,
+            self.confidence,
         )
 
     def bracket(self, closed_at: float) -> Bracket | None:
@@ -272,4 +276,18 @@ class LadderRun:
             self.start_epoch,
             underrun_slo_share=self.underrun_slo,
             refinement=self.refinement(rungs),
+            confidence=self.confidence,
         )
+
+
+def interval_text(rung: Rung) -> str:
+    """`, 95 % interval [812, ∞) ms: undecided` for the log; empty without an interval."""
+    interval = rung.ttfab_p95_interval
+    if interval is None:
+        return ""
+    lower = "0" if interval.lower_ms is None else f"{interval.lower_ms:.0f}"
+    upper = "∞)" if interval.upper_ms is None else f"{interval.upper_ms:.0f}]"
+    return (
+        f", {interval.level:.0%} interval [{lower}, {upper} ms over {interval.samples}: "
+        f"{rung.verdict}"
+    )
