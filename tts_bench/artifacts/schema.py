@@ -288,6 +288,11 @@ class LadderSettings(_Strict):
         description="seconds added to rung i's hold while its window was unstable; a rung "
         "past the list's end (every rung of an artifact without it) was held hold_s",
     )
+    widened_s: list[NonNegativeFloat] = Field(
+        default_factory=list,
+        description="seconds by which rung i's window reaches back beyond measure_s: an "
+        "undecided rung held longer pools its requests (at most its extension)",
+    )
     confidence: Annotated[float, Field(ge=0.9, le=0.999)] | None = Field(
         default=None,
         description="level of every rung's p95 TTFAB interval (--confidence); null: the "
@@ -306,6 +311,10 @@ class LadderSettings(_Strict):
             self.hold_s + e > self.max_hold_s * (1 + 1e-9) for e in self.extended_s
         ):
             raise ValueError("a rung's extended hold exceeds max_hold_s")
+        if len(self.widened_s) > len(self.rungs) or any(
+            w > self.rung_hold_s(i) - self.hold_s + 1e-9 for i, w in enumerate(self.widened_s)
+        ):
+            raise ValueError("widened_s: a rung's window widens only by its extension")
         return self
 
     def rung_hold_s(self, index: int) -> float:
@@ -319,7 +328,8 @@ class LadderSettings(_Strict):
             raise ValueError("this ladder did not record when it started")
         start = self.start_epoch + sum(self.rung_hold_s(i) + self.idle_s for i in range(index))
         hold_end = start + self.rung_hold_s(index)
-        return hold_end - self.measure_s, hold_end
+        widened = self.widened_s[index] if index < len(self.widened_s) else 0.0
+        return hold_end - self.measure_s - widened, hold_end
 
 
 class P95Interval(_Strict):

@@ -293,6 +293,7 @@ def _schedule(settings: LadderSettings) -> LadderSchedule:
         idle_s=settings.idle_s,
         max_hold_s=settings.max_hold_s,
         extended_s=tuple(settings.extended_s),
+        widened_s=tuple(settings.widened_s),
     )
 
 

@@ -82,7 +82,8 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
             "default": None,
             "metavar": "S",
             "help": "hold a rung whose window is unstable one --measure-s longer at a time, up "
-            "to S seconds in all (default: off; the rung is recorded unstable)",
+            "to S seconds in all (default: off; the rung is recorded unstable); a steady rung "
+            "whose p95 interval straddles the SLO is held too, its window widening",
         },
     ),
     (

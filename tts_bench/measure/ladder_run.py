@@ -18,6 +18,7 @@ from typing import Any, Literal
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import Provenance, QmaxArtifact, Refinement, RefinementProbe, Rung
 from tts_bench.measure.ladder import (
+    VerdictRule,
     build_qmax_artifact,
     build_refinement,
     extend_unstable,
@@ -31,7 +32,7 @@ from tts_bench.measure.ladder_board import board_row
 from tts_bench.measure.ladder_state import ShapeSnapshot
 from tts_bench.measure.ladder_store import Store
 from tts_bench.measure.refine import Bracket, coarse_bracket
-from tts_bench.measure.stability import hold_extension_s
+from tts_bench.measure.stability import next_hold
 
 # The ladder's progress lines: `ladder_locust` passes on the lines of this logger.
 logger = logging.getLogger("qmax")
@@ -99,34 +100,56 @@ class LadderRun:
     def extend_rung(self, index: int, now: float) -> Window | None:
         """Coarse rung `index`'s window just closed: its next window when it is held longer."""
         schedule = self.snapshot.schedule
-        longer = extend_unstable(schedule, index, self.store.samples, self.start_epoch)
+        longer = extend_unstable(
+            schedule, index, self.store.samples, self.start_epoch, self.verdict_rule()
+        )
         if longer is None:
             return None
         self.change(self.snapshot.extended(longer).holding(longer.rung_phase(index)))
         w0, w1 = (self.epoch(s) for s in longer.window_s(index))
-        self.log_extension(schedule.rungs[index], longer.rung_hold_s(index), w1, now)
+        widened = longer.widening_s(index) > schedule.widening_s(index)
+        self.log_extension(schedule.rungs[index], longer.rung_hold_s(index), w1, now, widened)
         return w0, w1
+
+    def verdict_rule(self) -> VerdictRule | None:
+        """With --confidence, what decides whether a steady rung is still undecided."""
+        if self.confidence is None:
+            return None
+        return VerdictRule(self.slo_ms, self.confidence, self.underrun_slo)
 
     def extend_probe(self, users: int, window: Window, now: float) -> Window | None:
         """The last probe's `window` just closed: its next window when it is held longer."""
         w0, w1 = window
         schedule, probe = self.snapshot.schedule, self.snapshot.probes[-1]
-        steady = window_stability(self.store.samples, users, window)
+        steady = window_stability(self.store.samples, users, window).stable
+        rule = self.verdict_rule()
+        undecided = (
+            rule is not None and steady and rule.undecided(self.store.samples, users, window)
+        )
         held = probe.end_s - probe.start_s
-        seconds = hold_extension_s(held, schedule.measure_s, schedule.max_hold_s, steady.stable)
-        if not seconds:
+        widened = w1 - w0 > schedule.measure_s + 1e-9
+        step = next_hold(held, schedule.measure_s, schedule.max_hold_s, steady, undecided, widened)
+        if step is None:
             return None
-        self.change(self.snapshot.probe_extended(seconds))
-        self.log_extension(users, held + seconds, w1 + seconds, now)
-        return w0 + seconds, w1 + seconds
+        self.change(self.snapshot.probe_extended(step.seconds))
+        self.log_extension(users, held + step.seconds, w1 + step.seconds, now, step.widen)
+        return (w0 if step.widen else w0 + step.seconds), w1 + step.seconds
 
-    def log_extension(self, users: int, hold_s: float, w1: float, now: float) -> None:
+    def log_extension(
+        self, users: int, hold_s: float, w1: float, now: float, widened: bool = False
+    ) -> None:
         row = self.board.get(users)
         if row is not None:
             row["hold_s"] = f"{hold_s:.0f}"
+        why = (
+            "its p95 interval straddles the SLO, so its window widens"
+            if widened
+            else "its window was unstable"
+        )
         logger.info(
-            "c=%d: its window was unstable; held to %.0f s (at most %g s), judged again in %.0f s",
+            "c=%d: %s; held to %.0f s (at most %g s), judged again in %.0f s",
             users,
+            why,
             hold_s,
             self.snapshot.schedule.max_hold_s,
             w1 - now,
