@@ -1,5 +1,6 @@
 """--max-hold-s with --confidence: a steady rung whose p95 interval straddles the SLO is held
-longer and its window widens until it is decided, or it is recorded as undecided (issue 38).
+longer and its window widens until it is decided, or it is recorded as undecided; --refine
+bisects on decided probes only (issue 38).
 Samples built by arithmetic; no Locust."""
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import Provenance
+from tests.core.ladders import rung
+from tts_bench.artifacts.schema import Provenance, RefinementProbe
 from tts_bench.measure.ladder import (
     LadderSchedule,
     VerdictRule,
     build_qmax_artifact,
+    build_refinement,
     extend_unstable,
     rung_statistics,
 )
@@ -138,3 +141,29 @@ def test_a_probe_widens_too():
     longer = run.extend_probe(1, window, T0 + 64.0)
     assert longer == (window[0], window[1] + 10.0)  # same start, 10 s more
     assert run.snapshot.probes[-1].end_s == 74.0
+
+
+def test_refinement_bisects_on_decided_probes_and_ends_at_an_undecided_one():
+    coarse = [
+        rung(1, 10.0, 80.0, interval=(50.0, 90.0, LEVEL)),
+        rung(8, 10.0, 3300.0, interval=(3100.0, 3500.0, LEVEL)),
+    ]
+    probes = [
+        RefinementProbe(
+            rung=rung(4, 10.0, 2500.0, interval=(2300.0, 2700.0, LEVEL)),
+            window_start_epoch=T0 + 100, window_end_epoch=T0 + 110,
+        ),
+        RefinementProbe(  # p95 under the SLO, but its interval reaches over it
+            rung=rung(6, 10.0, 2990.0, interval=(2900.0, 3100.0, LEVEL)),
+            window_start_epoch=T0 + 120, window_end_epoch=T0 + 130,
+        ),
+    ]  # fmt: skip
+    refinement = build_refinement(coarse, probes, 5.0, "undecided")
+    assert (refinement.q_max, refinement.failing_above) == (4, 8)  # 6 narrowed nothing
+    artifact = build_qmax_artifact(
+        coarse, FINGERPRINT, LadderSchedule((1, 8), 20, 10, 2), 3000.0,
+        Provenance.now("measured", "test"), T0, refinement=refinement, confidence=LEVEL,
+    )  # fmt: skip
+    assert artifact.refined_q_max == 4
+    assert artifact.q_max_interval.low == 4 and artifact.q_max_interval.high == 6
+    assert artifact.q_max_interval.undecided == [6]

@@ -557,7 +557,9 @@ class Refinement(_Strict):
     q_max_resolution: PositiveInt = Field(
         description="failing_above − q_max: Q_max lies in [q_max, failing_above − 1]"
     )
-    ended_by: Literal["resolution", "client-bound", "interrupted"]
+    # "undecided": a probe's p95 interval still straddled the SLO after its hold (issue 38); the
+    # bisection narrows only on decided probes, so it ends there.
+    ended_by: Literal["resolution", "client-bound", "interrupted", "undecided"]
 
     @model_validator(mode="after")
     def _consistent(self) -> Refinement:
@@ -706,7 +708,9 @@ class QmaxArtifact(_Strict):
             raise ValueError(
                 f"refinement probes {levels} must be distinct and inside ({self.q_max}, {failing})"
             )
-        judged = [p.rung for p in refinement.probes if p.rung.usable]
+        judged = [
+            p.rung for p in refinement.probes if p.rung.usable and p.rung.verdict != "undecided"
+        ]
         q_max = max([self.q_max, *(r.concurrency for r in judged if r.meets_slo)])
         above = min([failing, *(r.concurrency for r in judged if not r.meets_slo)])
         if (refinement.q_max, refinement.failing_above) != (q_max, above):

@@ -618,7 +618,7 @@ def build_refinement(
     if bracket is None:
         raise LadderError("only a bracketed ladder can be refined")
     for probe in probes:
-        if not probe.rung.usable:
+        if not probe.rung.usable or probe.rung.verdict == "undecided":
             break
         bracket = narrow(bracket, probe.rung.concurrency, probe.rung.meets_slo)
     return Refinement(

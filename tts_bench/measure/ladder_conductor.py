@@ -281,6 +281,9 @@ class Conductor:
             if not rung.usable:
                 ended_by = "client-bound"
                 break
+            if rung.verdict == "undecided":  # held to --max-hold-s and still not decided
+                ended_by = "undecided"
+                break
             bracket = narrow(bracket, probe, rung.meets_slo)
         logger.info(
             "refined: Q_max %d, failing at %d (resolution %d users, %s)",

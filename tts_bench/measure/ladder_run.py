@@ -38,7 +38,7 @@ from tts_bench.measure.stability import next_hold
 logger = logging.getLogger("qmax")
 
 Window = tuple[float, float]
-RefineEnd = Literal["resolution", "client-bound", "interrupted"]
+RefineEnd = Literal["resolution", "client-bound", "interrupted", "undecided"]
 
 
 @dataclass(frozen=True, slots=True)
