@@ -13,6 +13,7 @@ import pytest
 from tests.measured_set import EMULATED_FINGERPRINT, write_ladder
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.cli import main
 from tts_bench.custody.folder import ArtifactFolder
 from tts_bench.errors import TtsBenchError
 
@@ -64,3 +65,11 @@ def test_an_edited_interval_or_verdict_is_refused_naming_it(
     with pytest.raises(TtsBenchError) as refused:
         ArtifactFolder(ladder.parent).check(ladder)
     assert named in str(refused.value)
+
+
+def test_the_report_shows_the_intervals(ladder: Path) -> None:
+    page = ladder.parent / "report.html"
+    assert main(["report", "--html", str(page), str(ladder)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "[50, 50] at 95%, failing at 60" in text
+    assert "confidence interval per rung" in text
