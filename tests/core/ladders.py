@@ -51,7 +51,7 @@ def rung(
         lower, upper, level = interval
         judged = {
             "ttfab_p95_interval": P95Interval(
-                level=level, samples=100, lower_ms=lower, upper_ms=upper
+                level=level, samples=100, effective_samples=100.0, lower_ms=lower, upper_ms=upper
             ),
             "verdict": rung_verdict(lower, upper, 0, 100, slo_ms),
         }

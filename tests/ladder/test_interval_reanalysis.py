@@ -23,9 +23,12 @@ def test_every_rung_gains_an_interval_and_its_recorded_figures_stay():
     qmax = load_artifact(RUN6_SERIAL, QmaxArtifact)
     assert qmax.q_max_interval is None
     judged = with_intervals(qmax, read_samples(samples_path(RUN6_SERIAL)), 0.95)
-    assert [r.verdict for r in judged.rungs] == ["pass", "pass", "undecided", "fail"]
+    # 7 s windows of 67-96 requests, worth 21-48 independent ones: nothing passes at 95 %, and
+    # c=26 fails even so (its interval's lower end is above the SLO)
+    assert [r.verdict for r in judged.rungs] == ["undecided", "undecided", "undecided", "fail"]
+    assert all(r.ttfab_p95_interval.effective_samples < r.ok for r in judged.rungs)
     interval = judged.q_max_interval
-    assert (interval.low, judged.q_max, interval.high, interval.failing_above) == (24, 25, 25, 26)
+    assert (interval.low, judged.q_max, interval.high, interval.failing_above) == (None, 25, 25, 26)
     for before, after in zip(qmax.rungs, judged.rungs, strict=True):
         assert after.model_copy(update={"ttfab_p95_interval": None, "verdict": None}) == before
         assert after.ttfab_p95_interval.samples == after.ok
@@ -35,7 +38,7 @@ def test_the_command_prints_each_rung_and_q_max_interval(capsys: pytest.CaptureF
     assert main(["interval", str(RUN6_SERIAL)]) == 0
     out = capsys.readouterr().out
     assert "c=26" in out and "fail" in out
-    assert "Q_max 25; interval [24, 25], fails at 26; undecided: 25" in out
+    assert "Q_max 25; interval [-, 25], fails at 26; undecided: 1, 24, 25" in out
 
 
 def test_the_command_refuses_a_level_below_the_floor(capsys: pytest.CaptureFixture) -> None:

@@ -19,6 +19,8 @@ from tts_bench.measure.quantile_interval import (
     quantile_interval,
 )
 
+from .synthetic import serial_queue_ttfab_ms
+
 levels = st.floats(min_value=0.9, max_value=0.999)
 any_levels = st.floats(min_value=0.5, max_value=0.999)
 quantiles = st.floats(min_value=0.01, max_value=0.99)
@@ -120,3 +122,39 @@ def test_coverage_against_a_known_distribution(n, level, draw, true_p95):
     spread = math.sqrt(promised * (1 - promised) / trials)
     assert held.mean() >= level - 3 * spread
     assert abs(held.mean() - promised) <= 4 * spread
+
+
+@pytest.mark.parametrize(
+    ("users", "window", "naive_below", "at_least"), [(25, 1000, 0.6, 0.9), (8, 300, 0.8, 0.9)]
+)
+def test_a_closed_loops_dependent_requests_are_counted_at_their_worth(
+    users, window, naive_below, at_least
+):
+    """A serial engine's closed loop: each request waits for the N − 1 before it. The true p95
+    from 10^6 requests; windows of `window` requests after a warm-up. Counted as independent,
+    the ranks miss it far more often than the level allows; at their effective size they do not."""
+    rng = np.random.default_rng(25)
+    true_p95 = float(np.percentile(serial_queue_ttfab_ms(users, 1_000_000, rng), 95))
+    naive = order_statistic_ranks(window, 0.95, 0.95)
+    trials, held, held_naive = 300, 0, 0
+    for _ in range(trials):
+        ttfab = serial_queue_ttfab_ms(users, window + 200, rng)[200:]
+        found = quantile_interval(list(ttfab), 0.95, 0.95)
+        held += (found.lower is None or found.lower <= true_p95) and (
+            found.upper is None or true_p95 <= found.upper
+        )
+        ordered = np.sort(ttfab)
+        held_naive += ordered[naive[0] - 1] <= true_p95 <= ordered[naive[1] - 1]
+    assert held_naive / trials < naive_below
+    assert held / trials >= at_least
+
+
+def test_independent_samples_keep_every_one_and_the_exact_ranks():
+    rng = np.random.default_rng(7)
+    values = list(rng.exponential(1.0, 500))
+    found = quantile_interval(values, 0.95, 0.95)
+    ordered = sorted(values)
+    lower, upper = order_statistic_ranks(500, 0.95, 0.95)
+    if found.effective_samples == 500:
+        assert (found.lower, found.upper) == (ordered[lower - 1], ordered[upper - 1])
+    assert found.effective_samples >= 400

@@ -338,6 +338,10 @@ class P95Interval(_Strict):
 
     level: Annotated[float, Field(ge=0.9, le=0.999)]
     samples: NonNegativeInt = Field(description="the ok requests' TTFABs it is over")
+    effective_samples: NonNegativeFloat = Field(
+        description="what they were worth as independent requests (closed-loop neighbours "
+        "share their wait); the ranks are taken for this many"
+    )
     lower_ms: NonNegativeFloat | None
     upper_ms: NonNegativeFloat | None
 

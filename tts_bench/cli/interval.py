@@ -43,8 +43,9 @@ def _row(rung: Rung) -> str:
     if interval is not None and interval.upper_ms is not None:
         upper = f"{interval.upper_ms:.0f}"
     p95 = "-" if rung.ttfab_p95_ms is None else f"{rung.ttfab_p95_ms:.0f}"
+    worth = "-" if interval is None else f"{interval.effective_samples:.0f}"
     return (
-        f"  c={rung.concurrency:<5} {rung.ok:>5} ok  p95 {p95:>6} ms  "
+        f"  c={rung.concurrency:<5} {rung.ok:>5} ok (worth {worth:>5})  p95 {p95:>6} ms  "
         f"[{lower:>6}, {upper:>6}] ms  {rung.verdict}"
     )
 

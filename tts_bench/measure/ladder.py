@@ -490,10 +490,16 @@ def rung_from_window(
     steady = window_stability(samples, concurrency, window)
     interval = None
     if confidence is not None:
-        found = quantile_interval(ttfab, 0.95, confidence)
-        interval = P95Interval(
-            level=confidence, samples=found.samples, lower_ms=found.lower, upper_ms=found.upper
+        # in the order the requests ended: neighbours' dependence is what n_eff measures
+        in_order = sorted(ok, key=lambda s: (s.end, s.start, s.worker))
+        found = quantile_interval(
+            [s.ttfab_ms for s in in_order if s.ttfab_ms is not None], 0.95, confidence
         )
+        interval = P95Interval(
+            level=confidence, samples=found.samples,
+            effective_samples=round(found.effective_samples, 3), lower_ms=found.lower,
+            upper_ms=found.upper,
+        )  # fmt: skip
     verdict = None
     if interval is not None:
         verdict = rung_verdict(

@@ -1,4 +1,4 @@
-"""A distribution-free confidence interval on a quantile, from the samples' order statistics.
+"""A confidence interval on a quantile, from the samples' order statistics.
 
 Of n independent samples of a continuous distribution, the count B below its true q-quantile
 is Binomial(n, q). So the interval between the l-th and the u-th smallest sample (1-based)
@@ -7,6 +7,16 @@ chosen equal-tailed: l the largest with P(B ≤ l − 1) ≤ α/2, u the smalles
 P(B ≤ u − 1) ≥ 1 − α/2, so the coverage is at least the level (it is discrete: a little more).
 An end the samples are too few to give is unbounded (None): the largest of n samples bounds the
 p95 from above at 95 % (two-sided) only from n = 72 on.
+
+A closed loop's requests are not independent: on a serial engine each request waits for the
+N − 1 served before it, so neighbours share most of their wait, and 90 requests at N = 25 carry
+about as much information as 28 independent ones. Taken as independent, a 95 % interval there
+held the true p95 in 28 % of simulated windows (tests/ladder/test_quantile_interval.py). So
+`quantile_interval` takes the samples in the order they ended, estimates the effective sample
+size n_eff from the autocorrelation of the indicator "at or below the sample quantile" (summed
+until the first lag at which it is no longer positive: Geyer's initial positive sequence), takes
+the ranks for floor(n_eff) samples and reads them at the same fractions of the n sorted samples.
+Independent samples keep n_eff = n, and the exact interval above.
 
 Pure arithmetic; no distribution is assumed or fitted.
 """
@@ -17,6 +27,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+import numpy as np
 
 from tts_bench.errors import TtsBenchError
 
@@ -76,25 +88,53 @@ def coverage(n: int, q: float, ranks: tuple[int | None, int | None]) -> float:
     return below_upper - below_lower
 
 
+def effective_sample_size(ordered_by_time: Sequence[float], q: float) -> float:
+    """n / (1 + 2 Σ ρ_k) for the indicator "at or below the sample q-quantile", ρ_k its lag-k
+    autocorrelation summed while positive; n when the samples show no positive dependence."""
+    n = len(ordered_by_time)
+    if n < 3:
+        return float(n)
+    values = np.asarray(ordered_by_time, dtype=float)
+    below = (values <= np.quantile(values, q)).astype(float)
+    below -= below.mean()
+    variance = float(below @ below)
+    if variance == 0.0:
+        return float(n)
+    total = 0.0
+    for lag in range(1, n // 2):
+        rho = float(below[:-lag] @ below[lag:]) / variance
+        if rho <= 0:
+            break
+        total += rho
+    return max(1.0, n / (1 + 2 * total))
+
+
 @dataclass(frozen=True, slots=True)
 class QuantileInterval:
-    """Where the q-quantile lies at `level`: [lower, upper], either end None when unbounded."""
+    """Where the q-quantile lies at `level`: [lower, upper], either end None when unbounded;
+    `effective_samples` what the samples were worth as independent ones."""
 
     q: float
     level: float
     samples: int
+    effective_samples: float
     lower: float | None
     upper: float | None
 
 
 def quantile_interval(values: Sequence[float], q: float, level: float) -> QuantileInterval:
-    """The order-statistic interval on the q-quantile (0 < q < 1) of `values` at `level`."""
+    """The order-statistic interval on the q-quantile (0 < q < 1) of `values`, given in the
+    order the requests ended, at `level`, with the ranks of their effective sample size."""
+    n = len(values)
+    n_eff = effective_sample_size(values, q)
+    k = math.floor(n_eff + 1e-9)
+    lower, upper = order_statistic_ranks(k, q, level)
     ordered = sorted(values)
-    lower, upper = order_statistic_ranks(len(ordered), q, level)
+
+    def at(rank: int | None) -> float | None:
+        # rank r of k sits at the same fraction of the n sorted samples (r itself when k = n)
+        return None if rank is None else float(ordered[math.ceil(rank * n / k - 1e-9) - 1])
+
     return QuantileInterval(
-        q=q,
-        level=level,
-        samples=len(ordered),
-        lower=None if lower is None else float(ordered[lower - 1]),
-        upper=None if upper is None else float(ordered[upper - 1]),
+        q=q, level=level, samples=n, effective_samples=n_eff, lower=at(lower), upper=at(upper)
     )
