@@ -35,6 +35,7 @@ from tts_bench.artifacts.schema import (
     Refinement,
     RefinementProbe,
     Rung,
+    RungVerdict,
     UncontendedService,
     ladder_outcome,
     q_max_interval_of,
@@ -449,6 +450,36 @@ def rung_statistics(
     )
 
 
+def p95_interval(
+    ok: Sequence[Sample],
+    failed: int,
+    completed: int,
+    slo_ms: float,
+    underrun_share: float | None,
+    underrun_slo_share: float | None,
+    confidence: float | None,
+) -> tuple[P95Interval | None, RungVerdict | None]:
+    """The window's p95 TTFAB interval at `confidence` and the verdict on it; neither without
+    a level (a ladder that predates them)."""
+    if confidence is None:
+        return None, None
+    # in the order the requests ended: neighbours' dependence is what n_eff measures
+    in_order = sorted(ok, key=lambda s: (s.end, s.start, s.worker))
+    found = quantile_interval(
+        [s.ttfab_ms for s in in_order if s.ttfab_ms is not None], 0.95, confidence
+    )
+    interval = P95Interval(
+        level=confidence, samples=found.samples,
+        effective_samples=round(found.effective_samples, 3), lower_ms=found.lower,
+        upper_ms=found.upper,
+    )  # fmt: skip
+    verdict = rung_verdict(
+        interval.lower_ms, interval.upper_ms, failed, completed, slo_ms, underrun_share,
+        underrun_slo_share,
+    )  # fmt: skip
+    return interval, verdict
+
+
 def rung_from_window(
     samples: Sequence[Sample],
     concurrency: int,
@@ -488,24 +519,9 @@ def rung_from_window(
     heard = playback_figures(ok)
     meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
     steady = window_stability(samples, concurrency, window)
-    interval = None
-    if confidence is not None:
-        # in the order the requests ended: neighbours' dependence is what n_eff measures
-        in_order = sorted(ok, key=lambda s: (s.end, s.start, s.worker))
-        found = quantile_interval(
-            [s.ttfab_ms for s in in_order if s.ttfab_ms is not None], 0.95, confidence
-        )
-        interval = P95Interval(
-            level=confidence, samples=found.samples,
-            effective_samples=round(found.effective_samples, 3), lower_ms=found.lower,
-            upper_ms=found.upper,
-        )  # fmt: skip
-    verdict = None
-    if interval is not None:
-        verdict = rung_verdict(
-            interval.lower_ms, interval.upper_ms, failed, len(done), slo_ms,
-            heard.underrun_share, underrun_slo_share,
-        )  # fmt: skip
+    interval, verdict = p95_interval(
+        ok, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share, confidence
+    )
     return Rung(
         concurrency=concurrency,
         achieved_rps=len(ok) / (w1 - w0),
