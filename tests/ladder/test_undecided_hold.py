@@ -167,3 +167,13 @@ def test_refinement_bisects_on_decided_probes_and_ends_at_an_undecided_one():
     assert artifact.refined_q_max == 4
     assert artifact.q_max_interval.low == 4 and artifact.q_max_interval.high == 6
     assert artifact.q_max_interval.undecided == [6]
+
+
+def test_the_board_and_the_log_say_a_rung_is_undecided(caplog: pytest.LogCaptureFixture):
+    run = LadderRun(1000.0, T0, ShapeSnapshot(LadderSchedule((1,), 20, 10, 0)), confidence=LEVEL)
+    run.store.samples.extend(steady_rung(20.0))
+    with caplog.at_level("INFO", logger="qmax"):
+        judged = run.judge(1, (T0 + 10, T0 + 20))
+    assert judged.verdict == "undecided" and judged.meets_slo
+    assert run.board[1]["status"] == "passes (undecided)"
+    assert "95% interval [" in caplog.text and "undecided" in caplog.text

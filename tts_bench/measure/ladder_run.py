@@ -198,6 +198,8 @@ class LadderRun:
             if not rung.usable
             else ("passes" if rung.meets_slo else "fails the SLO")
         )
+        if rung.usable and rung.verdict == "undecided":  # the p95 interval straddles the SLO
+            verdict += " (undecided)"
         stalls = "-" if rung.underrun_share is None else f"{rung.underrun_share:.0%}"
         row = self.board.get(users, {})
         self.board[users] = board_row(
@@ -304,13 +306,14 @@ class LadderRun:
 
 
 def interval_text(rung: Rung) -> str:
-    """`, 95 % interval [812, ∞) ms: undecided` for the log; empty without an interval."""
+    """`, 95% interval [812, ∞) ms over 90 (worth 31): undecided` for the log; empty without
+    an interval."""
     interval = rung.ttfab_p95_interval
     if interval is None:
         return ""
     lower = "0" if interval.lower_ms is None else f"{interval.lower_ms:.0f}"
     upper = "∞)" if interval.upper_ms is None else f"{interval.upper_ms:.0f}]"
     return (
-        f", {interval.level:.0%} interval [{lower}, {upper} ms over {interval.samples}: "
-        f"{rung.verdict}"
+        f", {interval.level:.0%} interval [{lower}, {upper} ms over {interval.samples} "
+        f"(worth {interval.effective_samples:.0f}): {rung.verdict}"
     )
