@@ -300,9 +300,12 @@ def confidence_finding(
     def at(q_max: int | None) -> PlanAt | None:
         if q_max is None or q_max == basis.q_max:
             return None
-        thresholds, fleet, _shape, _levels = rule_steps(
-            replace(basis, q_max=q_max), request, qmax, x_curve
-        )
+        try:
+            thresholds, fleet, _shape, _levels = rule_steps(
+                replace(basis, q_max=q_max), request, qmax, x_curve
+            )
+        except RefusalError:  # no plan at that end: the finding leaves it out, never the plan
+            return None
         return PlanAt(q_max, thresholds.scaling_target_value, fleet.max_instances)
 
     here = PlanAt(basis.q_max, derived[0].scaling_target_value, derived[1].max_instances)
