@@ -6,6 +6,7 @@ Samples built by arithmetic; no Locust."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -21,6 +22,7 @@ from tts_bench.measure.ladder import (
     extend_unstable,
     rung_statistics,
 )
+from tts_bench.measure.ladder_locust import LadderRequest
 from tts_bench.measure.ladder_run import LadderRun
 from tts_bench.measure.ladder_state import ShapeSnapshot
 from tts_bench.measure.samples import Outcome, Sample
@@ -177,3 +179,16 @@ def test_the_board_and_the_log_say_a_rung_is_undecided(caplog: pytest.LogCapture
     assert judged.verdict == "undecided" and judged.meets_slo
     assert run.board[1]["status"] == "passes (undecided)"
     assert "95% interval [" in caplog.text and "undecided" in caplog.text
+
+
+def test_the_locust_child_is_told_a_level_other_than_the_default():
+    def command(**kw) -> list[str]:
+        request = LadderRequest(
+            "http://127.0.0.1:1", LadderSchedule((1, 5), hold_s=20, measure_s=10), 3000,
+            "local-http", None, "m", Path("out"), **kw,
+        )  # fmt: skip
+        return request.locust_command()
+
+    told = command(confidence=0.99)
+    assert told[told.index("--confidence") + 1] == "0.99"
+    assert "--confidence" not in command()  # the child's own default is the same 0.95
