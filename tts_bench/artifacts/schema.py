@@ -243,10 +243,13 @@ def rung_verdict(
 ) -> RungVerdict:
     """Issue 38's three-way verdict on the p95 TTFAB's interval: pass when its upper end is
     within the SLO, fail when its lower end is above it, else undecided. The failure share and
-    the stall rule are counts, judged as `rung_meets_slo` judges them; no request ok fails."""
-    if completed == 0 or not rung_meets_slo(
+    the stall rule are counts, judged as `rung_meets_slo` judges them; a window in which no
+    request finished fails."""
+    # A p95 of 0 meets any SLO: this asks `rung_meets_slo` only about its count rules.
+    counts_fail = not rung_meets_slo(
         0.0, failed, completed, slo_ms, underrun_share, underrun_slo_share
-    ):
+    )
+    if completed == 0 or counts_fail:
         return "fail"
     if lower_ms is not None and lower_ms > slo_ms:
         return "fail"
