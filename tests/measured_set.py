@@ -113,14 +113,20 @@ def write_ladder(
     hold_s: float = 70.0,
     measure_s: float = 60.0,
     surge_ratio: float = 1.25,
+    confidence: float | None = None,
 ) -> Path:
-    """The ladder (and, on a SageMaker transport, its CloudWatch join and verification rungs)."""
+    """The ladder (and, on a SageMaker transport, its CloudWatch join and verification rungs);
+    with `confidence`, each rung's p95 interval at that level (issue 38)."""
     schedule = LadderSchedule(rungs=rungs, hold_s=hold_s, measure_s=measure_s, idle_s=10.0)
     samples = serial_samples(schedule, START_EPOCH, service_ms)
     cpu = cpu_readings(schedule, START_EPOCH)
-    found = ladder_rungs(samples, cpu, schedule, START_EPOCH, slo_ms, math.inf)
+    found = ladder_rungs(
+        samples, cpu, schedule, START_EPOCH, slo_ms, math.inf, confidence=confidence
+    )
     provenance = Provenance.now(kind, "synthetic serial engine (tests/measured_set.py)")
-    artifact = build_qmax_artifact(found, fingerprint, schedule, slo_ms, provenance, START_EPOCH)
+    artifact = build_qmax_artifact(
+        found, fingerprint, schedule, slo_ms, provenance, START_EPOCH, confidence=confidence
+    )
     raw = QmaxRaw.of(fingerprint, cpu)
     if not fingerprint.transport.is_local:
         artifact, samples, raw = _join(

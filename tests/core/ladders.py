@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.schema import (
+    LadderSettings,
+    P95Interval,
     Provenance,
     QmaxArtifact,
     Rung,
@@ -15,6 +17,8 @@ from tts_bench.artifacts.schema import (
     TtotalArtifact,
     UncontendedService,
     ladder_outcome,
+    q_max_interval_of,
+    rung_verdict,
 )
 
 DIGEST = "sha256:" + "ab" * 32
@@ -39,7 +43,18 @@ def rung(
     latency_p95_ms: float | None = None,
     cw: float | None = None,
     usable: bool = True,
+    interval: tuple[float | None, float | None, float] | None = None,
 ) -> Rung:
+    """`interval`: the p95's (lower, upper, level), which sets the rung's verdict too."""
+    judged = {}
+    if interval is not None:
+        lower, upper, level = interval
+        judged = {
+            "ttfab_p95_interval": P95Interval(
+                level=level, samples=100, effective_samples=100.0, lower_ms=lower, upper_ms=upper
+            ),
+            "verdict": rung_verdict(lower, upper, 0, 100, slo_ms),
+        }
     latency_p95 = latency_p95_ms if latency_p95_ms is not None else ttfab_p95_ms * 1.02
     return Rung(
         concurrency=concurrency,
@@ -58,13 +73,25 @@ def rung(
         meets_slo=ttfab_p95_ms <= slo_ms,
         usable=usable,
         unusable_reason=None if usable else "client-bound: mean in-flight below 95 % of N",
+        **judged,
     )
 
 
 def qmax_artifact(
-    rungs: Sequence[Rung], *, slo_ms: float = 3000, fingerprint: Fingerprint | None = FINGERPRINT
+    rungs: Sequence[Rung],
+    *,
+    slo_ms: float = 3000,
+    fingerprint: Fingerprint | None = FINGERPRINT,
+    confidence: float | None = None,
 ) -> QmaxArtifact:
+    """With `confidence`, the rungs carry intervals at it (`rung(interval=…)`), and so does Q_max."""
     q_max, bracketed = ladder_outcome(list(rungs))
+    ladder = None
+    if confidence is not None:
+        levels = [r.concurrency for r in rungs]
+        ladder = LadderSettings(
+            rungs=levels, hold_s=240, measure_s=60, idle_s=30, confidence=confidence
+        )
     c1 = next((r for r in rungs if r.concurrency == 1), None)
     return QmaxArtifact(
         fingerprint=fingerprint,
@@ -77,6 +104,8 @@ def qmax_artifact(
             else None
         ),
         rungs=list(rungs),
+        ladder=ladder,
+        q_max_interval=q_max_interval_of(list(rungs), confidence) if confidence else None,
         provenance=Provenance.now("simulated", source="tests"),
     )
 

@@ -42,3 +42,17 @@ def closed_loop(
             t += (lat + gap_ms) / 1000
             k += 1
     return out
+
+
+def serial_queue_ttfab_ms(users: int, count: int, rng, first_share: float = 0.3):
+    """TTFABs (ms, in the order they ended) of `count` requests from `users` closed-loop users
+    of one FIFO server with lognormal service times about 100 ms: request k arrives when the
+    user's previous one ends, so it waits for the `users − 1` served before it, and hears its
+    first audio `first_share` into its own service. Neighbours share most of their wait."""
+    import numpy as np
+
+    service = rng.lognormal(np.log(0.1), 0.35, count + users)
+    ends = np.concatenate([[0.0], np.cumsum(service)])
+    k = np.arange(count)
+    wait = ends[users - 1 + k] - ends[k]
+    return (wait + first_share * service[users - 1 + k]) * 1000

@@ -52,12 +52,14 @@ __all__ = [
     "CloudWatchUnits",
     "Finding",
     "Fingerprint",
+    "P95Interval",
     "PlanArtifact",
     "PlanInputs",
     "PolicyOutcome",
     "Provenance",
     "ProvenanceKind",
     "QmaxArtifact",
+    "QmaxInterval",
     "Refinement",
     "RefinementProbe",
     "Rung",
@@ -227,6 +229,35 @@ def rung_meets_slo(
     )
 
 
+RungVerdict = Literal["pass", "fail", "undecided"]
+
+
+def rung_verdict(
+    lower_ms: float | None,
+    upper_ms: float | None,
+    failed: int,
+    completed: int,
+    slo_ms: float,
+    underrun_share: float | None = None,
+    underrun_slo_share: float | None = None,
+) -> RungVerdict:
+    """Issue 38's three-way verdict on the p95 TTFAB's interval: pass when its upper end is
+    within the SLO, fail when its lower end is above it, else undecided. The failure share and
+    the stall rule are counts, judged as `rung_meets_slo` judges them; a window in which no
+    request finished fails."""
+    # A p95 of 0 meets any SLO: this asks `rung_meets_slo` only about its count rules.
+    counts_fail = not rung_meets_slo(
+        0.0, failed, completed, slo_ms, underrun_share, underrun_slo_share
+    )
+    if completed == 0 or counts_fail:
+        return "fail"
+    if lower_ms is not None and lower_ms > slo_ms:
+        return "fail"
+    if upper_ms is not None and upper_ms <= slo_ms:
+        return "pass"
+    return "undecided"
+
+
 # --------------------------------------------------------------------------- qmax
 
 
@@ -260,6 +291,16 @@ class LadderSettings(_Strict):
         description="seconds added to rung i's hold while its window was unstable; a rung "
         "past the list's end (every rung of an artifact without it) was held hold_s",
     )
+    widened_s: list[NonNegativeFloat] = Field(
+        default_factory=list,
+        description="seconds by which rung i's window reaches back beyond measure_s: an "
+        "undecided rung held longer pools its requests (at most its extension)",
+    )
+    confidence: Annotated[float, Field(ge=0.9, le=0.999)] | None = Field(
+        default=None,
+        description="level of every rung's p95 TTFAB interval (--confidence); null: the "
+        "ladder predates the intervals",
+    )
 
     @model_validator(mode="after")
     def _extensions(self) -> LadderSettings:
@@ -273,6 +314,10 @@ class LadderSettings(_Strict):
             self.hold_s + e > self.max_hold_s * (1 + 1e-9) for e in self.extended_s
         ):
             raise ValueError("a rung's extended hold exceeds max_hold_s")
+        if len(self.widened_s) > len(self.rungs) or any(
+            w > self.rung_hold_s(i) - self.hold_s + 1e-9 for i, w in enumerate(self.widened_s)
+        ):
+            raise ValueError("widened_s: a rung's window widens only by its extension")
         return self
 
     def rung_hold_s(self, index: int) -> float:
@@ -286,7 +331,28 @@ class LadderSettings(_Strict):
             raise ValueError("this ladder did not record when it started")
         start = self.start_epoch + sum(self.rung_hold_s(i) + self.idle_s for i in range(index))
         hold_end = start + self.rung_hold_s(index)
-        return hold_end - self.measure_s, hold_end
+        widened = self.widened_s[index] if index < len(self.widened_s) else 0.0
+        return hold_end - self.measure_s - widened, hold_end
+
+
+class P95Interval(_Strict):
+    """Where a rung's true p95 TTFAB lies at `level`, from its window's order statistics
+    (`measure.quantile_interval`); an end null is unbounded (too few requests to give it)."""
+
+    level: Annotated[float, Field(ge=0.9, le=0.999)]
+    samples: NonNegativeInt = Field(description="the ok requests' TTFABs it is over")
+    effective_samples: NonNegativeFloat = Field(
+        description="what they were worth as independent requests (closed-loop neighbours "
+        "share their wait); the ranks are taken for this many"
+    )
+    lower_ms: NonNegativeFloat | None
+    upper_ms: NonNegativeFloat | None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> P95Interval:
+        if None not in (self.lower_ms, self.upper_ms) and self.lower_ms > self.upper_ms:  # type: ignore[operator]
+            raise ValueError(f"lower_ms {self.lower_ms:g} is above upper_ms {self.upper_ms:g}")
+        return self
 
 
 class Rung(_Strict):
@@ -328,6 +394,9 @@ class Rung(_Strict):
     # Stability (measure.stability): p95 TTFAB of each third of the window; null: not judged.
     sub_window_ttfab_p95_ms: list[NonNegativeFloat | None] | None = None
     stable: bool | None = None
+    # The p95's confidence interval and issue 38's verdict on it; null: the ladder predates them.
+    ttfab_p95_interval: P95Interval | None = None
+    verdict: RungVerdict | None = None
 
     @field_validator("cloudwatch_ratios")
     @classmethod
@@ -366,6 +435,10 @@ class Rung(_Strict):
             raise ValueError(
                 f"c={self.concurrency}: ttfab_p50_ms {ttfab[0]:g} <= ttfab_p95_ms {ttfab[1]:g} "
                 f"<= ttfab_p99_ms {ttfab[2]:g} does not hold"
+            )
+        if (self.ttfab_p95_interval is None) != (self.verdict is None):
+            raise ValueError(
+                f"c={self.concurrency}: ttfab_p95_interval and verdict are both set or both null"
             )
         return self
 
@@ -427,6 +500,42 @@ def ladder_outcome(rungs: list[Rung]) -> tuple[int | None, bool]:
     return q_max, False
 
 
+class QmaxInterval(_Strict):
+    """Q_max as the rungs' verdicts know it (issue 38): `low`, the conservative Q_max, is the
+    highest rung that passed with every rung below it passed; `high` the highest rung below the
+    first failure, undecided ones counted; `failing_above` that failure (null: none measured, so
+    Q_max may lie above `high`). Coarse and refinement rungs together."""
+
+    level: Annotated[float, Field(ge=0.9, le=0.999)]
+    low: PositiveInt | None = Field(description="conservative Q_max; null when c=1 did not pass")
+    high: PositiveInt | None = Field(description="the largest concurrency not failed")
+    failing_above: PositiveInt | None
+    undecided: list[PositiveInt] = Field(description="rungs whose verdict stayed undecided")
+
+
+def q_max_interval_of(rungs: list[Rung], level: float) -> QmaxInterval:
+    """The interval from judged rungs (ascending). An unusable rung ends both walks: the ladder
+    vouches for nothing at or above a rung the client could not hold."""
+    low: int | None = None
+    high: int | None = None
+    failing_above: int | None = None
+    chain_passed = True
+    for rung in rungs:
+        if not rung.usable:
+            break
+        if rung.verdict == "fail":
+            failing_above = rung.concurrency
+            break
+        high = rung.concurrency
+        chain_passed = chain_passed and rung.verdict == "pass"
+        if chain_passed:
+            low = rung.concurrency
+    undecided = [r.concurrency for r in rungs if r.usable and r.verdict == "undecided"]
+    return QmaxInterval(
+        level=level, low=low, high=high, failing_above=failing_above, undecided=undecided
+    )
+
+
 class RefinementProbe(_Strict):
     """One bisection rung, held with the ladder's hold (plus any extension), and where its
     window lay."""
@@ -455,7 +564,9 @@ class Refinement(_Strict):
     q_max_resolution: PositiveInt = Field(
         description="failing_above − q_max: Q_max lies in [q_max, failing_above − 1]"
     )
-    ended_by: Literal["resolution", "client-bound", "interrupted"]
+    # "undecided": a probe's p95 interval still straddled the SLO after its hold (issue 38); the
+    # bisection narrows only on decided probes, so it ends there.
+    ended_by: Literal["resolution", "client-bound", "interrupted", "undecided"]
 
     @model_validator(mode="after")
     def _consistent(self) -> Refinement:
@@ -485,6 +596,10 @@ class QmaxArtifact(_Strict):
         default=None,
         description="the schedule the held verification rungs ran on, so their windows are "
         "known; null when none was held",
+    )
+    q_max_interval: QmaxInterval | None = Field(
+        default=None,
+        description="Q_max as the p95 intervals know it; null: the ladder predates them",
     )
     provenance: Provenance
 
@@ -528,6 +643,45 @@ class QmaxArtifact(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _intervals_match_figures(self) -> QmaxArtifact:
+        # Each verdict follows from its interval, each interval is at the ladder's level, and
+        # the Q_max interval from the verdicts: a hand-edited "pass" must not load.
+        level = self.ladder.confidence if self.ladder else None
+        underrun_slo = self.ladder.underrun_slo_share if self.ladder else None
+        judged = (
+            [*self.rungs, *(p.rung for p in self.refinement.probes)]
+            if self.refinement
+            else self.rungs
+        )
+        for r in judged:
+            interval = r.ttfab_p95_interval
+            if interval is None:
+                if level is not None:
+                    raise ValueError(f"rung {r.concurrency}: no p95 interval at the ladder's level")
+                continue
+            if interval.level != level:
+                raise ValueError(
+                    f"rung {r.concurrency}: its p95 interval is at level {interval.level:g}, "
+                    f"the ladder's confidence is {level}"
+                )
+            verdict = rung_verdict(
+                interval.lower_ms, interval.upper_ms, r.rejected + r.errors, r.completed,
+                self.slo_ms, r.underrun_share, underrun_slo,
+            )  # fmt: skip
+            if r.verdict != verdict:
+                raise ValueError(
+                    f"rung {r.concurrency}: verdict {r.verdict} disagrees with its p95 interval "
+                    f"and the SLO {self.slo_ms:g} ms (which give {verdict})"
+                )
+        expected = None if level is None else q_max_interval_of(self.curve_rungs, level)
+        if self.q_max_interval != expected:
+            raise ValueError(
+                f"q_max_interval {self.q_max_interval} disagrees with the rungs' verdicts "
+                f"(which give {expected})"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _rungs_follow_the_schedule(self) -> QmaxArtifact:
         if self.ladder is not None:
             held = [r.concurrency for r in self.rungs]
@@ -561,7 +715,9 @@ class QmaxArtifact(_Strict):
             raise ValueError(
                 f"refinement probes {levels} must be distinct and inside ({self.q_max}, {failing})"
             )
-        judged = [p.rung for p in refinement.probes if p.rung.usable]
+        judged = [
+            p.rung for p in refinement.probes if p.rung.usable and p.rung.verdict != "undecided"
+        ]
         q_max = max([self.q_max, *(r.concurrency for r in judged if r.meets_slo)])
         above = min([failing, *(r.concurrency for r in judged if not r.meets_slo)])
         if (refinement.q_max, refinement.failing_above) != (q_max, above):

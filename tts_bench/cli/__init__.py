@@ -45,6 +45,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("validate", "compare the deployed target value, thresholds, cooldowns, min/max and queue "
      "bound with a plan"),
     ("report", "plot a run's artifacts as PNG; with --html, one HTML page of the whole run"),
+    ("interval", "judge a ladder's rungs again from its samples with p95 confidence intervals"),
     ("import-reference", "rebuild the reference artifacts from the published run's figures"),
     # custody: each artifact against what it was made from
     ("verify", "check each artifact against its raw data and sources, with the code that made it"),

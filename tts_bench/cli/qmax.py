@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host, schedule=schedule, slo_ms=options.slo_ms, transport=transport.value,
         corpus=options.corpus, model=args.model, out=options.out, processes=args.processes,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
+        confidence=options.confidence,
     )  # fmt: skip
     print(describe_schedule(schedule, options.slo_ms, options.refine_pct), file=sys.stderr)
     path = run_ladder(
@@ -147,7 +148,7 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         processes=args.processes,
         metric_wait_s=DEFAULT_METRIC_WAIT_S if args.metric_wait_s is None else args.metric_wait_s,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
-        plan_surge_ratio=args.plan_surge_ratio,
+        confidence=options.confidence, plan_surge_ratio=args.plan_surge_ratio,
     )  # fmt: skip
     print(describe_schedule(schedule, options.slo_ms, options.refine_pct), file=sys.stderr)
     print(describe_verification(schedule, args.plan_surge_ratio), file=sys.stderr)

@@ -29,6 +29,7 @@ from tts_bench.artifacts.schema import (
     QmaxArtifact,
     Rung,
     ladder_outcome,
+    q_max_interval_of,
 )
 from tts_bench.custody.differences import FLOAT_TOLERANCE, first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, check_name
@@ -168,6 +169,7 @@ def recompute(
         ):
             window = (probe.window_start_epoch, probe.window_end_epoch)
             again["rung"] = _rung(samples, cpu, qmax, probe.rung, window).model_dump(mode="json")
+    expected["q_max_interval"] = _q_max_interval(ladder, rungs, expected.get("refinement"))
     joined = _joined(path, expected, raw, samples)
     joined["verification"] = _verification(qmax, joined, samples, cpu, raw)
     return joined
@@ -184,7 +186,21 @@ def _rung(
     the CPU share it recorded)."""
     share = client_cpu_percent(cpu, *window) if cpu is not None else recorded.client_cpu_percent
     underrun = qmax.ladder.underrun_slo_share if qmax.ladder else None
-    return rung_from_window(samples, recorded.concurrency, window, qmax.slo_ms, underrun, share)
+    level = qmax.ladder.confidence if qmax.ladder else None
+    return rung_from_window(
+        samples, recorded.concurrency, window, qmax.slo_ms, underrun, share, level
+    )
+
+
+def _q_max_interval(
+    ladder: LadderSettings, rungs: list[Rung], refinement: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Q_max's interval from the recomputed verdicts, coarse and probe; none without a level."""
+    if ladder.confidence is None:
+        return None
+    probes = [Rung.model_validate(p["rung"]) for p in refinement["probes"]] if refinement else []
+    judged = sorted([*rungs, *probes], key=lambda r: r.concurrency)
+    return q_max_interval_of(judged, ladder.confidence).model_dump(mode="json")
 
 
 def _no_rung_left_out(
@@ -277,6 +293,7 @@ def _schedule(settings: LadderSettings) -> LadderSchedule:
         idle_s=settings.idle_s,
         max_hold_s=settings.max_hold_s,
         extended_s=tuple(settings.extended_s),
+        widened_s=tuple(settings.widened_s),
     )
 
 

@@ -7,7 +7,8 @@ What it holds, by measurement:
   (`ladder_flags`), the control the Locust file runs (`ladder_conductor` waits, `ladder_run`
   decides, `ladder_state` is what the shape reads, `ladder_store` merges samples,
   `ladder_board` is the web UI's tab), a window's stability and hold extensions (`stability`),
-  refinement's bisection (`refine`), what a listener hears (`playback`), the Locust child
+  the confidence interval on a rung's p95 (`quantile_interval`; an older ladder judged again
+  with it, `interval_reanalysis`), refinement's bisection (`refine`), what a listener hears (`playback`), the Locust child
   process (`ladder_locust`), the live ladder on an endpoint (`live_ladder`, with
   `sagemaker_target`, `cloudwatch_join` and the `verification` rungs);
 - the client side of every transport: the one reader of the server's stream events

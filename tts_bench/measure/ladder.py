@@ -29,20 +29,25 @@ import numpy as np
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import (
     LadderSettings,
+    P95Interval,
     Provenance,
     QmaxArtifact,
     Refinement,
     RefinementProbe,
     Rung,
+    RungVerdict,
     UncontendedService,
     ladder_outcome,
+    q_max_interval_of,
     rung_meets_slo,
+    rung_verdict,
 )
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.playback import PlaybackFigures, playback_figures
+from tts_bench.measure.quantile_interval import quantile_interval
 from tts_bench.measure.refine import coarse_bracket, narrow, worst_case_probes_for_ladder
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stability import Stability, hold_extension_s, stability
+from tts_bench.measure.stability import Stability, next_hold, stability
 
 DEFAULT_RUNGS = (1, 5, 10, 20, 30, 40, 50, 60)
 DEFAULT_HOLD_S = 240.0
@@ -113,6 +118,9 @@ class LadderSchedule:
     final_drain_s: float = FINAL_DRAIN_S
     max_hold_s: float | None = None
     extended_s: tuple[float, ...] = ()  # per rung index; a rung past its end is not extended
+    # Per rung index: how far its window reaches back beyond `measure_s` (an undecided rung's
+    # window widens as it is held longer; see `stability.next_hold`). At most its extension.
+    widened_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.rungs) > MAX_RUNGS or max(self.rungs, default=0) > MAX_RUNG_USERS:
@@ -144,6 +152,12 @@ class LadderSchedule:
                 raise LadderError(f"{flag} {seconds:g}: at most {MAX_PHASE_S:g} s (a day)")
         if self.max_hold_s is not None:
             check_max_hold_s(self.max_hold_s, self.hold_s)
+        if len(self.widened_s) > len(self.rungs) or any(
+            w > self.extension_s(i) + 1e-9 for i, w in enumerate(self.widened_s)
+        ):
+            raise LadderError(
+                f"widenings {list(self.widened_s)}: a window widens only by its rung's extension"
+            )
         if len(self.extended_s) > len(self.rungs) or any(
             not 0 <= e <= self.longest_hold_s - self.hold_s + 1e-9 for e in self.extended_s
         ):
@@ -157,30 +171,40 @@ class LadderSchedule:
         """The longest any rung may be held: `max_hold_s`, or `hold_s` without extensions."""
         return self.hold_s if self.max_hold_s is None else self.max_hold_s
 
+    def extension_s(self, index: int) -> float:
+        return self.extended_s[index] if index < len(self.extended_s) else 0.0
+
+    def widening_s(self, index: int) -> float:
+        return self.widened_s[index] if index < len(self.widened_s) else 0.0
+
     def rung_hold_s(self, index: int) -> float:
         """How long rung `index` is held so far: `hold_s` plus its extension."""
-        extra = self.extended_s[index] if index < len(self.extended_s) else 0.0
-        return self.hold_s + extra
+        return self.hold_s + self.extension_s(index)
 
     def rung_start_s(self, index: int) -> float:
         return sum(self.rung_hold_s(i) + self.idle_s for i in range(index))
 
     def window_s(self, index: int) -> tuple[float, float]:
-        """The measure window of rung `index`: the trailing `measure_s` of its hold so far, in
-        seconds from the start of the test."""
+        """The measure window of rung `index`: the trailing `measure_s` of its hold so far (and
+        its widening), in seconds from the start of the test."""
         hold_end = self.rung_start_s(index) + self.rung_hold_s(index)
-        return hold_end - self.measure_s, hold_end
+        return hold_end - self.measure_s - self.widening_s(index), hold_end
 
     def rung_phase(self, index: int) -> Phase:
         start = self.rung_start_s(index)
         users = self.rungs[index]
         return Phase(users, start, start + self.rung_hold_s(index), users)
 
-    def extended(self, index: int, seconds: float) -> LadderSchedule:
-        """This schedule with rung `index` held `seconds` longer (later rungs start later)."""
+    def extended(self, index: int, seconds: float, widen: bool = False) -> LadderSchedule:
+        """This schedule with rung `index` held `seconds` longer (later rungs start later);
+        `widen`: its window keeps its start and grows by as much."""
         extra = list(self.extended_s) + [0.0] * (index + 1 - len(self.extended_s))
         extra[index] += seconds
-        return replace(self, extended_s=tuple(extra))
+        wider = list(self.widened_s)
+        if widen:
+            wider += [0.0] * (index + 1 - len(wider))
+            wider[index] += seconds
+        return replace(self, extended_s=tuple(extra), widened_s=tuple(wider))
 
     def worst_case(self) -> LadderSchedule:
         """Every rung extended to `max_hold_s` (the schedule itself without it)."""
@@ -216,6 +240,7 @@ class LadderSchedule:
             start_epoch=start_epoch,
             max_hold_s=self.max_hold_s,
             extended_s=list(self.extended_s),
+            widened_s=list(self.widened_s),
         )
 
 
@@ -276,7 +301,8 @@ def describe_schedule(
     if extends:
         lines.append(
             f"an unstable rung is held {schedule.measure_s:g} s more at a time, up to "
-            f"{schedule.max_hold_s:g} s; the rows below are the worst case, every rung extended"
+            f"{schedule.max_hold_s:g} s (a steady one whose p95 interval straddles the SLO too, "
+            "its window widening); the rows below are the worst case, every rung extended"
         )
     lines.append(f"{'rung':>6} {'users':>6} {'starts':>9} {'window':>17}")
     for i, users in enumerate(worst.rungs):
@@ -360,20 +386,47 @@ def window_stability(
     return stability(in_window(samples, concurrency, *window), window)
 
 
+@dataclass(frozen=True, slots=True)
+class VerdictRule:
+    """What a held rung's interval verdict is judged by (`--slo-ms`, `--confidence`), so an
+    undecided rung can be held longer (issue 38)."""
+
+    slo_ms: float
+    confidence: float
+    underrun_slo_share: float | None = None
+
+    def undecided(
+        self, samples: Sequence[Sample], concurrency: int, window: tuple[float, float]
+    ) -> bool:
+        rung = rung_from_window(
+            samples, concurrency, window, self.slo_ms, self.underrun_slo_share, None,
+            self.confidence,
+        )  # fmt: skip
+        return rung.verdict == "undecided"
+
+
 def extend_unstable(
-    schedule: LadderSchedule, index: int, samples: Sequence[Sample], start_epoch: float
+    schedule: LadderSchedule,
+    index: int,
+    samples: Sequence[Sample],
+    start_epoch: float,
+    rule: VerdictRule | None = None,
 ) -> LadderSchedule | None:
     """Once rung `index`'s window has closed: the schedule with its hold one step longer when
-    that window is unstable and `max_hold_s` leaves room; None when its hold is final.
+    that window is unstable (or, with `rule`, steady but undecided) and `max_hold_s` leaves
+    room; None when its hold is final.
 
     The samples need only be those that ended by the window's end: the verdict reads no other.
     """
     w0, w1 = (start_epoch + s for s in schedule.window_s(index))
-    steady = window_stability(samples, schedule.rungs[index], (w0, w1))
-    seconds = hold_extension_s(
-        schedule.rung_hold_s(index), schedule.measure_s, schedule.max_hold_s, steady.stable
-    )
-    return schedule.extended(index, seconds) if seconds > 0 else None
+    concurrency = schedule.rungs[index]
+    steady = window_stability(samples, concurrency, (w0, w1)).stable
+    undecided = rule is not None and steady and rule.undecided(samples, concurrency, (w0, w1))
+    step = next_hold(
+        schedule.rung_hold_s(index), schedule.measure_s, schedule.max_hold_s, steady, undecided,
+        schedule.widening_s(index) > 0,
+    )  # fmt: skip
+    return None if step is None else schedule.extended(index, step.seconds, step.widen)
 
 
 def rung_statistics(
@@ -383,14 +436,48 @@ def rung_statistics(
     window: tuple[float, float],
     slo_ms: float,
     underrun_slo_share: float | None = None,
+    confidence: float | None = None,
 ) -> Rung:
     """One `Rung` from the raw samples of the whole run, the load generators' CPU readings and
     the window's epoch bounds.
 
-    With `underrun_slo_share`, a rung whose share of stalled streams exceeds it fails too.
+    With `underrun_slo_share`, a rung whose share of stalled streams exceeds it fails too; with
+    `confidence`, the rung carries its p95's interval at that level and the verdict on it.
     """
     cpu_percent = client_cpu_percent(cpu, *window)
-    return rung_from_window(samples, concurrency, window, slo_ms, underrun_slo_share, cpu_percent)
+    return rung_from_window(
+        samples, concurrency, window, slo_ms, underrun_slo_share, cpu_percent, confidence
+    )
+
+
+def p95_interval(
+    ok: Sequence[Sample],
+    failed: int,
+    completed: int,
+    slo_ms: float,
+    underrun_share: float | None,
+    underrun_slo_share: float | None,
+    confidence: float | None,
+) -> tuple[P95Interval | None, RungVerdict | None]:
+    """The window's p95 TTFAB interval at `confidence` and the verdict on it; neither without
+    a level (a ladder that predates them)."""
+    if confidence is None:
+        return None, None
+    # in the order the requests ended: neighbours' dependence is what n_eff measures
+    in_order = sorted(ok, key=lambda s: (s.end, s.start, s.worker))
+    found = quantile_interval(
+        [s.ttfab_ms for s in in_order if s.ttfab_ms is not None], 0.95, confidence
+    )
+    interval = P95Interval(
+        level=confidence, samples=found.samples,
+        effective_samples=round(found.effective_samples, 3), lower_ms=found.lower,
+        upper_ms=found.upper,
+    )  # fmt: skip
+    verdict = rung_verdict(
+        interval.lower_ms, interval.upper_ms, failed, completed, slo_ms, underrun_share,
+        underrun_slo_share,
+    )  # fmt: skip
+    return interval, verdict
 
 
 def rung_from_window(
@@ -400,6 +487,7 @@ def rung_from_window(
     slo_ms: float,
     underrun_slo_share: float | None,
     cpu_percent: float | None,
+    confidence: float | None = None,
 ) -> Rung:
     """`rung_statistics` with the busiest load generator's CPU share already known (an artifact
     whose CPU readings were not kept is checked against the share it recorded)."""
@@ -431,6 +519,9 @@ def rung_from_window(
     heard = playback_figures(ok)
     meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
     steady = window_stability(samples, concurrency, window)
+    interval, verdict = p95_interval(
+        ok, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share, confidence
+    )
     return Rung(
         concurrency=concurrency,
         achieved_rps=len(ok) / (w1 - w0),
@@ -456,6 +547,8 @@ def rung_from_window(
         stall_ms_p95=heard.stall_ms_p95,
         sub_window_ttfab_p95_ms=list(steady.sub_window_p95_ms),
         stable=steady.stable,
+        ttfab_p95_interval=interval,
+        verdict=verdict,
     )
 
 
@@ -467,6 +560,7 @@ def ladder_rungs(
     slo_ms: float,
     now: float,
     underrun_slo_share: float | None = None,
+    confidence: float | None = None,
 ) -> list[Rung]:
     """Rungs whose window closed by `now`, in order, up to and including the first that fails."""
     rungs: list[Rung] = []
@@ -481,6 +575,7 @@ def ladder_rungs(
             (start_epoch + w0, start_epoch + w1),
             slo_ms,
             underrun_slo_share,
+            confidence,
         )
         rungs.append(rung)
         if not rung.passes:
@@ -505,6 +600,7 @@ def build_qmax_artifact(
     start_epoch: float | None = None,
     underrun_slo_share: float | None = None,
     refinement: Refinement | None = None,
+    confidence: float | None = None,
 ) -> QmaxArtifact:
     q_max, bracketed = ladder_outcome(rungs)
     # A rung cut short after the first failure has no record: neither has its extension.
@@ -512,8 +608,12 @@ def build_qmax_artifact(
         update={
             "underrun_slo_share": underrun_slo_share,
             "extended_s": list(schedule.extended_s[: len(rungs)]),
+            "widened_s": list(schedule.widened_s[: len(rungs)]),
+            "confidence": confidence,
         }
     )
+    probes = [p.rung for p in refinement.probes] if refinement else []
+    judged = sorted([*rungs, *probes], key=lambda r: r.concurrency)
     return QmaxArtifact(
         fingerprint=fingerprint,
         slo_ms=slo_ms,
@@ -523,6 +623,7 @@ def build_qmax_artifact(
         rungs=rungs,
         ladder=settings,
         refinement=refinement,
+        q_max_interval=None if confidence is None else q_max_interval_of(judged, confidence),
         provenance=provenance,
     )
 
@@ -539,7 +640,7 @@ def build_refinement(
     if bracket is None:
         raise LadderError("only a bracketed ladder can be refined")
     for probe in probes:
-        if not probe.rung.usable:
+        if not probe.rung.usable or probe.rung.verdict == "undecided":
             break
         bracket = narrow(bracket, probe.rung.concurrency, probe.rung.meets_slo)
     return Refinement(

@@ -137,7 +137,7 @@ class Conductor:
         process's recorder when it generates load itself (not a master)."""
         run = LadderRun(
             options.slo_ms, 0.0, shape.state, lambda snapshot: setattr(shape, "state", snapshot),
-            options.refine_pct, options.underrun_slo,
+            options.refine_pct, options.underrun_slo, confidence=options.confidence,
         )  # fmt: skip
         collect = (lambda: None) if local is None else (lambda: run.store.merge(local.drain()))
         return cls(run, runner, options.out, shape.get_run_time, collect, **kw)
@@ -281,6 +281,9 @@ class Conductor:
             if not rung.usable:
                 ended_by = "client-bound"
                 break
+            if rung.verdict == "undecided":  # held to --max-hold-s and still not decided
+                ended_by = "undecided"
+                break
             bracket = narrow(bracket, probe, rung.meets_slo)
         logger.info(
             "refined: Q_max %d, failing at %d (resolution %d users, %s)",
@@ -354,3 +357,13 @@ class Conductor:
             if artifact.refinement is None
             else f", refined to {artifact.refinement.q_max_resolution} user(s)",
         )
+        if (interval := artifact.q_max_interval) is not None:
+            logger.info(
+                "Q_max interval at %.0f %%: conservative %s, highest not failed %s%s; undecided "
+                "rungs: %s",
+                100 * interval.level,
+                interval.low if interval.low is not None else "none (c=1 did not pass)",
+                interval.high,
+                "" if interval.failing_above is None else f", failing at {interval.failing_above}",
+                ", ".join(map(str, interval.undecided)) or "none",
+            )

@@ -32,6 +32,7 @@ from tts_bench.measure.ladder import (
     parse_rungs,
 )
 from tts_bench.measure.playback import check_underrun_slo
+from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
 from tts_bench.measure.refine import DEFAULT_REFINE_PCT, check_refine_pct
 
 DEFAULT_MODEL = "kokoro-82m"
@@ -81,7 +82,8 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
             "default": None,
             "metavar": "S",
             "help": "hold a rung whose window is unstable one --measure-s longer at a time, up "
-            "to S seconds in all (default: off; the rung is recorded unstable)",
+            "to S seconds in all (default: off; the rung is recorded unstable); a steady rung "
+            "whose p95 interval straddles the SLO is held too, its window widening",
         },
     ),
     (
@@ -113,6 +115,16 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
             "help": "after a bracketed ladder, bisect until the gap is at most max(1 user, PCT "
             f"percent of Q_max) (PCT: {DEFAULT_REFINE_PCT:g} when the flag is given bare; in the "
             "web UI a blank field is off)",
+        },
+    ),
+    (
+        "--confidence",
+        {
+            "type": float,
+            "default": DEFAULT_CONFIDENCE,
+            "metavar": "LEVEL",
+            "help": "level of each rung's p95 TTFAB interval, which passes a rung only when its "
+            f"upper end meets the SLO (default: {DEFAULT_CONFIDENCE:g})",
         },
     ),
     (
@@ -175,6 +187,7 @@ class LadderOptions:
     endpoint: str | None = None
     variant: str | None = None
     region: str | None = None
+    confidence: float = DEFAULT_CONFIDENCE
 
 
 def _text(options: argparse.Namespace, dest: str) -> str | None:
@@ -256,6 +269,7 @@ def ladder_options(options: argparse.Namespace) -> LadderOptions:
         endpoint=_text(options, "endpoint"),
         variant=_text(options, "variant"),
         region=_text(options, "region"),
+        confidence=check_confidence(_required(_number(options, "confidence"), "confidence")),
     )
 
 
@@ -273,6 +287,7 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
         ("--max-hold-s", s.max_hold_s),
         ("--extend-s", ",".join(map(_plain, s.extended_s)) if any(s.extended_s) else None),
         ("--refine", options.refine_pct),
+        ("--confidence", None if options.confidence == DEFAULT_CONFIDENCE else options.confidence),
         ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),
         ("--variant", options.variant), ("--region", options.region),
     )  # fmt: skip

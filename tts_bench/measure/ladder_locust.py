@@ -20,6 +20,7 @@ import tts_bench
 from tts_bench.artifacts.fingerprint import Fingerprint, qmax_filename
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder import LadderSchedule
+from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE
 
 REPO_ROOT = Path(tts_bench.__file__).resolve().parents[1]
 LOCUSTFILE = REPO_ROOT / "loadtest" / "qmax.py"
@@ -44,6 +45,7 @@ class LadderRequest:
     processes: int | None = None
     refine_pct: float | None = None
     underrun_slo: float | None = None
+    confidence: float = DEFAULT_CONFIDENCE
 
     def locust_command(self) -> list[str]:
         s = self.schedule
@@ -67,6 +69,8 @@ class LadderRequest:
             command += ["--refine", f"{self.refine_pct!r}"]
         if self.underrun_slo is not None:
             command += ["--underrun-slo", f"{self.underrun_slo!r}"]
+        if self.confidence != DEFAULT_CONFIDENCE:
+            command += ["--confidence", f"{self.confidence!r}"]
         return command
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import Provenance, QmaxArtifact, Refinement, RefinementProbe, Rung
 from tts_bench.measure.ladder import (
+    VerdictRule,
     build_qmax_artifact,
     build_refinement,
     extend_unstable,
@@ -31,13 +32,13 @@ from tts_bench.measure.ladder_board import board_row
 from tts_bench.measure.ladder_state import ShapeSnapshot
 from tts_bench.measure.ladder_store import Store
 from tts_bench.measure.refine import Bracket, coarse_bracket
-from tts_bench.measure.stability import hold_extension_s
+from tts_bench.measure.stability import next_hold
 
 # The ladder's progress lines: `ladder_locust` passes on the lines of this logger.
 logger = logging.getLogger("qmax")
 
 Window = tuple[float, float]
-RefineEnd = Literal["resolution", "client-bound", "interrupted"]
+RefineEnd = Literal["resolution", "client-bound", "interrupted", "undecided"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ class LadderRun:
     publish: Callable[[ShapeSnapshot], None] = lambda _snapshot: None
     refine_pct: float | None = None  # --refine: bisect a bracketed ladder to this precision
     underrun_slo: float | None = None  # --underrun-slo: a rung with more stalled streams fails
+    confidence: float | None = None  # --confidence: each rung's p95 interval at this level
     store: Store = field(default_factory=Store)
     probe_windows: list[ProbeWindow] = field(default_factory=list)
     refine_ended_by: RefineEnd | None = None
@@ -98,34 +100,56 @@ class LadderRun:
     def extend_rung(self, index: int, now: float) -> Window | None:
         """Coarse rung `index`'s window just closed: its next window when it is held longer."""
         schedule = self.snapshot.schedule
-        longer = extend_unstable(schedule, index, self.store.samples, self.start_epoch)
+        longer = extend_unstable(
+            schedule, index, self.store.samples, self.start_epoch, self.verdict_rule()
+        )
         if longer is None:
             return None
         self.change(self.snapshot.extended(longer).holding(longer.rung_phase(index)))
         w0, w1 = (self.epoch(s) for s in longer.window_s(index))
-        self.log_extension(schedule.rungs[index], longer.rung_hold_s(index), w1, now)
+        widened = longer.widening_s(index) > schedule.widening_s(index)
+        self.log_extension(schedule.rungs[index], longer.rung_hold_s(index), w1, now, widened)
         return w0, w1
+
+    def verdict_rule(self) -> VerdictRule | None:
+        """With --confidence, what decides whether a steady rung is still undecided."""
+        if self.confidence is None:
+            return None
+        return VerdictRule(self.slo_ms, self.confidence, self.underrun_slo)
 
     def extend_probe(self, users: int, window: Window, now: float) -> Window | None:
         """The last probe's `window` just closed: its next window when it is held longer."""
         w0, w1 = window
         schedule, probe = self.snapshot.schedule, self.snapshot.probes[-1]
-        steady = window_stability(self.store.samples, users, window)
+        steady = window_stability(self.store.samples, users, window).stable
+        rule = self.verdict_rule()
+        undecided = (
+            rule is not None and steady and rule.undecided(self.store.samples, users, window)
+        )
         held = probe.end_s - probe.start_s
-        seconds = hold_extension_s(held, schedule.measure_s, schedule.max_hold_s, steady.stable)
-        if not seconds:
+        widened = w1 - w0 > schedule.measure_s + 1e-9
+        step = next_hold(held, schedule.measure_s, schedule.max_hold_s, steady, undecided, widened)
+        if step is None:
             return None
-        self.change(self.snapshot.probe_extended(seconds))
-        self.log_extension(users, held + seconds, w1 + seconds, now)
-        return w0 + seconds, w1 + seconds
+        self.change(self.snapshot.probe_extended(step.seconds))
+        self.log_extension(users, held + step.seconds, w1 + step.seconds, now, step.widen)
+        return (w0 if step.widen else w0 + step.seconds), w1 + step.seconds
 
-    def log_extension(self, users: int, hold_s: float, w1: float, now: float) -> None:
+    def log_extension(
+        self, users: int, hold_s: float, w1: float, now: float, widened: bool = False
+    ) -> None:
         row = self.board.get(users)
         if row is not None:
             row["hold_s"] = f"{hold_s:.0f}"
+        why = (
+            "its p95 interval straddles the SLO, so its window widens"
+            if widened
+            else "its window was unstable"
+        )
         logger.info(
-            "c=%d: its window was unstable; held to %.0f s (at most %g s), judged again in %.0f s",
+            "c=%d: %s; held to %.0f s (at most %g s), judged again in %.0f s",
             users,
+            why,
             hold_s,
             self.snapshot.schedule.max_hold_s,
             w1 - now,
@@ -161,8 +185,9 @@ class LadderRun:
 
     def statistics(self, users: int, window: Window) -> Rung:
         return rung_statistics(
-            self.store.samples, self.store.cpu, users, window, self.slo_ms, self.underrun_slo
-        )
+            self.store.samples, self.store.cpu, users, window, self.slo_ms, self.underrun_slo,
+            self.confidence,
+        )  # fmt: skip
 
     def judge(self, users: int, window: Window) -> Rung:
         """The rung (or probe) measured over `window`, once its samples are all in."""
@@ -173,6 +198,8 @@ class LadderRun:
             if not rung.usable
             else ("passes" if rung.meets_slo else "fails the SLO")
         )
+        if rung.usable and rung.verdict == "undecided":  # the p95 interval straddles the SLO
+            verdict += " (undecided)"
         stalls = "-" if rung.underrun_share is None else f"{rung.underrun_share:.0%}"
         row = self.board.get(users, {})
         self.board[users] = board_row(
@@ -180,11 +207,12 @@ class LadderRun:
             rung.client_mean_in_flight, rung, rung.stable, row.get("hold_s", "-"),
         )  # fmt: skip
         logger.info(
-            "rung c=%d %s: p95 TTFAB %s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight, "
+            "rung c=%d %s: p95 TTFAB %s%s (SLO %g ms), %.2f rps, %d ok / %d done, %.2f in flight, "
             "%s, underrun %s",
             users,
             verdict,
             p95,
+            interval_text(rung),
             self.slo_ms,
             rung.achieved_rps,
             rung.ok,
@@ -205,6 +233,7 @@ class LadderRun:
             self.slo_ms,
             now,
             self.underrun_slo,
+            self.confidence,
         )
 
     def bracket(self, closed_at: float) -> Bracket | None:
@@ -272,4 +301,19 @@ class LadderRun:
             self.start_epoch,
             underrun_slo_share=self.underrun_slo,
             refinement=self.refinement(rungs),
+            confidence=self.confidence,
         )
+
+
+def interval_text(rung: Rung) -> str:
+    """`, 95% interval [812, ∞) ms over 90 (worth 31): undecided` for the log; empty without
+    an interval."""
+    interval = rung.ttfab_p95_interval
+    if interval is None:
+        return ""
+    lower = "0" if interval.lower_ms is None else f"{interval.lower_ms:.0f}"
+    upper = "∞)" if interval.upper_ms is None else f"{interval.upper_ms:.0f}]"
+    return (
+        f", {interval.level:.0%} interval [{lower}, {upper} ms over {interval.samples} "
+        f"(worth {interval.effective_samples:.0f}): {rung.verdict}"
+    )

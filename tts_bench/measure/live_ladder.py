@@ -45,6 +45,7 @@ from tts_bench.measure.cloudwatch_join import (
 )
 from tts_bench.measure.ladder import LadderSchedule
 from tts_bench.measure.ladder_locust import LadderRequest, LadderRunError, run_ladder
+from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE
 from tts_bench.measure.raw_record import QmaxRaw, raw_path, read_raw, write_raw
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
 from tts_bench.measure.samples import Sample, read_samples, samples_path, write_samples
@@ -77,6 +78,7 @@ class LiveLadderRequest:
     metric_wait_s: float = DEFAULT_METRIC_WAIT_S
     refine_pct: float | None = None
     underrun_slo: float | None = None
+    confidence: float = DEFAULT_CONFIDENCE
     # The plan's surge ratio the verification rungs are held for; None holds none.
     plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
 
@@ -140,6 +142,7 @@ def run_live_ladder(
             slo_ms=request.slo_ms, transport=request.transport.value, corpus=request.corpus,
             model=request.model, out=request.out, processes=request.processes,
             refine_pct=request.refine_pct, underrun_slo=request.underrun_slo,
+            confidence=request.confidence,
         )  # fmt: skip
         path = run_ladder(ladder, target.fingerprint, progress, args, target.provenance_kind)
         held = hold_verification(

@@ -5,7 +5,8 @@ each probe holds the midpoint with the same hold and window; a pass raises `lo`,
 lowers `hi`, until `hi − lo` ≤ max(1 user, PCT % of `lo`). The true ceiling then lies in
 [lo, hi − 1] and the artifact records `hi − lo` as `q_max_resolution`. An unbracketed ladder
 is never bisected (there is no failing rung to bisect towards), and a client-bound probe ends
-the refinement (it vouches for nothing). Pure arithmetic; the Locust conductor asks it.
+the refinement (it vouches for nothing), as does, with `--confidence`, a probe whose p95
+interval still straddles the SLO after its hold: the bisection narrows on decided probes only. Pure arithmetic; the Locust conductor asks it.
 """
 
 from __future__ import annotations

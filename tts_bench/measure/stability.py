@@ -74,3 +74,36 @@ def hold_extension_s(
         return 0.0
     step = min(measure_s, max_hold_s - held_s)
     return step if step > 1e-9 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HoldStep:
+    """Hold a rung `seconds` longer; `widen`: its window grows back to where it began (an
+    undecided rung pools more requests), else it slides onto requests not judged before."""
+
+    seconds: float
+    widen: bool
+
+
+def next_hold(
+    held_s: float,
+    measure_s: float,
+    max_hold_s: float | None,
+    steady: bool,
+    undecided: bool,
+    widened: bool,
+) -> HoldStep | None:
+    """The next step of a rung's hold under `--max-hold-s`; None: judge it as it is.
+
+    Unstable first: a moving window slides (`hold_extension_s`). A steady window whose p95
+    interval straddles the SLO (issue 38) widens instead: only more requests narrow an
+    interval, and a fresh window of the same size would re-roll the verdict rather than
+    decide it. A widened window that turns unstable is judged as it is: sliding it would
+    re-judge requests already judged.
+    """
+    if max_hold_s is None or (widened and not steady):
+        return None
+    step = min(measure_s, max_hold_s - held_s)
+    if step <= 1e-9 or (steady and not undecided):
+        return None
+    return HoldStep(step, widen=steady)

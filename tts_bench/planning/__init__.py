@@ -1,10 +1,10 @@
 """Planning: the pure arithmetic from measured artifacts to an autoscaling plan (SPEC §6).
 
-Holds `plan` (`derive_plan` in named steps), `findings` (one builder per finding), `curve`
-(measured curves between rungs), `birth_death` (the surge simulation), `rounding`, `report`
-(the printed plan), `gate` (the plan gate's selection; `custody.gate` adds the re-derivation
-the Pulumi program and the policy pack apply) and `from_files` (load two artifacts, derive,
-write).
+Holds `plan` (`derive_plan` in named steps), `findings` (one builder per finding;
+`qmax_confidence` the one over Q_max's interval), `curve` (measured curves between rungs),
+`birth_death` (the surge simulation), `rounding`, `report` (the printed plan), `gate` (the plan
+gate's selection; `custody.gate` adds the re-derivation the Pulumi program and the policy pack
+apply) and `from_files` (load two artifacts, derive, write).
 
 May import: `artifacts` and the top-level leaves. Never `aws`, `measure`, `infra`,
 `local_cloud`, `simulate`, `jobs` or `cli`: a plan is arithmetic, testable without a cloud.

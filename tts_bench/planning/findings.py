@@ -47,6 +47,7 @@ FINDING_ORDER = (
     "fleet_sizing",
     "slo_budget",
     "bracketing",
+    "qmax_confidence",
     "stability",
     "alarm",
     "fleet_cost",
@@ -504,6 +505,6 @@ def collect_findings(steps: PlanSteps) -> list[Finding]:
         bracketing(qmax, steps.basis.q_max),
         alarm(steps.alarm),
     ]
-    found += [f for f in (stability(qmax), steps.detection) if f is not None]
+    found += [f for f in (stability(qmax), steps.detection, steps.confidence) if f is not None]
     found.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
     return found

@@ -42,6 +42,7 @@ from tts_bench.planning.curve import Curve, ratio_at, throughput_curve
 from tts_bench.planning.deploy import detection_shape, published_shape, tracking_role
 from tts_bench.planning.findings import alarm_threshold, collect_findings, finding
 from tts_bench.planning.fleet_rule import derive_fleet
+from tts_bench.planning.qmax_confidence import PlanAt, qmax_confidence
 from tts_bench.planning.rounding import ceil9, floor9, round9
 from tts_bench.planning.slo_headroom import queueing_headroom_s
 from tts_bench.planning.steps import (
@@ -284,6 +285,34 @@ def measured_lag(
     return finding("detection_lag", Verdict.OK, message, used=True, **figures), detection.lag_s
 
 
+def confidence_finding(
+    basis: Basis,
+    request: PlanRequest,
+    qmax: QmaxArtifact,
+    x_curve: Curve,
+    derived: tuple[Thresholds, Fleet],
+) -> Finding | None:
+    """`qmax_confidence`, with the same rule's plan derived again at each end of Q_max's
+    interval that differs from the plan's own Q_max; None for a ladder without an interval."""
+    interval = qmax.q_max_interval
+    if interval is None:
+        return None
+
+    def at(q_max: int | None) -> PlanAt | None:
+        if q_max is None or q_max == basis.q_max:
+            return None
+        try:
+            thresholds, fleet, _shape, _levels = rule_steps(
+                replace(basis, q_max=q_max), request, qmax, x_curve
+            )
+        except RefusalError:  # no plan at that end: the finding leaves it out, never the plan
+            return None
+        return PlanAt(q_max, thresholds.scaling_target_value, fleet.max_instances)
+
+    here = PlanAt(basis.q_max, derived[0].scaling_target_value, derived[1].max_instances)
+    return qmax_confidence(interval, here, at(interval.low), at(interval.high))
+
+
 def derive_plan(
     qmax: QmaxArtifact,
     ttotal: TtotalArtifact,
@@ -305,9 +334,11 @@ def derive_plan(
         basis = replace(basis, t_total_s=round9(basis.launch_s + lag_s), measured_lag_s=lag_s)
         thresholds, fleet, shape, levels = rule_steps(basis, request, qmax, x_curve)
     alarm = alarm_threshold(qmax, thresholds.c_scale_max, basis.c1_ttfab_p95_ms)
+    confidence = confidence_finding(basis, request, qmax, x_curve, (thresholds, fleet))
     steps = PlanSteps(
-        request, qmax, pairing, basis, thresholds, fleet, alarm, x_curve, shape, levels, detection
-    )
+        request, qmax, pairing, basis, thresholds, fleet, alarm, x_curve, shape, levels, detection,
+        confidence,
+    )  # fmt: skip
     findings = collect_findings(steps)
     inputs = PlanInputs(
         slo_ms=request.slo_ms,

@@ -77,6 +77,7 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
     lines += [
         f"  Q_max {inp.q_max} at SLO {inp.slo_ms:g} ms ({'bracketed' if qmax.bracketed else 'NOT bracketed'})"
         f";  S {inp.service_mean_s * 1000:.1f} ms mean, {inp.service_p95_s * 1000:.1f} ms p95",
+        f"  {_q_max_interval(qmax)}",
         f"  T_total {ttotal.measured_total_s:.1f} s measured + {_lag(inp.planned_total_s, ttotal)}"
         f" = {inp.planned_total_s:.1f} s planned",
         f"  surge ratio {inp.surge_ratio:g};  peak {inp.peak_rps:g} rps;  trough {inp.trough_rps:g} rps;"
@@ -108,6 +109,16 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
     lines += [f"  {_MARK[f.verdict]} {f.name:<16} {f.message}" for f in plan.findings]
     lines += ["", f"Feasible: {'yes' if plan.feasible else 'NO (a finding is stop)'}"]
     return "\n".join(lines)
+
+
+def _q_max_interval(qmax: QmaxArtifact) -> str:
+    interval = qmax.q_max_interval
+    if interval is None:
+        return "Q_max interval unknown: the ladder predates the p95 intervals (issue 38)"
+    low = "-" if interval.low is None else interval.low
+    high = "-" if interval.high is None else interval.high
+    above = "" if interval.failing_above is None else f", {interval.failing_above} failed"
+    return f"Q_max interval [{low}, {high}] at {interval.level:.0%}{above}"
 
 
 def next_step(plan: PlanArtifact, path: str) -> str:

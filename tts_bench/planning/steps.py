@@ -109,6 +109,7 @@ class PlanSteps:
     shape: DeployShape
     levels: FleetLevels | None = None
     detection: Finding | None = None  # whether an organic ttotal's measured lag was used
+    confidence: Finding | None = None  # qmax_confidence: only a ladder with intervals has one
 
 
 def refuse_beyond_max_capacity(request: PlanRequest, rate_rps: float) -> None:

@@ -111,12 +111,44 @@ def _verification(a: QmaxArtifact) -> Html:
     return table(headers, rows, "Verification rungs (CloudWatch's ratio where the thresholds sit)")
 
 
+def _q_max_interval(a: QmaxArtifact) -> str:
+    interval = a.q_max_interval
+    if interval is None:
+        return "unknown: the ladder predates the p95 intervals"
+    low = "none" if interval.low is None else str(interval.low)
+    above = "" if interval.failing_above is None else f", failing at {interval.failing_above}"
+    undecided = ", ".join(map(str, interval.undecided)) or "none"
+    return (
+        f"[{low}, {interval.high}] at {interval.level:.0%}{above}; conservative {low}; "
+        f"undecided rungs: {undecided}"
+    )
+
+
+def _intervals(rows: list[tuple[str, Rung]]) -> Html:
+    def end(value: float | None) -> str:
+        return "unbounded" if value is None else number(value, ".0f", "ms")
+
+    return table(
+        ["users", "", "p95 TTFAB", "interval lower", "interval upper", "requests", "verdict"],
+        [
+            [r.concurrency, label, number(r.ttfab_p95_ms, ".0f", "ms"),
+             end(r.ttfab_p95_interval.lower_ms), end(r.ttfab_p95_interval.upper_ms),
+             r.ttfab_p95_interval.samples, r.verdict or "-"]
+            for label, r in rows
+            if r.ttfab_p95_interval is not None
+        ],
+        "p95 TTFAB's confidence interval per rung (order statistics; pass: the upper end meets "
+        "the SLO, fail: the lower end misses it)",
+    )  # fmt: skip
+
+
 def ladder_part(item: Item, a: QmaxArtifact) -> Html:
     settings = a.ladder
     summary = [
         ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else "none (c=1 failed)"),
         ("bracketed", yes_no(a.bracketed)),
         ("resolution (users)", number(a.q_max_resolution, "d")),
+        ("Q_max interval (p95 intervals)", _q_max_interval(a)),
         ("SLO (p95 TTFAB)", number(a.slo_ms, "g", "ms")),
         ("uncontended service S, S_p95",
          "-" if a.uncontended_service_s is None else
@@ -164,6 +196,8 @@ def ladder_part(item: Item, a: QmaxArtifact) -> Html:
         "Stability (window thirds agree within 10 %) and playback (stream ÷ audio duration)",
     )  # fmt: skip
     parts = [key_values(summary), _plot(item, "Q_max ladder"), latency, heard]
+    if a.q_max_interval is not None:
+        parts.append(_intervals(rows))
     if a.verification:
         parts.append(_verification(a))
     return subsection(item.path.name, *parts, id_=item.anchor)
