@@ -129,11 +129,12 @@ def test_an_idle_session_counts_nothing_in_flight(cloud: LocalCloud, client_env:
 def test_bidi_stream_runs_one_short_rung_through_locust(
     cloud: LocalCloud, client_env: dict, tmp_path: Path
 ) -> None:
+    # A 25 s window: at load 7 one bidi turn took over 15 s and a 15 s window finished none.
     run = subprocess.run(
         [
             sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
             "--transport", "bidi-stream", "--endpoint", cloud.endpoint_name,
-            "--rungs", "1", "--hold-s", "20", "--measure-s", "15", "--idle-s", "0",
+            "--rungs", "1", "--hold-s", "30", "--measure-s", "25", "--idle-s", "0",
             "--slo-ms", "60000", "--corpus", str(SHORT_CORPUS), "--out", str(tmp_path),
         ],
         cwd=REPO, env=client_env, capture_output=True, text=True, timeout=240,
