@@ -43,8 +43,9 @@ def test_each_hold_is_the_pure_rules_replayed_over_the_samples(http_ladder: Path
         # Recorded unstable only once the hold reached its limit.
         assert rung.stable or ladder.rung_hold_s(i) == pytest.approx(MAX_HOLD_S)
         again = rung_statistics(
-            samples, [], rung.concurrency, ladder.measure_window(i), artifact.slo_ms
-        )
+            samples, [], rung.concurrency, ladder.measure_window(i), artifact.slo_ms,
+            confidence=ladder.confidence,
+        )  # fmt: skip
         exclude = {"client_cpu_percent", "usable", "unusable_reason"}
         assert again.model_dump(exclude=exclude) == rung.model_dump(exclude=exclude)
 

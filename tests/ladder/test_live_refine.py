@@ -41,7 +41,10 @@ def test_refinement_rungs_recompute_from_the_samples(refined):
     samples = read_samples(samples_path(refined))
     for probe in artifact.refinement.probes:
         window = (probe.window_start_epoch, probe.window_end_epoch)
-        again = rung_statistics(samples, [], probe.rung.concurrency, window, artifact.slo_ms)
+        again = rung_statistics(
+            samples, [], probe.rung.concurrency, window, artifact.slo_ms,
+            confidence=artifact.ladder.confidence,
+        )  # fmt: skip
         kept = probe.rung.model_dump(exclude={"client_cpu_percent", "usable", "unusable_reason"})
         assert again.model_dump(exclude={"client_cpu_percent", "usable", "unusable_reason"}) == kept
 
