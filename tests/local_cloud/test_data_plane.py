@@ -158,33 +158,39 @@ def _freed_s(url: str, left_at: float) -> float:
     return time.perf_counter() - left_at
 
 
+# Half the defect these tests guard against: before the runtime cancelled its handler when the
+# client's connection closed, the container kept a left request until its next line, 2-4 s later
+# with LONG_TEXT on a quiet machine (longer on a busy one). A margin this size in seconds, not a
+# ratio, because a busy machine adds to both ways alike: CI once read the best of three rounds at
+# 1.11 s direct and 1.79 s through the cloud with nothing held.
+HELD_MARGIN_S = 1.0
+
+
 def test_after_a_client_leaves_mid_stream_the_next_starts_as_quickly_as_direct(
     cloud: LocalCloud,
 ) -> None:
     """A client leaves a long stream after its first line. Through the local cloud the
     container lets that request go as soon as when the client goes straight to it (the runtime
-    closes the container's request the moment its client leaves, not at its next write), and
+    closes the container's request the moment its client leaves, not at its next line), and
     a request sent right after the leaving one gets its first byte as soon. Rounds alternate
     and the best of three each way is compared: a busy moment of this machine slows one round,
-    a container held after its client left slows every round."""
+    a container held after its client left slows every round by a line's time."""
     url = cloud.fleet.in_service()[0].url
     _cloud_ttfab_s(cloud, "warm")
     ways: dict[str, tuple[Callable[[str], float], Callable[[str], float]]] = {
         "direct": (lambda c: _direct_leave(url, c), lambda c: _direct_ttfab_s(url, c)),
         "cloud": (lambda c: _cloud_leave(cloud, c), lambda c: _cloud_ttfab_s(cloud, c)),
     }
-    freed_s: dict[str, float] = {}
+    freed_s: dict[str, list[float]] = {"direct": [], "cloud": []}
     ttfab_s: dict[str, list[float]] = {"direct": [], "cloud": []}
-    for way, (leave, _) in ways.items():
-        freed_s[way] = _freed_s(url, leave(f"{way}-freed"))
     for round_ in range(3):
         for way, (leave, next_ttfab_s) in ways.items():
+            freed_s[way].append(_freed_s(url, leave(f"{way}-freed-{round_}")))
             leave(f"{way}-leave-{round_}")
             ttfab_s[way].append(next_ttfab_s(f"{way}-next-{round_}"))
             _wait_idle(cloud)
-    assert freed_s["cloud"] <= freed_s["direct"] + 0.25, freed_s
-    direct, through = min(ttfab_s["direct"]), min(ttfab_s["cloud"])
-    assert through <= 1.25 * direct + 0.15, ttfab_s
+    assert min(freed_s["cloud"]) <= min(freed_s["direct"]) + HELD_MARGIN_S, freed_s
+    assert min(ttfab_s["cloud"]) <= min(ttfab_s["direct"]) + HELD_MARGIN_S, ttfab_s
 
 
 def test_past_the_ceiling_is_model_invocation_time_exceeded(cloud: LocalCloud) -> None:
