@@ -4,7 +4,8 @@ What it holds: moto in this process for the control plane (`moto_host`, behind `
 which refuses malformed calls as AWS would), whose state the `control_plane` drives where moto
 stands still; the `fleet` of real `python -m tts_server`
 instance processes and the digest of the image they stand for (`image_digest`); their
-CloudWatch `logs` and `metrics`; the deployed scaling policies applied by `autoscaling` (AWS's
+CloudWatch `logs` and `metrics` (moto's datapoints aged as CloudWatch's retention ages them in
+`metric_retention`); the deployed scaling policies applied by `autoscaling` (AWS's
 rules in `planning.aws_scaling`); the SageMaker runtime's wire layer (`runtime`, with `event_stream` frames
 and `wire_errors` shapes), the bidirectional stream (`bidi_bridge`, its frames in
 `bidi_frames`) and the loopback TLS it is served over (`tls`); the Service Quotas answer

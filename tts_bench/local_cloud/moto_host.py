@@ -11,7 +11,9 @@ changes are handed to a listener (the control plane) before the API call returns
 It also fronts the two calls moto lacks that a rehearsal reads, `DescribeAlarmHistory` and
 `DescribeScalingActivities`, from the autoscaler's `ScalingHistory`, and runs moto's CloudWatch
 and Logs on the cloud's clock (log-stream creation, log ingestion, alarm state times), so that on
-a compressed cloud every timestamp a client reads is in the same virtual time.
+a compressed cloud every timestamp a client reads is in the same virtual time. Its datapoints
+age as CloudWatch's do (`metric_retention`): rolled up past 3 hours of that clock, dropped past
+455 days, so a compressed cloud's memory does not grow with every 10 s it publishes.
 
 moto's backends are process globals; each host serves an account of its own (moto reads it
 from the `x-moto-account-id` header, which the host sets on every request it serves), so two
@@ -37,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from tts_bench.aws.clock import ServiceClock
+from tts_bench.local_cloud.metric_retention import PASS_EVERY_S, roll_up
 from tts_bench.local_cloud.moto_guard import AwsRequestGuard
 from tts_bench.local_cloud.scaling_history import ScalingHistory
 from tts_bench.local_cloud.settings import MAX_LOCAL_INSTANCES
@@ -247,6 +250,7 @@ class MotoHost:
 def _install_patches(shared: _SharedMoto) -> list[Callable[[], None]]:
     """Install the patches (see the module's docstring); returns how to undo each."""
     from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
+    from moto.cloudwatch.models import CloudWatchBackend
     from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
 
     def accept_any_instance_type(self: object, instance_type: str) -> None:
@@ -263,6 +267,7 @@ def _install_patches(shared: _SharedMoto) -> list[Callable[[], None]]:
         ),
         (ApplicationAutoscalingBackend, "register_scalable_target", _register_target(shared)),
         (ApplicationAutoscalingBackend, "put_scaling_policy", _put_policy()),
+        (CloudWatchBackend, "put_metric_data", _put_metric_data(shared)),
     ]
     restore: list[Callable[[], None]] = []
     for owner, name, replacement in patches:
@@ -311,6 +316,32 @@ def _fronts(shared: _SharedMoto) -> list[tuple[Any, str, Any]]:
         (CloudWatchResponse, "describe_alarm_history", describe_alarm_history),
         (*activities, describe_scaling_activities),
     ]
+
+
+def _put_metric_data(shared: _SharedMoto) -> Callable[..., Any]:
+    """moto's put_metric_data, then the account's datapoints rolled up as CloudWatch's retention
+    ages them (`metric_retention`), on the cloud's clock, at most once per `PASS_EVERY_S`."""
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    original = CloudWatchBackend.put_metric_data
+    lock = threading.Lock()  # a pass replaces the list: no put may append to the old one
+
+    def put_metric_data(self: Any, namespace: str, metric_data: list[dict[str, Any]]) -> None:
+        with lock:
+            original(self, namespace, metric_data)
+            host = shared.host(self.account_id)
+            if host is None:
+                return
+            now = host.now()
+            last = getattr(self, "_tts_bench_rolled_at", None)
+            if last is not None and (now - last).total_seconds() < PASS_EVERY_S:
+                return
+            self._tts_bench_rolled_at = now
+            rolled = roll_up(self.metric_data, now)
+            if rolled is not None:
+                self.metric_data = rolled
+
+    return put_metric_data
 
 
 def _create_endpoint(shared: _SharedMoto) -> Callable[..., Any]:
