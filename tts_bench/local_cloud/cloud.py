@@ -338,6 +338,7 @@ class LocalCloud:
             launch=launch,
             stream_at_spawn=self.curve is None,  # a curve instance is visible once provisioned
             record=self._record,
+            routed_wait_s=self.ceiling_s,
         )
         self.fleet.observe_concurrency(self.metrics.observe_concurrency)
         self._stoppers.append(self.fleet.stop_all)

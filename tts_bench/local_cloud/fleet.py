@@ -6,8 +6,10 @@ same contract (the curve instances, `curve_instance`). Its log stream is opened 
 spawned (visible before the process exists, as during provisioning), or with
 `stream_at_spawn=False` once its provisioning is over; its output is shipped line by line; it is
 InService once the server is ready (the `ready` marker logged and `/ping` 200); its pid is in
-the run's `record` while it runs (`orphans`). `drain` stops routing to it and asks it to stop
-(SIGTERM), waiting for the server's own drain.
+the run's `record` while it runs (`orphans`). `drain` stops routing to it, lets the requests
+already routed to it finish (as SageMaker deregisters an instance before it stops it), then
+asks it to stop (SIGTERM) and waits for the server's own drain: a request picked in the instant
+before the drain reaches a server that still admits it, never one answering 503 `draining`.
 `acquire`/`release` count requests in flight per instance (arrival to last byte) and pick by
 least outstanding requests.
 """
@@ -157,8 +159,12 @@ class Fleet:
         launch: Launch | None = None,
         stream_at_spawn: bool = True,
         record: ProcessRecord | None = None,
+        routed_wait_s: float = 60.0,
     ) -> None:
         self.endpoint_name = endpoint_name
+        # How long a drain waits for the requests routed before it (the invocation ceiling:
+        # none lasts longer) before the server is stopped with what is left.
+        self._routed_wait_s = routed_wait_s
         self.variant_name = variant_name
         self._shipper = shipper
         self._server_args = list(server_args)
@@ -234,6 +240,7 @@ class Fleet:
         with self._lock:
             instance.in_flight -= 1
             self._notify_concurrency()
+            self._lock.notify_all()  # a drain may wait for its instance's last request
 
     # ------------------------------------------------------------------ life cycle
 
@@ -303,8 +310,9 @@ class Fleet:
             self._lock.notify_all()
         self._on_change()
 
-    def drain(self, instance: Instance) -> None:
-        """Stop routing to it and SIGTERM it; the server finishes in-flight work, then exits."""
+    def drain(self, instance: Instance, wait_for_routed: bool = True) -> None:
+        """Stop routing to it; once the requests routed to it are done (`wait_for_routed`), at
+        most `routed_wait_s`, SIGTERM it: the server finishes what is left, then exits."""
         with self._lock:
             if instance.state in GONE or instance.stop_requested:
                 return
@@ -314,7 +322,18 @@ class Fleet:
                 self._set(instance, InstanceState.DRAINING)
         self._say(f"instance {instance.instance_id}: draining ({instance.in_flight} in flight)")
         if server is not None:
-            threading.Thread(target=server.stop, name="drain", daemon=True).start()
+            wait_s = self._routed_wait_s if wait_for_routed else 0.0
+            threading.Thread(
+                target=self._stop_when_done, args=(instance, server, wait_s), name="drain",
+                daemon=True,
+            ).start()  # fmt: skip
+
+    def _stop_when_done(self, instance: Instance, server: InstanceServer, wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        with self._lock:
+            while instance.in_flight > 0 and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(timeout=left)
+        server.stop()
 
     def kill(self, instance_id: str) -> None:
         """SIGKILL the instance's process, as a crashed host would (tests)."""
@@ -324,7 +343,7 @@ class Fleet:
 
     def stop_all(self, timeout_s: float = 40.0) -> None:
         for instance in self.instances():
-            self.drain(instance)
+            self.drain(instance, wait_for_routed=False)  # the cloud stops: its clients go too
         deadline = time.time() + timeout_s
         with self._lock:
             while any(i.state not in GONE for i in self._instances.values()):
