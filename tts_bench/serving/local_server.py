@@ -89,6 +89,10 @@ class LocalServer:
         finally:
             if log:
                 log.close()
+            if stream is not None:
+                # Read to its end: closed here, not when the Popen is collected (a local cloud
+                # keeps its stopped instances, and kept one descriptor per instance it ran).
+                stream.close()
             with self._changed:
                 self._changed.notify_all()
 
