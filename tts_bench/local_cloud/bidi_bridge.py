@@ -44,6 +44,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -554,6 +555,12 @@ class BidiBridge:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # The session hooks (`open_session`'s enter and exit) run off the loop, on one thread:
+        # they are brief, and asyncio's default pool kept a thread for every hook that ever
+        # overlapped another (up to cores + 4), so the cloud's thread count grew by chance.
+        self._loop.set_default_executor(
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="bidi-bridge-hooks")
+        )
         self._stopping = asyncio.Event()
         # No pool limit: every open session holds one WebSocket (aiohttp's default of 100 made
         # the 101st session wait for a free connection, silently, for as long as the others ran).
