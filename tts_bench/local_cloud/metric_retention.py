@@ -1,8 +1,8 @@
 """CloudWatch's retention for the local cloud's moto: datapoints rolled up as they age.
 
 moto keeps every datapoint `put_metric_data` gives it, forever; the local cloud publishes one per
-metric every 10 s of its clock, so a compressed cloud (`--time-scale 60`) grew by about 2 MiB a
-wall minute, idle too (docs/soak.md). CloudWatch does not keep them so (its documented
+metric every 10 s of its clock, so on a compressed cloud (`--time-scale 60`) moto's list grew by
+thousands of datapoints a wall minute, idle too (docs/soak.md). CloudWatch does not keep them so (its documented
 retention, "Metrics retention" in the CloudWatch user guide): datapoints with a period under
 60 s stay readable for 3 hours, 1-minute ones for 15 days, 5-minute ones for 63 days, 1-hour
 ones for 455 days (15 months), each tier aggregated from the finer one as it expires.

@@ -13,7 +13,7 @@ It also fronts the two calls moto lacks that a rehearsal reads, `DescribeAlarmHi
 and Logs on the cloud's clock (log-stream creation, log ingestion, alarm state times), so that on
 a compressed cloud every timestamp a client reads is in the same virtual time. Its datapoints
 age as CloudWatch's do (`metric_retention`): rolled up past 3 hours of that clock, dropped past
-455 days, so a compressed cloud's memory does not grow with every 10 s it publishes.
+455 days, so moto's datapoints do not pile up with every 10 s a compressed cloud publishes.
 
 moto's backends are process globals; each host serves an account of its own (moto reads it
 from the `x-moto-account-id` header, which the host sets on every request it serves), so two
