@@ -13,7 +13,9 @@ It also fronts the two calls moto lacks that a rehearsal reads, `DescribeAlarmHi
 and Logs on the cloud's clock (log-stream creation, log ingestion, alarm state times), so that on
 a compressed cloud every timestamp a client reads is in the same virtual time. Its datapoints
 age as CloudWatch's do (`metric_retention`): rolled up past 3 hours of that clock, dropped past
-455 days, so moto's datapoints do not pile up with every 10 s a compressed cloud publishes.
+455 days, so moto's datapoints do not pile up with every 10 s a compressed cloud publishes; and
+moto keeps no list of every model object it ever made (its dashboard's, which no one here
+reads), so what is rolled up or deleted is freed.
 
 moto's backends are process globals; each host serves an account of its own (moto reads it
 from the `x-moto-account-id` header, which the host sets on every request it serves), so two
@@ -251,13 +253,22 @@ def _install_patches(shared: _SharedMoto) -> list[Callable[[], None]]:
     """Install the patches (see the module's docstring); returns how to undo each."""
     from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
     from moto.cloudwatch.models import CloudWatchBackend
+    from moto.core.common_models import BaseModel
     from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
+
+    def untracked(cls: type, *args: Any, **kwargs: Any) -> Any:
+        """moto keeps every model object it ever creates in a class list (`instances_tracked`)
+        for its dashboard, which the local cloud does not serve: a datapoint, a log event or an
+        alarm's history item rolled up or deleted stayed alive there, and a compressed cloud's
+        RSS grew by its 5 datapoints every 10 s of its clock (docs/soak.md)."""
+        return object.__new__(cls)
 
     def accept_any_instance_type(self: object, instance_type: str) -> None:
         """moto's list predates ml.g5.*; SageMaker validates types itself."""
 
     patches: list[tuple[Any, str, Any]] = [
         *_fronts(shared),
+        (BaseModel, "__new__", staticmethod(untracked)),
         (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
         (SageMakerModelBackend, "create_endpoint", _create_endpoint(shared)),
         (
