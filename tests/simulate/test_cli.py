@@ -46,14 +46,18 @@ def simulate(
     return code, stdout, stderr
 
 
-def test_json_prints_policies_inputs_and_provenance_only(capsys, tmp_path) -> None:
+def test_json_prints_policies_inputs_provenance_and_the_oracle_only(capsys, tmp_path) -> None:
     code, out, err = simulate(
         capsys, tmp_path, "--synthetic", "surge:40:1.25:60", "--duration-s", "300",
         "--policy", "plan", "--policy", "fixed:3", "--price-per-hour", "1.5", "--json",
     )  # fmt: skip
     assert code == 0, err
     payload = json.loads(out)
-    assert set(payload) == {"policies", "inputs", "provenance"}
+    assert set(payload) == {"policies", "inputs", "provenance", "oracle"}
+    # The published plan's fleet twin holds λ_out 13.776 rps an instance: 40 rps takes 3 (or
+    # 4), 50 rps from 60 s takes 4; the 4th, launched at 0, is paid 300 s either way.
+    assert payload["oracle"]["instance_hours"] == pytest.approx(4 * 300 / 3600, abs=1e-3)
+    assert payload["oracle"]["per_instance_rps"] == pytest.approx(13.776, abs=1e-3)
     assert [p["policy"] for p in payload["policies"]] == ["plan", "fixed:3"]
     assert all(set(p) == OUTCOME_KEYS for p in payload["policies"])
     assert payload["provenance"]["kind"] == "simulated"
@@ -68,7 +72,10 @@ def test_writes_the_artifact_and_its_plot_and_prints_the_table(capsys, tmp_path)
         capsys, tmp_path, "--synthetic", "steady:30", "--duration-s", "120", "--policy", "naive"
     )
     assert code == 0
-    assert out.splitlines()[0].split()[:3] == ["policy", "requests", "shed"]
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["policy", "requests", "shed"]
+    assert lines[0].endswith("× oracle") and float(lines[1].split()[-1]) > 0
+    assert lines[2].startswith("oracle: ") and "λ_out 13.776 rps each" in lines[2]
     (written,) = tmp_path.glob("simulate-kokoro-82m-g5xlarge-8b1b96bc-*.json")
     artifact = load_artifact(written, SimulationArtifact)
     assert artifact.policies[0].policy == "naive" and artifact.policies[0].cost_usd is None
@@ -202,7 +209,7 @@ def test_a_fleet_plan_simulates_with_the_same_json_shape(capsys, tmp_path) -> No
     )  # fmt: skip
     assert code == 0, err
     payload = json.loads(out)
-    assert set(payload) == {"policies", "inputs", "provenance"}
+    assert set(payload) == {"policies", "inputs", "provenance", "oracle"}
     assert set(payload["policies"][0]) == OUTCOME_KEYS
     assert payload["inputs"]["plan_id"] == load_artifact(FLEET_PLAN, PlanArtifact).plan_id
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tts_bench.cli.aws_options import add_semantics_option
+from tts_bench.simulate.oracle import OracleFleet
 from tts_bench.simulate.policies import POLICY_NAMES
 from tts_bench.simulate.traffic import SYNTHETIC_HELP
 
@@ -55,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help='print {"policies", "inputs", "provenance"} as JSON and nothing else on stdout',
+        help='print {"policies", "inputs", "provenance", "oracle"} as JSON, nothing else on stdout',
     )
     p.set_defaults(handler=run)
 
@@ -83,8 +84,33 @@ def run(args: argparse.Namespace) -> int:
     artifact = result.artifact
     if args.json:
         payload = artifact.model_dump(mode="json", include={"policies", "inputs", "provenance"})
+        payload["oracle"] = oracle_record(result.oracle)
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        print(render_table(artifact.policies))
+        hours = result.oracle.instance_hours if result.oracle else None
+        print(render_table(artifact.policies, hours))
+        print(oracle_line(result.oracle))
         print(f"Wrote {result.path} and {result.plot}")
     return 0
+
+
+def oracle_record(oracle: OracleFleet | None) -> dict[str, float | int] | None:
+    if oracle is None:
+        return None
+    return {
+        "instance_hours": round(oracle.instance_hours, 3),
+        "launches": oracle.launches,
+        "peak_instances": oracle.peak,
+        "per_instance_rps": oracle.per_instance_rps,
+        "lead_s": oracle.lead_s,
+    }
+
+
+def oracle_line(oracle: OracleFleet | None) -> str:
+    if oracle is None:
+        return "oracle: none (the fleet rule gives no λ_out for these inputs)"
+    return (
+        f"oracle: {oracle.instance_hours:,.1f} instance-h, peak {oracle.peak}: a clairvoyant fleet "
+        f"at λ_out {oracle.per_instance_rps:.3f} rps each, launched {oracle.lead_s:g} s ahead "
+        "(docs/simulation.md#the-clairvoyant-fleet)"
+    )

@@ -31,7 +31,7 @@ from tts_bench.custody.differences import Difference, exempt_paths, first_differ
 from tts_bench.custody.outcome import Checked, CustodyError, Sources
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.plan import derive_plan
-from tts_bench.planning.steps import PlanRequest
+from tts_bench.planning.steps import request_of
 from tts_bench.planning.traffic_check import with_check
 
 PLAN_EXEMPT: Final = (
@@ -55,16 +55,7 @@ def compare_plans(recorded: PlanArtifact, derived: PlanArtifact) -> Difference |
 
 def rederive(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) -> PlanArtifact:
     """The plan its sources and recorded inputs give (a `RefusalError` when they give none)."""
-    inputs = plan.inputs
-    request = PlanRequest(
-        peak_rps=inputs.peak_rps,
-        trough_rps=inputs.trough_rps,
-        slo_ms=inputs.slo_ms,
-        surge_ratio=inputs.surge_ratio,
-        min_floor=inputs.min_floor,
-        allow_config_mismatch=inputs.allow_config_mismatch,
-        rule=plan.rule,
-    )
+    request = request_of(plan.inputs, plan.rule)
     derived = derive_plan(
         qmax, ttotal, request, dict(plan.sources), created_at=plan.provenance.created_at
     )

@@ -16,6 +16,7 @@ from tts_bench.artifacts.schema import (
     DeployShape,
     Finding,
     FleetLevels,
+    PlanInputs,
     QmaxArtifact,
 )
 from tts_bench.errors import RefusalError
@@ -42,6 +43,19 @@ class PlanRequest(BaseModel):
     rule: Rule = DEFAULT_RULE
     surge_trials: PositiveInt = DEFAULT_TRIALS
     surge_seed: int = DEFAULT_SEED
+
+
+def request_of(inputs: PlanInputs, rule: Rule) -> PlanRequest:
+    """The request a plan's recorded inputs stand for, under `rule`."""
+    return PlanRequest(
+        peak_rps=inputs.peak_rps,
+        trough_rps=inputs.trough_rps,
+        slo_ms=inputs.slo_ms,
+        surge_ratio=inputs.surge_ratio,
+        min_floor=inputs.min_floor,
+        allow_config_mismatch=inputs.allow_config_mismatch,
+        rule=rule,
+    )
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,10 @@ from tts_bench.artifacts.schema import (
 from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.plan import derive_plan
+from tts_bench.planning.steps import request_of
 from tts_bench.simulate.deploy_shape import ScalingShape, scaling_shape
+from tts_bench.simulate.oracle import OracleFleet, oracle_fleet
 from tts_bench.simulate.outcome import policy_outcome
 from tts_bench.simulate.plot import plot_timeline
 from tts_bench.simulate.policies import Policy, parse_policy
@@ -72,6 +75,7 @@ class Simulation:
     path: Path
     plot: Path
     runs: list[PolicyRun]
+    oracle: OracleFleet | None = None  # None: the fleet rule gives no levels for these inputs
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,23 @@ def load_inputs(request: SimulationRequest) -> Inputs:
     shape = scaling_shape(plan, request.semantics)
     curves = service_curves(qmax, shape.queue_max_depth)
     return Inputs(plan, qmax, ttotal, shape, curves, shape.sizing_rps)
+
+
+def oracle_for(inputs: Inputs, traffic: Traffic) -> OracleFleet | None:
+    """The clairvoyant fleet at the fleet rule's λ_out and planned T_total: the plan's own
+    levels, or, for a published-rule plan, those the fleet rule derives from the same inputs;
+    None when the fleet rule refuses them."""
+    levels = inputs.plan.fleet
+    if levels is None:
+        request = request_of(inputs.plan.inputs, "fleet")
+        try:
+            twin = derive_plan(inputs.qmax, inputs.ttotal, request, dict(inputs.plan.sources))
+        except TtsBenchError:
+            return None
+        levels = twin.fleet
+    if levels is None:
+        return None
+    return oracle_fleet(traffic, levels.scale_out_rps, levels.planned_total_s)
 
 
 def build_traffic(
@@ -210,4 +231,4 @@ def simulate_from_files(request: SimulationRequest) -> Simulation:
     png = plot_timeline(
         runs, inputs.plan.c_scale_max, inputs.shape.queue_max_depth, title, path.with_suffix(".png")
     )
-    return Simulation(artifact, path, png, runs)
+    return Simulation(artifact, path, png, runs, oracle_for(inputs, traffic))

@@ -24,7 +24,9 @@ def policy_outcome(run: PolicyRun, price_per_hour_usd: float | None) -> PolicyOu
     )
 
 
-def render_table(outcomes: list[PolicyOutcome]) -> str:
+def render_table(outcomes: list[PolicyOutcome], oracle_hours: float | None = None) -> str:
+    """The policies side by side; with the clairvoyant fleet's instance-hours, each policy's
+    as a ratio to them ("× oracle", `simulate.oracle`)."""
     header = (
         "policy",
         "requests",
@@ -35,6 +37,7 @@ def render_table(outcomes: list[PolicyOutcome]) -> str:
         "instance-h",
         "cost $",
         "peak",
+        *(("× oracle",) if oracle_hours else ()),
     )
     rows = [
         (
@@ -47,6 +50,7 @@ def render_table(outcomes: list[PolicyOutcome]) -> str:
             f"{o.instance_hours:,.1f}",
             "-" if o.cost_usd is None else f"{o.cost_usd:,.2f}",
             str(o.peak_instances),
+            *((f"{o.instance_hours / oracle_hours:.3f}",) if oracle_hours else ()),
         )
         for o in outcomes
     ]
