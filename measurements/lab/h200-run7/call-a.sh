@@ -3,7 +3,7 @@
 # call while the machine stays warm (30 s after a call): call B must follow at once.
 # carry: [".gpu-stage/a"]
 set -u
-A=.gpu-stage/a
+A=${STAGE:-.gpu-stage}/a  # STAGE: where scripts/gpu-stage wrote (default .gpu-stage)
 date -u; nproc; free -g | head -2
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version,clocks.sm,utilization.gpu --format=csv
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $A/wheels/*.whl || exit 3

@@ -9,7 +9,7 @@
 # carry: [".gpu-stage/b"]
 set -u
 export PYTHONUNBUFFERED=1 TTS_ENGINE_CACHE=/tmp/tts-cache
-B=$PWD/.gpu-stage/b
+B=$(realpath ${STAGE:-.gpu-stage})/b  # STAGE: where scripts/gpu-stage wrote
 export PYTHONPATH=/tmp/site:$PWD:$PWD/container
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s]"; }
 cp $B/part3.xz $B/part4.xz /tmp/stage/ || exit 3

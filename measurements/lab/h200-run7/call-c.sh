@@ -7,7 +7,7 @@
 # carry: [".gpu-stage/b"]
 set -u
 export PYTHONUNBUFFERED=1 TTS_ENGINE_CACHE=/tmp/tts-cache
-B=$PWD/.gpu-stage/b; GRAPHS=${GRAPHS:-0}
+B=$(realpath ${STAGE:-.gpu-stage})/b; GRAPHS=${GRAPHS:-0}  # STAGE: where scripts/gpu-stage wrote
 export PYTHONPATH=/tmp/site:$PWD:$PWD/container
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 L="--model-dir /tmp/kmodel --g2p-table $B/g2p-table.json --mega-cache /tmp/run/mega-cache-float32.bin --dtype float32 --modes concurrent --underrun-slo 0.05 --server-logs"
