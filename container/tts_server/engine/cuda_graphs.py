@@ -69,6 +69,10 @@ class GraphedSynthesis:
         self.bucket_frames = bucket_frames
         self.max_frames = max_frames
         self._pool = torch.cuda.graph_pool_handle()
+        # One side stream for every capture's warm-up runs: the caching allocator keeps what a
+        # stream freed for that stream, so a new stream per capture (64 at warm-up) held a
+        # pass's memory each until the H200's 140 GB ran out (run 7, call B).
+        self._side = torch.cuda.Stream()
         self._graphs: dict[tuple[int, int], _Captured] = {}
 
     @property
@@ -97,12 +101,11 @@ class GraphedSynthesis:
         asr = torch.zeros((batch, asr_dim, bucket), device=device)
         styles = torch.zeros((batch, 256), device=device)
         frames = torch.full((batch,), bucket, dtype=torch.long, device=device)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        self._side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self._side):
             for _ in range(2):
                 self._eager(shared, asr, styles, frames)
-        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.current_stream().wait_stream(self._side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             spectrum, f0 = self._eager(shared, asr, styles, frames)
