@@ -95,7 +95,14 @@ class GraphedSynthesis:
 
     def capture(self, batch: int, bucket: int, shared_dim: int, asr_dim: int) -> _Captured:
         """Record the graph of (batch, bucket): two eager runs on a side stream first, so
-        compilation, cuDNN plans and the allocator's first requests happen outside it."""
+        compilation, cuDNN plans and the allocator's first requests happen outside it.
+        Under inference mode, also when called from outside a pass (`TorchBackend.warm`):
+        with autograd on, each warm-up run kept every activation (out of memory on the H200
+        at batch 8, 512 frames, run 7)."""
+        with torch.inference_mode():
+            return self._capture(batch, bucket, shared_dim, asr_dim)
+
+    def _capture(self, batch: int, bucket: int, shared_dim: int, asr_dim: int) -> _Captured:
         device = self.model.device
         shared = torch.zeros((batch, bucket, shared_dim), device=device)
         asr = torch.zeros((batch, asr_dim, bucket), device=device)
