@@ -437,7 +437,7 @@ def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[
     request = LadderRequest(
         host=server.url, schedule=schedule, slo_ms=args.slo_ms,
         transport=Transport.LOCAL_HTTP.value, corpus=args.corpus, model="kokoro-82m",
-        out=out, processes=args.processes,
+        out=out, processes=args.processes, underrun_slo=args.underrun_slo,
     )  # fmt: skip
     log(f"{label}: ladder {rungs} ({schedule.duration_s:.0f} s)")
     return run_ladder(
@@ -555,6 +555,63 @@ def summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def served(args: argparse.Namespace) -> int:
+    """Per rung of a ladder: requests/s, the audio served per second summed from the audio
+    each stream received (its bytes, as the client counted them) against the derived figure
+    (requests/s x the corpus's mean audio), the stall share and p95; and the two Q_max, the
+    TTFAB SLO's alone and with at most `--underrun-slo` of streams stalled."""
+    from tts_bench.artifacts.schema import QmaxArtifact, rung_meets_slo
+    from tts_bench.measure.ladder import in_window
+    from tts_bench.measure.samples import Outcome, read_samples, samples_path
+
+    rows: list[dict[str, object]] = []
+    for path in args.artifacts:
+        artifact = QmaxArtifact.model_validate_json(path.read_text())
+        if artifact.ladder is None:
+            raise SystemExit(f"{path}: no ladder settings, so no measure windows")
+        samples = read_samples(samples_path(path))
+        audio_ms: dict[int, float] = {}
+        window_s: dict[int, float] = {}
+        for index, level in enumerate(artifact.ladder.rungs):
+            w0, w1 = artifact.ladder.measure_window(index)
+            done = in_window(samples, level, w0, w1)
+            ok = [x for x in done if x.outcome is Outcome.OK]
+            audio_ms[level] = sum(x.audio_ms or 0.0 for x in ok)
+            window_s[level] = w1 - w0
+        plain = stall = None
+        plain_open = stall_open = True
+        for rung in sorted(artifact.rungs, key=lambda r: r.concurrency):
+            failed = rung.rejected + rung.errors
+            meets = rung.usable and rung_meets_slo(
+                rung.ttfab_p95_ms, failed, rung.completed, artifact.slo_ms
+            )
+            meets_stall = rung.usable and rung_meets_slo(
+                rung.ttfab_p95_ms, failed, rung.completed, artifact.slo_ms,
+                rung.underrun_share, args.underrun_slo,
+            )  # fmt: skip
+            plain_open = plain_open and meets
+            stall_open = stall_open and meets_stall
+            plain = rung.concurrency if plain_open else plain
+            stall = rung.concurrency if stall_open else stall
+            seconds = window_s.get(rung.concurrency, 0.0)
+            rows.append({
+                "artifact": path.name, "c": rung.concurrency, "rps": rung.achieved_rps,
+                "ttfab_p95_ms": rung.ttfab_p95_ms,
+                "served_audio_s_per_s": round(audio_ms.get(rung.concurrency, 0.0) / 1000 / seconds, 1)
+                if seconds else None,
+                "derived_audio_s_per_s": round(rung.achieved_rps * args.mean_audio_s, 1),
+                "underrun_share": rung.underrun_share, "stall_ms_p95": rung.stall_ms_p95,
+                "rtf_p95": rung.rtf_p95,
+            })  # fmt: skip
+        rows.append({"artifact": path.name, "q_max_ttfab": plain, "q_max_stall_aware": stall})
+        log(f"{path.name}: Q_max {plain} (TTFAB SLO), {stall} (and <= {args.underrun_slo} stalled)")
+    text = "\n".join(json.dumps(row) for row in rows)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
 def _batch_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
@@ -620,6 +677,10 @@ def main() -> int:
     lad.add_argument("--measure-s", type=float, default=8.0)
     lad.add_argument("--idle-s", type=float, default=1.0)
     lad.add_argument("--slo-ms", type=float, default=3000.0)
+    lad.add_argument(
+        "--underrun-slo", type=float, default=None,
+        help="a rung whose share of stalled streams exceeds this fails too (e.g. 0.05)",
+    )  # fmt: skip
     lad.add_argument("--processes", type=int, default=8)
     lad.add_argument("--max-batch", type=int, default=64)
     lad.add_argument("--mega-cache", type=Path, required=True)
@@ -642,6 +703,13 @@ def main() -> int:
         help="fine rungs start this far (relative) below the scout's last pass",
     )  # fmt: skip
     lad.set_defaults(handler=device_ladders)
+
+    srv = sub.add_parser("served", help="served audio-s/s from bytes, stalls, both Q_max")
+    srv.add_argument("artifacts", type=Path, nargs="+", help="qmax-*.json (samples beside)")
+    srv.add_argument("--underrun-slo", type=float, default=0.05)
+    srv.add_argument("--mean-audio-s", type=float, default=4.69, help="corpus mean, derived")
+    srv.add_argument("--out", type=Path, default=None, help="JSON lines to write")
+    srv.set_defaults(handler=served)
 
     summ = sub.add_parser("summarize", help="gpu-summary-<gpu>.json from a device run's files")
     summ.add_argument("--run", type=Path, required=True, help="offline-*.json and ready.json")

@@ -178,6 +178,15 @@ def harmonic_source(source: Any, f0: Tensor) -> Tensor:
 
 def generator(gen: Any, x: Tensor, style: Tensor, f0: Tensor, masks: PaddingMasks) -> Tensor:
     """kokoro.istftnet.Generator: harmonic source, upsampling with residual blocks, iSTFT."""
+    return istft_tail(gen, generator_spectrum(gen, x, style, f0, masks))
+
+
+def generator_spectrum(
+    gen: Any, x: Tensor, style: Tensor, f0: Tensor, masks: PaddingMasks
+) -> Tensor:
+    """The generator up to its last convolution: (B, n_fft + 2, L) log-magnitude and phase
+    logits. Everything here has static shapes for given input shapes (no host waits), so a
+    CUDA graph can hold it; `istft_tail` (torch.istft checks its window on the host) cannot."""
     with torch.autocast(f0.device.type, enabled=False):
         f0_samples = gen.f0_upsamp(f0.float()[:, None]).transpose(1, 2)
         source = harmonic_source(gen.m_source, f0_samples).transpose(1, 2).squeeze(1)
@@ -197,7 +206,11 @@ def generator(gen: Any, x: Tensor, style: Tensor, f0: Tensor, masks: PaddingMask
         for block in blocks[1:]:
             xs = xs + ada_in_res_block(block, x, style, masks)
         x = xs / gen.num_kernels
-    x = conv(gen.conv_post, F.leaky_relu(x), masks)
+    return conv(gen.conv_post, F.leaky_relu(x), masks)
+
+
+def istft_tail(gen: Any, x: Tensor) -> Tensor:
+    """The generator's last step, in float32: magnitude and phase to samples (B, 1, samples)."""
     with torch.autocast(x.device.type, enabled=False):
         x = x.float()
         spec = torch.exp(x[:, : gen.post_n_fft // 2 + 1, :])
@@ -209,6 +222,13 @@ def decoder(
     dec: Any, asr: Tensor, f0: Tensor, n: Tensor, style: Tensor, masks: PaddingMasks
 ) -> Tensor:
     """kokoro.istftnet.Decoder: (B, C, T) aligned text, (B, 2T) F0 and energy -> (B, 1, samples)."""
+    return istft_tail(dec.generator, decoder_spectrum(dec, asr, f0, n, style, masks))
+
+
+def decoder_spectrum(
+    dec: Any, asr: Tensor, f0: Tensor, n: Tensor, style: Tensor, masks: PaddingMasks
+) -> Tensor:
+    """`decoder` up to the iSTFT (`generator_spectrum`)."""
     f0_down = conv(dec.F0_conv, f0.unsqueeze(1), masks)
     n_down = conv(dec.N_conv, n.unsqueeze(1), masks)
     x = adain_res_blk(dec.encode, torch.cat([asr, f0_down, n_down], dim=1), style, masks)
@@ -220,7 +240,7 @@ def decoder(
         x = adain_res_blk(block, x, style, masks)
         if block.upsample_type != "none":
             residual = False
-    return generator(dec.generator, x, style, f0, masks)
+    return generator_spectrum(dec.generator, x, style, f0, masks)
 
 
 def synthesize(
@@ -236,6 +256,21 @@ def synthesize(
 
     `chain` runs every AdaIN + activation + mask chain (default `adain_act`, eager).
     """
+    spectrum, f0 = synthesize_spectrum(model, shared, asr, styles, frames, chain)
+    audio = istft_tail(model.decoder.generator, spectrum)
+    return audio.reshape(audio.shape[0], -1).float(), f0
+
+
+def synthesize_spectrum(
+    model: Any,
+    shared: Tensor,
+    asr: Tensor,
+    styles: Tensor,
+    frames: Tensor | None,
+    chain: Callable[..., Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """`synthesize` up to the iSTFT: the generator's (B, n_fft + 2, L) output and F0 (B, 2T),
+    float32. No host waits: what `cuda_graphs.GraphedSynthesis` captures."""
     total = asr.shape[-1]
     masks = PaddingMasks(frames, total, chain)
     prosody, acoustic = styles[:, 128:], styles[:, :128]
@@ -252,8 +287,7 @@ def synthesize(
             f0.dtype
         )
         f0, n = f0 * curve, n * curve
-    audio = decoder(model.decoder, asr, f0, n, acoustic, masks)
-    return audio.reshape(audio.shape[0], -1).float(), f0.float()
+    return decoder_spectrum(model.decoder, asr, f0, n, acoustic, masks), f0.float()
 
 
 def fold_weight_norm(model: Any) -> int:

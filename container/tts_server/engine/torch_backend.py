@@ -32,11 +32,14 @@ from tts_server.engine.backend import (
 )
 from tts_server.engine.base import EngineError
 from tts_server.engine.onnx_backend import usable_cores
+from tts_server.engine.precision import FP32_GROUPS_ENV, parse_groups
 
 MAX_BATCH_ENV = "ENGINE_MAX_BATCH"
 DTYPE_ENV = "ENGINE_DTYPE"  # float32 | bfloat16 | float16: the synthesis half's arithmetic
 COMPILE_ENV = "ENGINE_COMPILE"  # 1: torch.compile the synthesis half; 0: eager
+GRAPHS_ENV = "ENGINE_CUDA_GRAPHS"  # 0: off; N: CUDA graphs for the synthesis half of batches <= N
 DTYPES = ("float32", "bfloat16", "float16")
+WARM_GRAPH_FRAMES = 512  # warm() captures graphs of buckets up to 12.8 s of audio
 REPO_ID = "hexgrad/Kokoro-82M"  # only a label for KModel; with config + model it never downloads
 
 
@@ -137,6 +140,7 @@ class PassOptions:
 
     dtype: str = "float32"  # one of DTYPES (autocast below fp32; the harmonic source stays fp32)
     chain: Callable[..., Any] | None = None  # masked_decoder.adain_act, or it compiled
+    graphs: Any | None = None  # a cuda_graphs.GraphedSynthesis, for the batches it fits
 
 
 def _to_host(tensors: Sequence[Any]) -> list[np.ndarray]:
@@ -231,11 +235,16 @@ def forward_batch(
         shared, _ = model.predictor.shared(packed)
         shared, _ = pad_packed_sequence(shared, batch_first=True, total_length=total)
         asr = aligned(text)
-        low = options.dtype != "float32"
-        with torch.autocast(device.type, dtype=getattr(torch, options.dtype), enabled=low):
-            audio, f0 = masked_decoder.synthesize(
-                model, shared, asr, styles, frames if batch > 1 else None, options.chain
-            )
+        if options.graphs is not None and options.graphs.fits(batch, total):
+            spectrum, f0 = options.graphs.spectrum(shared, asr, styles, frames)
+        else:
+            low = options.dtype != "float32"
+            with torch.autocast(device.type, dtype=getattr(torch, options.dtype), enabled=low):
+                spectrum, f0 = masked_decoder.synthesize_spectrum(
+                    model, shared, asr, styles, frames if batch > 1 else None, options.chain
+                )
+        audio = masked_decoder.istft_tail(model.decoder.generator, spectrum)
+        audio = audio.reshape(batch, -1).float()
         audio_np, f0_np, durations_np = _to_host([audio, f0, frames_per_token])
 
     out_audio, out_durations, out_f0 = [], [], []
@@ -267,15 +276,35 @@ def planned_settings(device: str, max_batch: int) -> dict[str, str]:
     are 1.28x and 1.39x faster at batch 64 but move the log-mel spectrum 2.0 and 0.67 dB from
     float32 (the bound is 0.5; float32 compiled: 0.18), so they stay opt-in. On a CPU:
     float32, eager.
-    `$ENGINE_DTYPE` and `$ENGINE_COMPILE` override.
+    `$ENGINE_DTYPE` and `$ENGINE_COMPILE` override. `$ENGINE_CUDA_GRAPHS=N` (off by default;
+    a GPU only) replays the synthesis half of batches of up to N from CUDA graphs
+    (`cuda_graphs`); the key is in the settings only when it is on, so artifacts of builds
+    without it keep their fingerprints. `$ENGINE_FP32_GROUPS` (below float32 only) keeps the
+    named layer groups of `precision.GROUPS` in float32.
     """
     gpu = device.startswith("cuda")
-    return {
+    settings = {
         "TORCH_DEVICE": device,
         "ENGINE_MAX_BATCH": str(max_batch),
         "TORCH_DTYPE": _env_choice(DTYPE_ENV, DTYPES, "float32"),
         "TORCH_COMPILE": _env_choice(COMPILE_ENV, ("0", "1"), "1" if gpu else "0"),
     }
+    graphs = os.environ.get(GRAPHS_ENV) or "0"
+    if not graphs.isdigit() or int(graphs) > max_batch:
+        raise EngineError(f"{GRAPHS_ENV}={graphs!r}; use a whole number from 0 to {max_batch}")
+    groups = os.environ.get(FP32_GROUPS_ENV) or ""
+    if groups:
+        try:
+            names = parse_groups(groups)
+        except ValueError as exc:
+            raise EngineError(f"{FP32_GROUPS_ENV}={groups!r}: {exc}") from exc
+        if names and settings["TORCH_DTYPE"] != "float32":
+            settings["TORCH_FP32_GROUPS"] = ",".join(names)
+    if int(graphs) > 0:
+        if not gpu:
+            raise EngineError(f"{GRAPHS_ENV}={graphs} needs a CUDA device; unset it on a CPU")
+        settings["TORCH_CUDA_GRAPHS"] = str(int(graphs))
+    return settings
 
 
 def warmup_items(vocab: dict[str, int], style: np.ndarray) -> list[list[InferenceItem]]:
@@ -326,10 +355,22 @@ class TorchBackend(Backend):
         self.vocab: dict[str, int] = config["vocab"]
         self.voices = load_voice_packs(self.files.voices)
         self.options = PassOptions(dtype=self._settings["TORCH_DTYPE"])
+        if "TORCH_FP32_GROUPS" in self._settings:
+            from tts_server.engine.precision import keep_float32
+
+            keep_float32(self.model, parse_groups(self._settings["TORCH_FP32_GROUPS"]))
         if self._settings["TORCH_COMPILE"] == "1":
             from tts_server.engine.compile_cache import compiled_adain_act
 
             self.options = PassOptions(self.options.dtype, compiled_adain_act())
+        if "TORCH_CUDA_GRAPHS" in self._settings:
+            from tts_server.engine.cuda_graphs import GraphedSynthesis
+
+            graphs = GraphedSynthesis(
+                self.model, self.options.chain, self.options.dtype,
+                int(self._settings["TORCH_CUDA_GRAPHS"]),
+            )  # fmt: skip
+            self.options = PassOptions(self.options.dtype, self.options.chain, graphs)
 
     @staticmethod
     def default_max_batch(device: str) -> int:
@@ -355,12 +396,23 @@ class TorchBackend(Backend):
         return dict(self._settings)
 
     def warm(self) -> float:
-        """Run the warm-up batches (compiling, when on); seconds taken."""
+        """Run the warm-up batches (compiling, when on), then capture the CUDA graphs of
+        every batch size they cover up to `WARM_GRAPH_FRAMES` (longer ones are captured on
+        first use); seconds taken."""
         started = time.perf_counter()
         style = next(iter(self.voices.values()))
         for batch in warmup_items(self.vocab, style):
             if len(batch) <= self.max_batch:
                 self.infer(batch)
+        graphs = self.options.graphs
+        if graphs is not None:
+            shared_dim = 2 * self.model.predictor.shared.hidden_size
+            asr_dim = 2 * self.model.text_encoder.lstm.hidden_size
+            for size in range(1, graphs.max_batch + 1):
+                for bucket in range(
+                    graphs.bucket_frames, WARM_GRAPH_FRAMES + 1, graphs.bucket_frames
+                ):
+                    graphs.capture(size, bucket, shared_dim, asr_dim)
         return time.perf_counter() - started
 
     def infer(self, items: Sequence[InferenceItem]) -> list[InferenceOutput]:
