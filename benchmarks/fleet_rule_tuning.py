@@ -113,6 +113,43 @@ def _invocations_step(plan: PlanArtifact, factor: float = 1.0) -> StepSpec:
     )  # fmt: skip
 
 
+def _invocations_scale_in(plan: PlanArtifact) -> dict[str, object]:
+    """A step scale-in on InvocationsPerInstance (Sum, 60 s; an alarm of our own, 3 of 3
+    datapoints below 99 % of the target, Average of them) that removes k % where the value is
+    k % below the target (PercentChangeInCapacity, rounded down: lands at or under the target at
+    large N; AWS rounds a removal under one instance up to one, which a small fleet cannot
+    afford). Cooldown: the alarm's detection (3 periods and the publication delay), so the next
+    removal reads datapoints after the last. Target tracking's own scale-in is disabled
+    (DisableScaleIn): it would scale in only after its 15 minutes below 90 %."""
+    target = plan.scaling_target_value
+    threshold = 0.99 * target
+    steps = [
+        StepAdjustment(
+            lower=None if k == 50 else -k * 0.01 * target,
+            upper=-(k - 1) * 0.01 * target,
+            adjustment=-k,
+        )
+        for k in range(1, 51)
+    ]
+    alarm = AlarmSpec(
+        metric="InvocationsPerInstance", statistic="Sum", period_s=60, evaluation_periods=3,
+        datapoints_to_alarm=3, comparison="LessThanThreshold", threshold=threshold,
+        treat_missing_data="missing",
+    )  # fmt: skip
+    step = StepSpec(
+        role="scale-in", adjustment_type="PercentChangeInCapacity", steps=steps,
+        cooldown_s=3 * 60 + 60, metric_aggregation_type="Average", alarm=alarm,
+    )  # fmt: skip
+    policies: list[object] = []
+    for policy in plan.deploy.policies:  # type: ignore[union-attr]
+        if policy.kind == "target-tracking":
+            policy = policy.model_copy(
+                update={"disable_scale_in": True, "low_alarm": None, "scale_in_cooldown_s": None}
+            )
+        policies.append(policy)
+    return {"policies": [*policies, step]}
+
+
 def _previous(plan: PlanArtifact) -> dict[str, object]:
     """Issue 23's burst: at the occupancy one instance holds under the surge, one instance at least."""
     levels = plan.fleet
@@ -147,6 +184,7 @@ VARIANTS: dict[str, Callable[[PlanArtifact], tuple[dict[str, object], dict[str, 
     ),
     "rule+floor-4": lambda p: (_burst_edit(p), {"min_instances": 4}),
     "rule+invocations-step": lambda p: (_with(_invocations_step(p))(p, _burst_edit(p)), {}),
+    "step-scale-in": lambda p: (_invocations_scale_in(p), {}),
 }
 
 
