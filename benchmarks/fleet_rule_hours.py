@@ -27,6 +27,7 @@ from tts_bench.planning import fleet_rule
 from tts_bench.planning.aws_semantics import NAMED
 from tts_bench.simulate.check import CheckTraffic
 from tts_bench.simulate.deploy_shape import scaling_shape
+from tts_bench.simulate.oracle import instances_needed
 from tts_bench.simulate.policies import parse_policy
 from tts_bench.simulate.replay import PolicyRun, run_fleet_model
 from tts_bench.simulate.service import service_curves
@@ -49,9 +50,11 @@ def simulate(
 
 
 def clairvoyant(counts: np.ndarray, level_rps: float, period_s: float) -> np.ndarray:
-    """Instances per metric period of a fleet that holds, each minute, ceil(rate / level)."""
+    """Instances per metric period of a fleet that holds, each minute, what `simulate`'s
+    clairvoyant fleet holds (`simulate.oracle`), without its start-up lead: a lower bound
+    still, by the lead's instance-hours."""
     minutes = counts[: len(counts) // MINUTE_S * MINUTE_S].reshape(-1, MINUTE_S).sum(axis=1)
-    held = np.maximum(1, np.ceil(minutes / MINUTE_S / level_rps - 1e-9))
+    held = instances_needed(minutes / MINUTE_S, level_rps)
     return np.repeat(held, round(MINUTE_S / period_s))
 
 
