@@ -429,8 +429,8 @@ def refined_grid(last_pass: int, first_fail: int, step: float) -> list[int]:
 def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[int],  # type: ignore[no-untyped-def]
                 hold: tuple[float, float, float], out: Path) -> Path:  # fmt: skip
     from tts_bench.artifacts.fingerprint import Transport
-    from tts_bench.measure.ladder import LadderSchedule
-    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+    from tts_bench.measure.ladder.locust_child import LadderRequest, run_ladder
+    from tts_bench.measure.ladder.schedule import LadderSchedule
 
     out.mkdir(parents=True, exist_ok=True)
     schedule = LadderSchedule(rungs=tuple(rungs), hold_s=hold[0], measure_s=hold[1], idle_s=hold[2])

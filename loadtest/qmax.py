@@ -8,8 +8,8 @@ construction. Each request's TTFAB and total latency are fired as Locust request
 UI, CSV and distributed mode work as usual) and kept as raw samples, from which each rung's
 statistics come. The ladder stops after the first failing or client-bound rung and writes
 `<out>/qmax-<model>-<transport>-<slug>.json` and its samples when Locust quits. Here: the
-users, the shape, the event hooks and the flags (`tts_bench.measure.ladder_flags`, the set
-`tts-bench qmax` takes); the ladder's control is `tts_bench.measure.ladder_conductor`.
+users, the shape, the event hooks and the flags (`tts_bench.measure.ladder.flags`, the set
+`tts-bench qmax` takes); the ladder's control is `tts_bench.measure.ladder.conductor`.
 
 Without `--headless`, Locust's web UI shows every ladder flag, with its help, in its start form
 beside the host; the ladder is built when the test starts, from the values sent. The form is
@@ -53,19 +53,19 @@ from sagemaker_users import LadderHooks, ResponseStreamUser
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.measure.corpus import Utterance, load_corpus
-from tts_bench.measure.ladder_board import add_ladder_tab, check_start
-from tts_bench.measure.ladder_conductor import RUNG_MESSAGE, Conductor, LadderTarget, target_of
-from tts_bench.measure.ladder_flags import (
+from tts_bench.measure.ladder.board import add_ladder_tab, check_start
+from tts_bench.measure.ladder.conductor import RUNG_MESSAGE, Conductor, LadderTarget, target_of
+from tts_bench.measure.ladder.flags import (
     LadderOptions,
     add_ladder_arguments,
     ladder_arguments,
     ladder_options,
 )
-from tts_bench.measure.ladder_state import ShapeSnapshot
-from tts_bench.measure.ladder_store import Recorder
+from tts_bench.measure.ladder.state import ShapeSnapshot
+from tts_bench.measure.ladder.store import Recorder
 from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stream_events import StreamReading
+from tts_bench.measure.transport.stream_events import StreamReading
 
 logger = logging.getLogger("qmax")
 HEADERS_ENTRY = "/invocations (headers only)"  # Locust's own entry: timed at the headers

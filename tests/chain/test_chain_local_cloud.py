@@ -362,7 +362,7 @@ def test_a_drift_error_refuses_the_ladder(cloud: Any, out: Path, capsys) -> None
 def test_the_local_cloud_answers_the_quota_and_none_free_is_refused(cloud: Any) -> None:
     from tts_bench.aws.session import AwsSession
     from tts_bench.errors import RefusalError
-    from tts_bench.measure.quota import read_quota_check
+    from tts_bench.measure.ttotal.quota import read_quota_check
 
     check = read_quota_check(AwsSession.from_environment(), "ml.g5.xlarge")
     running = client("sagemaker").describe_endpoint(EndpointName=cloud.endpoint_name)[

@@ -35,7 +35,7 @@ from tts_bench.custody.gate import evaluate
 from tts_bench.custody.stale import dependents, retire_replaced
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import TtsBenchError, printable
-from tts_bench.measure.raw_record import raw_path
+from tts_bench.measure.ladder.raw_record import raw_path
 from tts_bench.measure.samples import samples_path
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.gate import GateCondition, GateQuery

@@ -17,14 +17,14 @@ from tts_bench.artifacts.schema import Provenance, QmaxArtifact, load_artifact, 
 from tts_bench.cli import main
 from tts_bench.custody.folder import ArtifactFolder
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder import (
-    LadderSchedule,
+from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, write_raw
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import (
     VerdictRule,
     build_qmax_artifact,
     extend_unstable,
     ladder_rungs,
 )
-from tts_bench.measure.raw_record import QmaxRaw, raw_path, write_raw
 from tts_bench.measure.samples import samples_path, write_samples
 
 LOCAL = EMULATED_FINGERPRINT.model_copy(

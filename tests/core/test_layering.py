@@ -211,10 +211,14 @@ def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> 
     ("where", "planted", "expected"),
     [
         ("planning/plan.py", "from tts_bench.aws.session import AwsClients", "planning imports"),
-        ("artifacts/schema.py", "import tts_bench.measure.ladder", "artifacts imports"),
+        ("artifacts/schema.py", "import tts_bench.measure.ladder.statistics", "artifacts imports"),
         ("aws/drift.py", "from tts_bench.cli import main", "aws imports"),
-        ("measure/ladder.py", "from ..infra import preview", "measure imports"),
-        ("local_cloud/fleet.py", "from tts_bench.measure import ladder", "local_cloud imports"),
+        ("measure/ladder/statistics.py", "from ...infra import preview", "measure imports"),
+        (
+            "local_cloud/fleet.py",
+            "from tts_bench.measure.ladder import statistics",
+            "local_cloud imports",
+        ),
         ("serving/local_server.py", "import tts_bench.measure.samples", "serving imports"),
     ],
 )
@@ -237,9 +241,108 @@ def test_a_planted_illegal_import_is_caught(
     assert len(found) == 1 and expected in found[0], found
 
 
+def documented_packages(package: str) -> list[Path]:
+    """The package's folder and every subpackage below it."""
+    return sorted(init.parent for init in (PACKAGE / package).rglob("__init__.py"))
+
+
 @pytest.mark.parametrize("package", ["measure", "local_cloud", "serving", "jobs"])
 def test_a_package_docstring_names_every_module_it_holds(package: str) -> None:
-    folder = PACKAGE / package
-    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
-    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
-    assert sorted(m for m in modules if f"`{m}`" not in doc) == []
+    for folder in documented_packages(package):
+        init = folder / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+        modules |= {p.parent.name for p in folder.glob("*/__init__.py")}
+        missing = sorted(m for m in modules if f"`{m}`" not in doc)
+        assert missing == [], f"{init.relative_to(REPO)} does not name {missing}"
+        assert "import" in doc, f"{init.relative_to(REPO)} must say what it may import"
+
+
+# Inside a package split into subpackages: sub-part -> the sub-parts it may import, "" being the
+# shared modules at the package's top (a sub-part may always import itself). Each subpackage's
+# docstring states its line.
+INNER: dict[str, dict[str, frozenset[str]]] = {
+    "measure": {
+        "": frozenset({"transport"}),
+        "transport": frozenset(),
+        "ladder": frozenset({"", "transport"}),
+        "ladder.live": frozenset({"ladder", "", "transport"}),
+        "ttotal": frozenset({"", "transport"}),
+        "surge": frozenset({"", "transport"}),
+    },
+}
+
+
+def inner_part(package: str, folders: tuple[str, ...]) -> str:
+    """The deepest sub-part of `package` that a module in `folders` (below it) belongs to."""
+    parts = INNER[package]
+    for depth in range(len(folders), 0, -1):
+        if ".".join(folders[:depth]) in parts:
+            return ".".join(folders[:depth])
+    return ""
+
+
+def inner_violations(paths: list[Path]) -> list[str]:
+    problems = []
+    for path in paths:
+        if PACKAGE not in path.parents:
+            continue
+        rel = path.relative_to(PACKAGE).parts
+        package = rel[0]
+        if package not in INNER or len(rel) < 2:
+            continue
+        importer = inner_part(package, rel[1:-1])
+        for line, name in imported_modules(path):
+            pieces = tuple(name.split("."))
+            if pieces[:2] != ("tts_bench", package):
+                continue
+            tail = pieces[2:]
+            folders = tail if (PACKAGE / package).joinpath(*tail).is_dir() else tail[:-1]
+            imported = inner_part(package, folders)
+            allowed = INNER[package][importer]
+            if imported != importer and imported not in allowed:
+                problems.append(
+                    f"{path.relative_to(REPO)}:{line}: {package}.{importer or '(top)'} imports "
+                    f"{name} ({package}.{imported or '(top)'}); it may import only "
+                    f"{sorted(a or '(top)' for a in allowed)}"
+                )
+    return problems
+
+
+def test_no_subpackage_imports_a_sibling_it_must_not() -> None:
+    assert inner_violations(python_files()) == []
+
+
+@pytest.mark.parametrize(
+    ("where", "planted", "expected"),
+    [
+        (
+            "measure/surge/figures.py",
+            "from tts_bench.measure.ladder.statistics import rung_statistics",
+            "measure.surge imports",
+        ),
+        ("measure/transport/bidi_stream.py", "import tts_bench.measure.samples", "transport"),
+        ("measure/samples.py", "from tts_bench.measure.ttotal import probe", "(top) imports"),
+        (
+            "measure/ladder/run.py",
+            "from tts_bench.measure.ladder.live.verification import verification_levels",
+            "measure.ladder imports",
+        ),
+    ],
+)
+def test_a_planted_sibling_import_is_caught(
+    tmp_path: Path, where: str, planted: str, expected: str
+) -> None:
+    copy = PACKAGE / where
+    text = copy.read_text(encoding="utf-8") + f"\n\ndef _planted() -> None:\n    {planted}\n"
+    shadow = tmp_path / "shadow.py"
+    shadow.write_text(text, encoding="utf-8")
+    real_reader = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        return real_reader(shadow if self == copy else self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_text", read_text)
+        found = inner_violations([copy])
+    assert len(found) == 1 and expected in found[0], found

@@ -23,9 +23,9 @@ from tts_bench.artifacts.schema import (
     load_artifact,
     sha256_file,
 )
-from tts_bench.measure.ttotal_organic import first_breach
-from tts_bench.measure.ttotal_probe import TtotalError
-from tts_bench.measure.ttotal_stages import timed_stages
+from tts_bench.measure.ttotal.organic import first_breach
+from tts_bench.measure.ttotal.probe import TtotalError
+from tts_bench.measure.ttotal.stages import timed_stages
 from tts_bench.planning.aws_scaling import AlarmRule, Datapoint
 from tts_bench.planning.deploy import deploy_shape_of, detection_shape
 from tts_bench.planning.fleet_rule import tracking_lag_s

@@ -8,14 +8,14 @@ from hypothesis import strategies as st
 
 from tts_bench.artifacts.schema import LadderSettings, QmaxArtifact, TtotalArtifact
 from tts_bench.errors import RefusalError
-from tts_bench.measure.cloudwatch_join import MetricPoint, ratios_for, window_mean
-from tts_bench.measure.quota import QuotaCheck
-from tts_bench.measure.response_stream import StreamEventError, failure_of, payload_lines
+from tts_bench.measure.ladder.live.cloudwatch_join import MetricPoint, ratios_for, window_mean
 from tts_bench.measure.samples import Outcome
-from tts_bench.measure.ttotal_probe import ProbeSample
-from tts_bench.measure.ttotal_recovery import recovery_time
-from tts_bench.measure.ttotal_sagemaker import EMULATED_PROVISIONING, scale_out_events
-from tts_bench.measure.ttotal_stages import stages_from_events
+from tts_bench.measure.transport.response_stream import StreamEventError, failure_of, payload_lines
+from tts_bench.measure.ttotal.probe import ProbeSample
+from tts_bench.measure.ttotal.quota import QuotaCheck
+from tts_bench.measure.ttotal.recovery import recovery_time
+from tts_bench.measure.ttotal.sagemaker import EMULATED_PROVISIONING, scale_out_events
+from tts_bench.measure.ttotal.stages import stages_from_events
 
 
 def steady(start: float, end: float, ttfab_ms: float, every_s: float = 0.5) -> list[ProbeSample]:
@@ -92,7 +92,7 @@ def test_invocations_are_joined_over_two_whole_minutes_of_each_rungs_hold(
     minutes; a rung whose hold holds fewer than two whole minutes gets no ratio (never a guess)."""
     from tests.ladder.synthetic import closed_loop
     from tts_bench.artifacts.schema import INVOCATIONS_RATIO_STAT, load_artifact
-    from tts_bench.measure.cloudwatch_join import invocation_ratios_for
+    from tts_bench.measure.ladder.live.cloudwatch_join import invocation_ratios_for
 
     qmax = load_artifact(reference_qmax_path, QmaxArtifact)
     ladder = LadderSettings(rungs=[r.concurrency for r in qmax.rungs], hold_s=200, measure_s=60,

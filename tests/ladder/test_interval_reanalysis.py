@@ -8,7 +8,7 @@ import pytest
 
 from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
 from tts_bench.cli import main
-from tts_bench.measure.interval_reanalysis import with_intervals
+from tts_bench.measure.ladder.interval_reanalysis import with_intervals
 from tts_bench.measure.samples import read_samples, samples_path
 
 # H200 run 6, main's build, serial: Q_max 25, failing at 26 (measurements/gpu-bench.md)

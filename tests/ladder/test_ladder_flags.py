@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tts_bench.cli import qmax as qmax_command
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder_flags import (
+from tts_bench.measure.ladder.flags import (
     LADDER_FLAGS,
     add_ladder_arguments,
     ladder_arguments,

@@ -28,8 +28,8 @@ from tts_bench.jobs.main_job import (
     stretched,
 )
 from tts_bench.measure.corpus import Utterance, load_corpus
-from tts_bench.measure.ladder import LadderSchedule
-from tts_bench.measure.ttotal_probe import ProbeSample
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ttotal.probe import ProbeSample
 from tts_bench.planning.findings import Verdict, slo_feasibility
 from tts_bench.planning.from_files import WrittenPlan
 from tts_bench.planning.slo_headroom import headroom_covers_a_wait, queueing_headroom_s

@@ -6,7 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from tts_bench.artifacts.schema import QmaxArtifact, q_max_interval_of, rung_verdict
-from tts_bench.measure.ladder import LadderSchedule, build_qmax_artifact, rung_statistics
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import build_qmax_artifact, rung_statistics
 from tts_bench.measure.samples import Outcome, Sample
 
 from ..core.ladders import qmax_artifact, rung

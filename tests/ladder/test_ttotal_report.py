@@ -12,7 +12,8 @@ from tts_bench.artifacts.schema import (
     write_artifact,
 )
 from tts_bench.cli import main
-from tts_bench.measure.ladder import LadderSchedule, build_qmax_artifact, rung_statistics
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import build_qmax_artifact, rung_statistics
 from tts_bench.telemetry import STARTUP_MARKERS
 
 from .conftest import CORPORA

@@ -282,7 +282,7 @@ class LadderSettings(_Strict):
     underrun_slo_share: Annotated[float, Field(gt=0, le=1)] | None = Field(
         default=None, description="a rung whose underrun_share exceeds this fails"
     )
-    # --max-hold-s (measure.stability): an unstable rung's hold grows up to this.
+    # --max-hold-s (measure.ladder.stability): an unstable rung's hold grows up to this.
     max_hold_s: PositiveFloat | None = Field(
         default=None, description="longest hold an unstable rung was allowed; null: no extension"
     )
@@ -337,7 +337,7 @@ class LadderSettings(_Strict):
 
 class P95Interval(_Strict):
     """Where a rung's true p95 TTFAB lies at `level`, from its window's order statistics
-    (`measure.quantile_interval`); an end null is unbounded (too few requests to give it)."""
+    (`measure.ladder.quantile_interval`); an end null is unbounded (too few requests to give it)."""
 
     level: Annotated[float, Field(ge=0.9, le=0.999)]
     samples: NonNegativeInt = Field(description="the ok requests' TTFABs it is over")
@@ -391,7 +391,7 @@ class Rung(_Strict):
     stall_ms_p95: NonNegativeFloat | None = Field(
         default=None, description="p95 over successful requests of their total stall time"
     )
-    # Stability (measure.stability): p95 TTFAB of each third of the window; null: not judged.
+    # Stability (measure.ladder.stability): p95 TTFAB of each third of the window; null: not judged.
     sub_window_ttfab_p95_ms: list[NonNegativeFloat | None] | None = None
     stable: bool | None = None
     # The p95's confidence interval and issue 38's verdict on it; null: the ladder predates them.
@@ -555,7 +555,8 @@ class RefinementProbe(_Strict):
 
 
 class Refinement(_Strict):
-    """Q_max bisected between the coarse ladder's last pass and first failure (measure.refine)."""
+    """Q_max bisected between the coarse ladder's last pass and first failure
+    (measure.ladder.refine)."""
 
     resolution_pct: Annotated[float, Field(gt=0, lt=100)]
     probes: list[RefinementProbe]

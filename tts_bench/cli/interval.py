@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from tts_bench.artifacts.schema import QmaxArtifact, Rung, load_artifact
-from tts_bench.measure.interval_reanalysis import with_intervals
-from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
+from tts_bench.measure.ladder.interval_reanalysis import with_intervals
+from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
 from tts_bench.measure.samples import read_samples, samples_path
 
 

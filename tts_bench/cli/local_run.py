@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tts_bench.artifacts.fingerprint import Transport
 
 if TYPE_CHECKING:
-    from tts_bench.measure.ladder import LadderSchedule
+    from tts_bench.measure.ladder.schedule import LadderSchedule
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -119,7 +119,7 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
 
 def schedule_of(args: argparse.Namespace, default: LadderSchedule) -> LadderSchedule:
     """The ladder flags given, the path's own defaults for the rest."""
-    from tts_bench.measure.ladder import LadderSchedule, parse_rungs
+    from tts_bench.measure.ladder.schedule import LadderSchedule, parse_rungs
 
     return LadderSchedule(
         parse_rungs(args.rungs) if args.rungs else default.rungs,
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from tts_bench.jobs.local_run import IN_PROCESS_SCHEDULE, LocalServerTarget
     from tts_bench.jobs.main_job import JobSettings, report, run_main_job
     from tts_bench.measure.corpus import corpus_path, load_corpus
-    from tts_bench.measure.ladder import LadderError, check_slo_ms
+    from tts_bench.measure.ladder.schedule import LadderError, check_slo_ms
 
     # Everything the run ends with (the plan, the artifacts) is checked before it starts.
     if args.slo_ms is not None:

@@ -14,9 +14,12 @@ import os
 import sys
 
 from tts_bench.deployment import DEFAULT_VARIANT
-from tts_bench.measure.ladder import describe_schedule
-from tts_bench.measure.ladder_flags import LadderOptions, add_ladder_arguments, ladder_options
-from tts_bench.measure.verification import DEFAULT_PLAN_SURGE_RATIO, describe_verification
+from tts_bench.measure.ladder.flags import LadderOptions, add_ladder_arguments, ladder_options
+from tts_bench.measure.ladder.live.verification import (
+    DEFAULT_PLAN_SURGE_RATIO,
+    describe_verification,
+)
+from tts_bench.measure.ladder.schedule import describe_schedule
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise RefusalError("a local ladder needs --host, e.g. --host http://127.0.0.1:8080")
     usable_folder(options.out)  # before the ladder: a bad --out must not cost the run
 
-    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+    from tts_bench.measure.ladder.locust_child import LadderRequest, run_ladder
     from tts_bench.serving.server_ping import fetch_ping
 
     ping = fetch_ping(args.host)
@@ -129,8 +132,8 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
     """The live ladder: preflight drift, freeze from this (main) thread, Locust, CloudWatch."""
     from tts_bench.aws.session import AwsSession
     from tts_bench.errors import RefusalError
-    from tts_bench.measure.cloudwatch_join import DEFAULT_METRIC_WAIT_S
-    from tts_bench.measure.live_ladder import LiveLadderRequest, run_live_ladder
+    from tts_bench.measure.ladder.live.cloudwatch_join import DEFAULT_METRIC_WAIT_S
+    from tts_bench.measure.ladder.live.live_ladder import LiveLadderRequest, run_live_ladder
 
     transport, schedule = options.transport, options.schedule
     if transport.is_local:

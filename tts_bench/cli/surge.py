@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
     from tts_bench.measure.corpus import corpus_path, load_corpus
-    from tts_bench.measure.surge_figures import check_schedules
-    from tts_bench.measure.surge_run import (
+    from tts_bench.measure.surge.figures import check_schedules
+    from tts_bench.measure.surge.run import (
         SurgeEndpoint,
         SurgeRequest,
         check_where,

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from tts_bench.cli.server_options import serve_flags
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S, DEFAULT_VARIANT
-from tts_bench.measure import ttotal_sagemaker as live
-from tts_bench.measure.ttotal_local import DEFAULT_PROBE_CONCURRENCY
-from tts_bench.measure.ttotal_organic import DEFAULT_LOAD_FACTOR
+from tts_bench.measure.ttotal import sagemaker as live
+from tts_bench.measure.ttotal.local import DEFAULT_PROBE_CONCURRENCY
+from tts_bench.measure.ttotal.organic import DEFAULT_LOAD_FACTOR
 
 if TYPE_CHECKING:
     from tts_bench.artifacts.schema import TtotalArtifact
@@ -145,7 +145,7 @@ def print_result(artifact: TtotalArtifact, path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.out_paths import usable_folder
     from tts_bench.errors import RefusalError
-    from tts_bench.measure.ladder import MAX_PHASE_S
+    from tts_bench.measure.ladder.schedule import MAX_PHASE_S
 
     if args.probe_concurrency is not None and args.probe_concurrency < 1:
         raise RefusalError("--probe-concurrency must be at least 1")
@@ -205,7 +205,7 @@ def run_organic(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.schema import Trigger, write_artifact
     from tts_bench.aws.session import AwsSession
     from tts_bench.measure.corpus import corpus_path, load_corpus
-    from tts_bench.measure.ttotal_organic import OrganicTtotalRequest, measure_organic_ttotal
+    from tts_bench.measure.ttotal.organic import OrganicTtotalRequest, measure_organic_ttotal
 
     _, fingerprint = live.sagemaker_qmax(args.qmax)  # a wrong ladder: refused before AWS
     request = OrganicTtotalRequest(
@@ -236,7 +236,7 @@ def run_local(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.schema import Trigger, write_artifact
     from tts_bench.errors import RefusalError
     from tts_bench.measure.corpus import corpus_path, load_corpus
-    from tts_bench.measure.ttotal_local import LocalTtotalRequest, local_qmax, measure_local_ttotal
+    from tts_bench.measure.ttotal.local import LocalTtotalRequest, local_qmax, measure_local_ttotal
 
     local_qmax(args.qmax)
     if not args.host:

@@ -1,4 +1,5 @@
-"""A qmax artifact recomputed from its raw data with the ladder's own code (`measure.ladder`).
+"""A qmax artifact recomputed from its raw data with the ladder's own code
+(`measure.ladder.statistics`).
 
 From the samples (`….samples.csv.gz`) and the raw record (`….raw.json`: CPU readings and the
 CloudWatch datapoints read) every figure of every coarse rung, refinement probe and verification
@@ -36,23 +37,27 @@ from tts_bench.custody.outcome import Checked, CustodyError, check_name
 from tts_bench.custody.pins import LEGACY_QMAX_SHA256
 from tts_bench.custody.references import check_reference
 from tts_bench.errors import ArtifactError
-from tts_bench.measure.cloudwatch_join import MetricPoint, invocation_ratios_for, ratios_for
-from tts_bench.measure.ladder import (
-    CpuReading,
-    LadderSchedule,
-    client_cpu_percent,
-    ladder_rungs,
-    rung_from_window,
-    uncontended_service,
+from tts_bench.measure.ladder.live.cloudwatch_join import (
+    MetricPoint,
+    invocation_ratios_for,
+    ratios_for,
 )
-from tts_bench.measure.raw_record import QmaxRaw, raw_path, read_raw
-from tts_bench.measure.samples import Sample, read_samples, samples_path
-from tts_bench.measure.verification import (
+from tts_bench.measure.ladder.live.verification import (
     all_levels,
     held_by_the_ladder,
     verification_from_runs,
     verification_levels,
 )
+from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, read_raw
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import (
+    CpuReading,
+    client_cpu_percent,
+    ladder_rungs,
+    rung_from_window,
+    uncontended_service,
+)
+from tts_bench.measure.samples import Sample, read_samples, samples_path
 
 # CloudWatch ratios are stored rounded to 3 places: a recomputation agrees within that.
 RATIO_TOLERANCE: Final = (0.0, 0.0011)

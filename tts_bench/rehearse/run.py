@@ -54,8 +54,8 @@ from tts_bench.aws.scaling_record import EndpointPoller, read_back
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import corpus_path, load_corpus
-from tts_bench.measure.response_stream import runtime_client
-from tts_bench.measure.surge_run import EpochClock, OpenLoopSender, StreamEndpoint
+from tts_bench.measure.open_loop import EpochClock, OpenLoopSender, StreamEndpoint
+from tts_bench.measure.transport.response_stream import runtime_client
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.from_files import source_file
 from tts_bench.rehearse.agreement import (

@@ -26,18 +26,18 @@ from tts_bench.artifacts.fingerprint import Fingerprint, qmax_filename
 from tts_bench.artifacts.schema import Provenance, ProvenanceKind, Rung, write_artifact
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.errors import RefusalError, TtsBenchError
-from tts_bench.measure.ladder_flags import LadderOptions
-from tts_bench.measure.ladder_run import LadderRun, Window
-from tts_bench.measure.ladder_state import ShapeSnapshot
-from tts_bench.measure.ladder_store import Recorder
-from tts_bench.measure.raw_record import QmaxRaw, raw_path, write_raw
-from tts_bench.measure.refine import (
+from tts_bench.measure.ladder.flags import LadderOptions
+from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, write_raw
+from tts_bench.measure.ladder.refine import (
     DEFAULT_REFINE_PCT,
     Bracket,
     narrow,
     next_probe,
     worst_case_probes,
 )
+from tts_bench.measure.ladder.run import LadderRun, Window
+from tts_bench.measure.ladder.state import ShapeSnapshot
+from tts_bench.measure.ladder.store import Recorder
 from tts_bench.measure.sagemaker_target import read_target_from_environment
 from tts_bench.measure.samples import samples_path, write_samples
 from tts_bench.serving.server_ping import fetch_ping

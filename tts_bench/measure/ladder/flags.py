@@ -20,7 +20,9 @@ from typing import Any
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.measure.corpus import corpus_path
-from tts_bench.measure.ladder import (
+from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
+from tts_bench.measure.ladder.refine import DEFAULT_REFINE_PCT, check_refine_pct
+from tts_bench.measure.ladder.schedule import (
     DEFAULT_HOLD_S,
     DEFAULT_IDLE_S,
     DEFAULT_MEASURE_S,
@@ -32,8 +34,6 @@ from tts_bench.measure.ladder import (
     parse_rungs,
 )
 from tts_bench.measure.playback import check_underrun_slo
-from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
-from tts_bench.measure.refine import DEFAULT_REFINE_PCT, check_refine_pct
 
 DEFAULT_MODEL = "kokoro-82m"
 DEFAULT_OUT = "measurements"

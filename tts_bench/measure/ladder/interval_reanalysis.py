@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tts_bench.artifacts.schema import QmaxArtifact, Rung, q_max_interval_of
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder import rung_from_window
+from tts_bench.measure.ladder.statistics import rung_from_window
 from tts_bench.measure.samples import Sample
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import tts_bench
 from tts_bench.artifacts.fingerprint import Fingerprint, qmax_filename
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder import LadderSchedule
-from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE
+from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE
+from tts_bench.measure.ladder.schedule import LadderSchedule
 
 REPO_ROOT = Path(tts_bench.__file__).resolve().parents[1]
 LOCUSTFILE = REPO_ROOT / "loadtest" / "qmax.py"

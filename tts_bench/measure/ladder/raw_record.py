@@ -20,7 +20,7 @@ from tts_bench.artifacts.atomic_file import write_atomically
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import CloudWatchStat, parse_artifact_json
 from tts_bench.errors import ArtifactError
-from tts_bench.measure.ladder import CpuReading
+from tts_bench.measure.ladder.statistics import CpuReading
 from tts_bench.strict import StrictModel
 
 RAW_SUFFIX: Final = ".raw.json.gz"

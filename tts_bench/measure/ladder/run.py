@@ -1,6 +1,6 @@
 """The ladder's decisions and record: what the shape holds, each verdict, and the artifact.
 
-`LadderRun` is what the conductor (`ladder_conductor`) asks once the samples it needs are in:
+`LadderRun` is what the conductor (`conductor`) asks once the samples it needs are in:
 whether a rung (or probe) whose window just closed is held longer, what the rung measured,
 where the coarse ladder bracketed Q_max, which probes refinement held, and finally the
 artifact. It keeps no clock and waits for nothing: every call takes the time it is about, so
@@ -17,24 +17,24 @@ from typing import Any, Literal
 
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.schema import Provenance, QmaxArtifact, Refinement, RefinementProbe, Rung
-from tts_bench.measure.ladder import (
+from tts_bench.measure.ladder.board import board_row
+from tts_bench.measure.ladder.refine import Bracket, coarse_bracket
+from tts_bench.measure.ladder.schedule import format_duration
+from tts_bench.measure.ladder.stability import next_hold
+from tts_bench.measure.ladder.state import ShapeSnapshot
+from tts_bench.measure.ladder.statistics import (
     VerdictRule,
     build_qmax_artifact,
     build_refinement,
     extend_unstable,
-    format_duration,
     ladder_rungs,
     live_figures,
     rung_statistics,
     window_stability,
 )
-from tts_bench.measure.ladder_board import board_row
-from tts_bench.measure.ladder_state import ShapeSnapshot
-from tts_bench.measure.ladder_store import Store
-from tts_bench.measure.refine import Bracket, coarse_bracket
-from tts_bench.measure.stability import next_hold
+from tts_bench.measure.ladder.store import Store
 
-# The ladder's progress lines: `ladder_locust` passes on the lines of this logger.
+# The ladder's progress lines: `locust_child` passes on the lines of this logger.
 logger = logging.getLogger("qmax")
 
 Window = tuple[float, float]

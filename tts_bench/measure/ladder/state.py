@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tts_bench.measure.ladder import LadderSchedule, Phase
+from tts_bench.measure.ladder.schedule import LadderSchedule, Phase
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,10 @@ import psutil
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.ladder import CpuReading
+from tts_bench.measure.ladder.statistics import CpuReading
 from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stream_events import StreamReading
+from tts_bench.measure.transport.stream_events import StreamReading
 
 
 @dataclass

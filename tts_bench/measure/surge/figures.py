@@ -20,8 +20,7 @@ import numpy as np
 from tts_bench.artifacts.schema import QmaxArtifact
 from tts_bench.artifacts.surge import OccupancySeries, SurgePrediction, SurgeRun
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder import mean_in_flight, percentile
-from tts_bench.measure.samples import Outcome, Sample
+from tts_bench.measure.samples import Outcome, Sample, mean_in_flight, percentile
 from tts_bench.planning.birth_death import (
     DEFAULT_SEED,
     DEFAULT_TRIALS,

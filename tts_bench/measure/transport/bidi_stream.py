@@ -148,7 +148,7 @@ class BidiWorker:
         self._reader: threading.Thread | None = None
 
     def start(self) -> BidiWorker:
-        # The worker reads events with this checkout's `measure.stream_events`.
+        # The worker reads events with this checkout's `measure.transport.stream_events`.
         paths = [str(REPO_ROOT), *filter(None, [self.env.get("PYTHONPATH")])]
         self.process = subprocess.Popen(
             [str(self.python), str(WORKER_SCRIPT)],

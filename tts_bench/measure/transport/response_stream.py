@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from tts_bench.aws.session import AwsSession
-from tts_bench.measure.stream_events import Outcome, refusal_outcome
+from tts_bench.measure.transport.stream_events import Outcome, refusal_outcome
 
 # The runtime ends every invocation within SageMaker's 60 s ceiling; past 70 s it is a stall.
 READ_TIMEOUT_S: Final = 70.0

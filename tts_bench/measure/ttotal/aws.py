@@ -1,7 +1,7 @@
 """T_total's AWS edge: the capacity call, the endpoint's state and the new instance's logs.
 
 Each call reads or changes one thing and returns plain values; the measurement
-(`ttotal_sagemaker`) decides what they mean.
+(`sagemaker`) decides what they mean.
 """
 
 from __future__ import annotations

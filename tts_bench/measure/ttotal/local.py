@@ -36,8 +36,8 @@ from tts_bench.artifacts.schema import (
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.ttotal_probe import REQUEST_TIMEOUT_S, Probe, TtotalError, speak
-from tts_bench.measure.ttotal_stages import measured_total_s, recorded_events, stages_from_events
+from tts_bench.measure.ttotal.probe import REQUEST_TIMEOUT_S, Probe, TtotalError, speak
+from tts_bench.measure.ttotal.stages import measured_total_s, recorded_events, stages_from_events
 from tts_bench.serving.local_server import LocalServer
 from tts_bench.serving.server_ping import fetch_ping
 from tts_bench.telemetry import STARTUP_MARKERS

@@ -14,7 +14,7 @@ seed only bounds, the policy's detection lag, stage by stage from each stage's o
 - `scaling_activity` (DescribeScalingActivities): the first scale-out, whose cause names the
   acting alarm and so the policy;
 - `desired_set` (DescribeEndpoint, polled): the variant's desired count raised;
-- then force-desired's stages (`ttotal_sagemaker`): the new instance's log stream and container
+- then force-desired's stages (`sagemaker`): the new instance's log stream and container
   markers, InService with the new count, and the probe recovered within the ladder-based bound.
 
 The detection stages are recorded, not counted: `measured_total_s` runs from `desired_set` as
@@ -61,16 +61,16 @@ from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.quota import read_quota_check
-from tts_bench.measure.response_stream import runtime_client
+from tts_bench.measure.open_loop import EpochClock, OpenLoopSender, StreamEndpoint
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
 from tts_bench.measure.samples import Sample
-from tts_bench.measure.stream_events import Outcome
-from tts_bench.measure.surge_run import EpochClock, OpenLoopSender, StreamEndpoint
-from tts_bench.measure.ttotal_aws import instance_streams, stream_markers
-from tts_bench.measure.ttotal_probe import ProbeSample, TtotalError
-from tts_bench.measure.ttotal_recovery import recovery_rule, recovery_time
-from tts_bench.measure.ttotal_sagemaker import (
+from tts_bench.measure.transport.response_stream import runtime_client
+from tts_bench.measure.transport.stream_events import Outcome
+from tts_bench.measure.ttotal.aws import instance_streams, stream_markers
+from tts_bench.measure.ttotal.probe import ProbeSample, TtotalError
+from tts_bench.measure.ttotal.quota import read_quota_check
+from tts_bench.measure.ttotal.recovery import recovery_rule, recovery_time
+from tts_bench.measure.ttotal.sagemaker import (
     CONTAINER_MARKERS,
     DEFAULT_BOUND_RUNG,
     DEFAULT_RECOVERY_FACTOR,
@@ -81,7 +81,7 @@ from tts_bench.measure.ttotal_sagemaker import (
     recovery_bound_ms,
     sagemaker_qmax,
 )
-from tts_bench.measure.ttotal_stages import measured_total_s, recorded_events, stages_from_events
+from tts_bench.measure.ttotal.stages import measured_total_s, recorded_events, stages_from_events
 from tts_bench.planning import aws_scaling
 from tts_bench.planning.deploy import deploy_shape_of, detection_shape
 from tts_bench.telemetry import SAGEMAKER_INVOCATIONS_PER_INSTANCE

@@ -23,8 +23,8 @@ import numpy as np
 
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.response_stream import failure_of, invoke, payload_lines
-from tts_bench.measure.stream_events import StreamReading
+from tts_bench.measure.transport.response_stream import failure_of, invoke, payload_lines
+from tts_bench.measure.transport.stream_events import StreamReading
 
 REQUEST_TIMEOUT_S = 70.0  # past SageMaker's 60 s invocation ceiling
 JOIN_TIMEOUT_S = 75.0  # a thread still reading gets this long to notice the stop

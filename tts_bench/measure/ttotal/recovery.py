@@ -12,7 +12,7 @@ from typing import Final
 
 import numpy as np
 
-from tts_bench.measure.ttotal_probe import ProbeSample
+from tts_bench.measure.ttotal.probe import ProbeSample
 
 ROLLING_WINDOW_S: Final = 10.0
 

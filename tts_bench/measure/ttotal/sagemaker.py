@@ -38,19 +38,19 @@ from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.quota import read_quota_check
-from tts_bench.measure.response_stream import runtime_client
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
-from tts_bench.measure.ttotal_aws import (
+from tts_bench.measure.transport.response_stream import runtime_client
+from tts_bench.measure.ttotal.aws import (
     allow_forced_count,
     force_desired,
     instance_streams,
     stream_markers,
     variant_state,
 )
-from tts_bench.measure.ttotal_probe import Probe, StreamSpeaker, TtotalError
-from tts_bench.measure.ttotal_recovery import recovery_rule, recovery_time
-from tts_bench.measure.ttotal_stages import measured_total_s, recorded_events, stages_from_events
+from tts_bench.measure.ttotal.probe import Probe, StreamSpeaker, TtotalError
+from tts_bench.measure.ttotal.quota import read_quota_check
+from tts_bench.measure.ttotal.recovery import recovery_rule, recovery_time
+from tts_bench.measure.ttotal.stages import measured_total_s, recorded_events, stages_from_events
 from tts_bench.telemetry import STARTUP_MARKERS
 
 DEFAULT_PROBE_CONCURRENCY: Final = 10

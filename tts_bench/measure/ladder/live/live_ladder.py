@@ -34,7 +34,7 @@ from tts_bench.aws.drift import read_and_check
 from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import RefusalError
-from tts_bench.measure.cloudwatch_join import (
+from tts_bench.measure.ladder.live.cloudwatch_join import (
     DEFAULT_METRIC_WAIT_S,
     INVOCATIONS_KEY,
     MetricPoint,
@@ -43,13 +43,7 @@ from tts_bench.measure.cloudwatch_join import (
     invocation_ratios_for,
     ratios_for,
 )
-from tts_bench.measure.ladder import LadderSchedule
-from tts_bench.measure.ladder_locust import LadderRequest, LadderRunError, run_ladder
-from tts_bench.measure.quantile_interval import DEFAULT_CONFIDENCE
-from tts_bench.measure.raw_record import QmaxRaw, raw_path, read_raw, write_raw
-from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
-from tts_bench.measure.samples import Sample, read_samples, samples_path, write_samples
-from tts_bench.measure.verification import (
+from tts_bench.measure.ladder.live.verification import (
     DEFAULT_PLAN_SURGE_RATIO,
     FLEET_HOLD_S,
     MIN_INVOCATION_MINUTES,
@@ -60,6 +54,12 @@ from tts_bench.measure.verification import (
     verification_ladder,
     verification_levels,
 )
+from tts_bench.measure.ladder.locust_child import LadderRequest, LadderRunError, run_ladder
+from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE
+from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, read_raw, write_raw
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
+from tts_bench.measure.samples import Sample, read_samples, samples_path, write_samples
 
 Log = Callable[[str], None]
 

@@ -37,7 +37,7 @@ from tts_bench.artifacts.schema import (
     VerificationSource,
 )
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.cloudwatch_join import (
+from tts_bench.measure.ladder.live.cloudwatch_join import (
     INVOCATIONS_PERIOD_S,
     MIN_INVOCATION_MINUTES,
     MetricPoint,
@@ -45,7 +45,7 @@ from tts_bench.measure.cloudwatch_join import (
     rung_mean,
     whole_minutes,
 )
-from tts_bench.measure.ladder import LadderSchedule, format_duration
+from tts_bench.measure.ladder.schedule import LadderSchedule, format_duration
 from tts_bench.measure.samples import Sample
 from tts_bench.planning.birth_death import stationary_occupancy
 from tts_bench.planning.curve import throughput_curve
