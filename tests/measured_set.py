@@ -15,23 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.ladder.synthetic import closed_loop
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT
+from tts_bench.artifacts.files import sha256_file, write_artifact
 from tts_bench.artifacts.fingerprint import (
     Fingerprint,
     Transport,
     qmax_filename,
     ttotal_filename,
 )
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    Provenance,
-    ProvenanceKind,
-    QmaxArtifact,
-    Trigger,
-    TtotalArtifact,
-    sha256_file,
-    write_artifact,
-)
+from tts_bench.artifacts.provenance import Provenance, ProvenanceKind
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact
 from tts_bench.measure.ladder.live.cloudwatch_join import (
     MetricPoint,
     invocation_ratios_for,

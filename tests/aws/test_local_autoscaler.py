@@ -11,7 +11,8 @@ import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tests.conftest import REFERENCE_PLAN
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.local_cloud.autoscaling import Autoscaler
 from tts_bench.local_cloud.metrics import VariantMetrics

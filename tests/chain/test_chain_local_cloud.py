@@ -21,7 +21,10 @@ from typing import Any
 import boto3
 import pytest
 
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.deployed import SuspendedState
 from tts_bench.cli import main
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id

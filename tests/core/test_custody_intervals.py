@@ -12,8 +12,10 @@ import pytest
 
 from tests.ladder.test_undecided_hold import T0, steady_rung
 from tests.measured_set import EMULATED_FINGERPRINT, write_ladder
+from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import Transport, qmax_filename
-from tts_bench.artifacts.schema import Provenance, QmaxArtifact, load_artifact, write_artifact
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.cli import main
 from tts_bench.custody.folder import ArtifactFolder
 from tts_bench.errors import TtsBenchError

@@ -211,7 +211,7 @@ def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> 
     ("where", "planted", "expected"),
     [
         ("planning/plan.py", "from tts_bench.aws.session import AwsClients", "planning imports"),
-        ("artifacts/schema.py", "import tts_bench.measure.ladder.statistics", "artifacts imports"),
+        ("artifacts/qmax.py", "import tts_bench.measure.ladder.statistics", "artifacts imports"),
         ("aws/drift.py", "from tts_bench.cli import main", "aws imports"),
         ("measure/ladder/statistics.py", "from ...infra import preview", "measure imports"),
         (

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import LadderSettings, QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import LadderSettings
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.measure.ladder.live.cloudwatch_join import MetricPoint, ratios_for, window_mean
 from tts_bench.measure.samples import Outcome
@@ -66,7 +68,7 @@ def test_stages_run_in_order_and_sum_to_the_total(gaps: list[float]) -> None:
 
 
 def test_qmax_ratios_are_the_window_mean_over_the_client_mean(reference_qmax_path) -> None:
-    from tts_bench.artifacts.schema import load_artifact
+    from tts_bench.artifacts.files import load_artifact
 
     qmax = load_artifact(reference_qmax_path, QmaxArtifact)
     ladder = LadderSettings(rungs=[r.concurrency for r in qmax.rungs], hold_s=60, measure_s=30,
@@ -91,7 +93,8 @@ def test_invocations_are_joined_over_two_whole_minutes_of_each_rungs_hold(
     """The fleet rule's metric: the minute Sums over the requests the client sent in the same
     minutes; a rung whose hold holds fewer than two whole minutes gets no ratio (never a guess)."""
     from tests.ladder.synthetic import closed_loop
-    from tts_bench.artifacts.schema import INVOCATIONS_RATIO_STAT, load_artifact
+    from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT
+    from tts_bench.artifacts.files import load_artifact
     from tts_bench.measure.ladder.live.cloudwatch_join import invocation_ratios_for
 
     qmax = load_artifact(reference_qmax_path, QmaxArtifact)

@@ -25,7 +25,7 @@ def no_network(monkeypatch):
 @pytest.fixture
 def ladder(tmp_path):
     """A valid, unfingerprinted qmax artifact with no Q_max (c=1 failed)."""
-    from tts_bench.artifacts.schema import Provenance
+    from tts_bench.artifacts.provenance import Provenance
     from tts_bench.measure.ladder.schedule import LadderSchedule
     from tts_bench.measure.ladder.statistics import build_qmax_artifact
 

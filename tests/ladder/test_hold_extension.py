@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tts_bench.artifacts.schema import LadderSettings
+from tts_bench.artifacts.rungs import LadderSettings
 from tts_bench.measure.ladder.locust_child import LadderRequest
 from tts_bench.measure.ladder.schedule import LadderError, LadderSchedule, describe_schedule
 from tts_bench.measure.ladder.stability import hold_extension_s

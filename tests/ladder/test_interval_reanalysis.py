@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.cli import main
 from tts_bench.measure.ladder.interval_reanalysis import with_intervals
 from tts_bench.measure.samples import read_samples, samples_path

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import Provenance
+from tts_bench.artifacts.provenance import Provenance
 from tts_bench.measure.ladder.run import LadderRun
 from tts_bench.measure.ladder.schedule import LadderSchedule, Phase
 from tts_bench.measure.ladder.state import ShapeSnapshot

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.measure.ladder.schedule import LadderSchedule
 from tts_bench.measure.ladder.statistics import extend_unstable, rung_statistics
 from tts_bench.measure.samples import mean_in_flight, read_samples, samples_path

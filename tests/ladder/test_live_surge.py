@@ -13,8 +13,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import load_corpus

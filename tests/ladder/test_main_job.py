@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import QmaxArtifact, sha256_file
+from tts_bench.artifacts.files import sha256_file
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.aws.validate import Comparison
 from tts_bench.jobs.main_job import (
     MAX_LOCAL_SLO_MS,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.measure.ladder.run import LadderRun, ProbeWindow
 from tts_bench.measure.ladder.schedule import LadderSchedule
 from tts_bench.measure.ladder.state import ShapeSnapshot

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import QmaxArtifact, Rung
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import Rung
 from tts_bench.measure.ladder.refine import (
     Bracket,
     RefineError,
@@ -98,7 +99,8 @@ def test_a_probe_outside_the_bracket_is_refused():
 
 
 def test_the_artifact_refuses_a_refinement_that_disagrees_with_its_probes(tmp_path):
-    from tts_bench.artifacts.schema import Provenance, RefinementProbe
+    from tts_bench.artifacts.provenance import Provenance
+    from tts_bench.artifacts.qmax import RefinementProbe
     from tts_bench.measure.ladder.statistics import build_qmax_artifact
 
     coarse = [rung(1, True), rung(8, False)]

@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport, qmax_filename
-from tts_bench.artifacts.schema import Provenance, QmaxArtifact, load_artifact, write_artifact
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.measure.ladder.schedule import LadderSchedule
 from tts_bench.measure.ladder.statistics import (
     CpuReading,

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.core.ladders import rung
-from tts_bench.artifacts.schema import Provenance, RefinementProbe
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import RefinementProbe
 from tts_bench.measure.ladder.locust_child import LadderRequest
 from tts_bench.measure.ladder.run import LadderRun
 from tts_bench.measure.ladder.schedule import LadderSchedule

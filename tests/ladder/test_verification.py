@@ -10,13 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.ladders import SOURCES, qmax_artifact, serial_ladder, ttotal_artifact
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT, CloudWatchStat
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    CloudWatchStat,
-    LadderSettings,
-)
+from tts_bench.artifacts.rungs import LadderSettings
 from tts_bench.measure.ladder.live.cloudwatch_join import (
     MIN_INVOCATION_MINUTES,
     MetricPoint,

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings, local_cloud
 from tts_bench.local_cloud.bidi_bridge import BidiBridge
 from tts_bench.local_cloud.tls import make_local_tls

@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.core.ladders import qmax_artifact, rung
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.local_cloud.curve_instance import CurveQueue
 from tts_bench.local_cloud.curve_model import CurveModel, StartupTimeline

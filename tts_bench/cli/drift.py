@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.artifacts.plan import PlanArtifact
     from tts_bench.aws.drift import DEFAULT_INSUFFICIENT_DATA_GRACE_S, read_and_check
     from tts_bench.aws.session import AwsSession
     from tts_bench.aws.validate import require_feasible

@@ -6,9 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import qmax_filename, ttotal_filename
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.reference import build_reference
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact, write_artifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import ArtifactError
 
 

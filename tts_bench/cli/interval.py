@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from tts_bench.artifacts.schema import QmaxArtifact, Rung, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import Rung
 from tts_bench.measure.ladder.interval_reanalysis import with_intervals
 from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
 from tts_bench.measure.samples import read_samples, samples_path

@@ -149,7 +149,7 @@ def _curve(args: argparse.Namespace, curve_type: type, error: type[Exception]) -
 
 
 def handle(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.atomic_file import write_atomically
+    from tts_bench.artifacts.files import write_atomically
     from tts_bench.infra.stack_config import stack_file
     from tts_bench.local_cloud import LocalCloudSettings, local_cloud
     from tts_bench.local_cloud.cloud import ENV_KEYS, check_settings

@@ -134,7 +134,7 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.out_paths import usable_folder
+    from tts_bench.artifacts.files import usable_folder
     from tts_bench.cli.server_options import serve_flags
     from tts_bench.jobs.local_cloud_run import CLOUD_SCHEDULE, LocalCloudTarget
     from tts_bench.jobs.local_run import IN_PROCESS_SCHEDULE, LocalServerTarget

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tts_bench.artifacts.schema import dump_json
+from tts_bench.artifacts.files import dump_json
 from tts_bench.planning.findings import DEFAULT_SHED_BUDGET
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.report import next_step, render_plan

@@ -75,7 +75,7 @@ def check_run_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.out_paths import usable_folder
+    from tts_bench.artifacts.files import usable_folder
     from tts_bench.errors import RefusalError
     from tts_bench.measure.corpus import load_corpus
 

@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.out_paths import usable_folder
+    from tts_bench.artifacts.files import usable_folder
     from tts_bench.rehearse.arrivals import TrafficSpec
     from tts_bench.rehearse.run import RehearsalRequest, dry_run, rehearse, summary
 

@@ -77,8 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.out_paths import usable_folder
-    from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+    from tts_bench.artifacts.files import load_artifact, usable_folder
+    from tts_bench.artifacts.qmax import QmaxArtifact
     from tts_bench.measure.corpus import corpus_path, load_corpus
     from tts_bench.measure.surge.figures import check_schedules
     from tts_bench.measure.surge.run import (

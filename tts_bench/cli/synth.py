@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     from tts_server.engine import SAMPLE_RATE
 
-    from tts_bench.artifacts.out_paths import usable_file
+    from tts_bench.artifacts.files import usable_file
 
     usable_file(args.out)  # a folder, a missing folder or a read-only place: one line, first
     segments, first_s, total_s = asyncio.run(_synthesize(args))

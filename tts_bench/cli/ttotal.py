@@ -25,7 +25,7 @@ from tts_bench.measure.ttotal.local import DEFAULT_PROBE_CONCURRENCY
 from tts_bench.measure.ttotal.organic import DEFAULT_LOAD_FACTOR
 
 if TYPE_CHECKING:
-    from tts_bench.artifacts.schema import TtotalArtifact
+    from tts_bench.artifacts.ttotal import TtotalArtifact
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -143,7 +143,7 @@ def print_result(artifact: TtotalArtifact, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.out_paths import usable_folder
+    from tts_bench.artifacts.files import usable_folder
     from tts_bench.errors import RefusalError
     from tts_bench.measure.ladder.schedule import MAX_PHASE_S
 
@@ -174,8 +174,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_on_endpoint(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.files import write_artifact
     from tts_bench.artifacts.fingerprint import ttotal_filename
-    from tts_bench.artifacts.schema import Trigger, write_artifact
+    from tts_bench.artifacts.ttotal import Trigger
     from tts_bench.aws.session import AwsSession
     from tts_bench.measure.corpus import corpus_path, load_corpus
 
@@ -201,8 +202,9 @@ def run_on_endpoint(args: argparse.Namespace) -> int:
 
 
 def run_organic(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.files import write_artifact
     from tts_bench.artifacts.fingerprint import ttotal_filename
-    from tts_bench.artifacts.schema import Trigger, write_artifact
+    from tts_bench.artifacts.ttotal import Trigger
     from tts_bench.aws.session import AwsSession
     from tts_bench.measure.corpus import corpus_path, load_corpus
     from tts_bench.measure.ttotal.organic import OrganicTtotalRequest, measure_organic_ttotal
@@ -232,8 +234,9 @@ def run_organic(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
+    from tts_bench.artifacts.files import write_artifact
     from tts_bench.artifacts.fingerprint import ttotal_filename
-    from tts_bench.artifacts.schema import Trigger, write_artifact
+    from tts_bench.artifacts.ttotal import Trigger
     from tts_bench.errors import RefusalError
     from tts_bench.measure.corpus import corpus_path, load_corpus
     from tts_bench.measure.ttotal.local import LocalTtotalRequest, local_qmax, measure_local_ttotal

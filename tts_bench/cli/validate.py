@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.artifacts.plan import PlanArtifact
     from tts_bench.aws.session import AwsSession
     from tts_bench.aws.validate import (
         format_value,

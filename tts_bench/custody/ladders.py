@@ -22,16 +22,10 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT
 from tts_bench.artifacts.fingerprint import qmax_filename
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    LadderSettings,
-    QmaxArtifact,
-    Rung,
-    ladder_outcome,
-    q_max_interval_of,
-)
+from tts_bench.artifacts.qmax import QmaxArtifact, ladder_outcome, q_max_interval_of
+from tts_bench.artifacts.rungs import LadderSettings, Rung
 from tts_bench.custody.differences import FLOAT_TOLERANCE, first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, check_name
 from tts_bench.custody.pins import LEGACY_QMAX_SHA256

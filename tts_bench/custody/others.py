@@ -19,16 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tts_bench.artifacts.files import load_artifact, sha256_file
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.rehearsal import RehearsalArtifact
-from tts_bench.artifacts.schema import (
-    InputFile,
-    PlanArtifact,
-    QmaxArtifact,
-    SimulationArtifact,
-    load_artifact,
-    sha256_file,
-)
-from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
+from tts_bench.artifacts.simulation import AwsSemanticsRecord, InputFile, SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact, surge_filename
 from tts_bench.custody.differences import first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Fingerprint, ttotal_filename
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.custody.differences import first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name
 from tts_bench.custody.references import check_reference

@@ -20,14 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tts_bench.artifacts.files import write_artifact
 from tts_bench.artifacts.fingerprint import Transport, ttotal_filename
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    Trigger,
-    TtotalArtifact,
-    write_artifact,
-)
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact
 from tts_bench.aws.drift import read_and_check
 from tts_bench.aws.freeze import STATE_DIR_ENV
 from tts_bench.aws.session import AwsSession

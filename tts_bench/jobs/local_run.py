@@ -14,8 +14,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tts_bench.artifacts.files import write_artifact
 from tts_bench.artifacts.fingerprint import Transport, ttotal_filename
-from tts_bench.artifacts.schema import QmaxArtifact, Trigger, TtotalArtifact, write_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact
 from tts_bench.aws.validate import Comparison
 from tts_bench.errors import TtsBenchError
 from tts_bench.jobs.main_job import JobSettings, MainJobError, Say

@@ -38,7 +38,9 @@ from typing import Protocol
 import numpy as np
 
 from tts_bench.artifacts.companions import json_digests
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.validate import Comparison
 from tts_bench.custody.stale import retire_replaced
 from tts_bench.errors import TtsBenchError

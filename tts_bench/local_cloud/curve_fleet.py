@@ -18,8 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from tts_bench.artifacts.companions import plan_files
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Fingerprint
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.errors import ArtifactError, RefusalError
 from tts_bench.local_cloud.curve_instance import (

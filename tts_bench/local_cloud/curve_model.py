@@ -25,7 +25,8 @@ from typing import Final, Literal
 
 import numpy as np
 
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.planning.curve import Curve, throughput_curve
 from tts_bench.telemetry import STARTUP_MARKERS

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_bench.artifacts.atomic_file import write_atomically
+from tts_bench.artifacts.files import write_atomically
 from tts_bench.errors import ArtifactError
 from tts_bench.measure.transport.stream_events import Outcome
 

@@ -22,8 +22,10 @@ from typing import Any, Protocol
 
 import gevent
 
+from tts_bench.artifacts.files import write_artifact
 from tts_bench.artifacts.fingerprint import Fingerprint, qmax_filename
-from tts_bench.artifacts.schema import Provenance, ProvenanceKind, Rung, write_artifact
+from tts_bench.artifacts.provenance import Provenance, ProvenanceKind
+from tts_bench.artifacts.rungs import Rung
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.measure.ladder.flags import LadderOptions

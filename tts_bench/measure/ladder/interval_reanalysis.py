@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tts_bench.artifacts.schema import QmaxArtifact, Rung, q_max_interval_of
+from tts_bench.artifacts.qmax import QmaxArtifact, q_max_interval_of
+from tts_bench.artifacts.rungs import Rung
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder.statistics import rung_from_window
 from tts_bench.measure.samples import Sample

@@ -16,9 +16,9 @@ from typing import Final
 
 from pydantic import Field, ValidationError
 
-from tts_bench.artifacts.atomic_file import write_atomically
+from tts_bench.artifacts.cloudwatch import CloudWatchStat
+from tts_bench.artifacts.files import parse_artifact_json, write_atomically
 from tts_bench.artifacts.fingerprint import Fingerprint
-from tts_bench.artifacts.schema import CloudWatchStat, parse_artifact_json
 from tts_bench.errors import ArtifactError
 from tts_bench.measure.ladder.statistics import CpuReading
 from tts_bench.strict import StrictModel

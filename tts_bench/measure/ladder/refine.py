@@ -16,7 +16,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tts_bench.artifacts.schema import Rung, ladder_outcome
+from tts_bench.artifacts.qmax import ladder_outcome
+from tts_bench.artifacts.rungs import Rung
 from tts_bench.errors import TtsBenchError
 
 DEFAULT_REFINE_PCT = 5.0

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tts_bench.artifacts.fingerprint import Fingerprint
-from tts_bench.artifacts.schema import Provenance, QmaxArtifact, Refinement, RefinementProbe, Rung
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact, Refinement, RefinementProbe
+from tts_bench.artifacts.rungs import Rung
 from tts_bench.measure.ladder.board import board_row
 from tts_bench.measure.ladder.refine import Bracket, coarse_bracket
 from tts_bench.measure.ladder.schedule import format_duration

@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tts_bench.artifacts.schema import (
-    LadderSettings,
-)
+from tts_bench.artifacts.rungs import LadderSettings
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder.refine import worst_case_probes_for_ladder
 

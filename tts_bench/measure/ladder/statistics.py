@@ -25,17 +25,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from tts_bench.artifacts.fingerprint import Fingerprint
-from tts_bench.artifacts.schema import (
-    P95Interval,
-    Provenance,
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import (
     QmaxArtifact,
     Refinement,
     RefinementProbe,
+    ladder_outcome,
+    q_max_interval_of,
+)
+from tts_bench.artifacts.rungs import (
+    P95Interval,
     Rung,
     RungVerdict,
     UncontendedService,
-    ladder_outcome,
-    q_max_interval_of,
     rung_meets_slo,
     rung_verdict,
 )

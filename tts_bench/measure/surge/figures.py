@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tts_bench.artifacts.schema import QmaxArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.surge import OccupancySeries, SurgePrediction, SurgeRun
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.samples import Outcome, Sample, mean_in_flight, percentile

@@ -24,14 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tts_bench.artifacts.files import sha256_file, write_artifact
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import (
-    Provenance,
-    ProvenanceKind,
-    QmaxArtifact,
-    sha256_file,
-    write_artifact,
-)
+from tts_bench.artifacts.provenance import Provenance, ProvenanceKind
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.surge import SurgeArtifact, SurgeRun, surge_filename
 from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
@@ -321,7 +317,7 @@ def local_surge_check(
     """The main job's surge step: one rate below X(Q_max) and one above, against a fresh local
     server bounded at Q_max, or over response-stream against `endpoint` (deployed with the
     plan, so bounded at Q_max); prints how close the model came. None when there is no Q_max."""
-    from tts_bench.artifacts.schema import load_artifact
+    from tts_bench.artifacts.files import load_artifact
     from tts_bench.measure.surge.figures import ABOVE_SHARE, BELOW_SHARE, surge_note
     from tts_bench.planning.curve import throughput_curve
 

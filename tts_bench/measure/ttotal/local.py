@@ -23,16 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tts_bench.artifacts.files import load_artifact, sha256_file
 from tts_bench.artifacts.fingerprint import Fingerprint
-from tts_bench.artifacts.schema import (
-    Provenance,
-    QmaxArtifact,
-    Trigger,
-    TtotalArtifact,
-    TtotalEvents,
-    load_artifact,
-    sha256_file,
-)
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact, TtotalEvents
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance

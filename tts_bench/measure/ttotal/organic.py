@@ -38,17 +38,11 @@ from typing import Any, Final
 
 import numpy as np
 
+from tts_bench.artifacts.files import load_artifact, sha256_file
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import (
-    Detection,
-    PlanArtifact,
-    Provenance,
-    TargetTrackingSpec,
-    Trigger,
-    TtotalArtifact,
-    load_artifact,
-    sha256_file,
-)
+from tts_bench.artifacts.plan import PlanArtifact, TargetTrackingSpec
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.ttotal import Detection, Trigger, TtotalArtifact
 from tts_bench.aws.clock import ServiceClock, service_clock
 from tts_bench.aws.live_scaling import DeployedAlarm, LiveScaling, read_live_scaling
 from tts_bench.aws.scaling_record import (

@@ -23,16 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from tts_bench.artifacts.files import load_artifact, sha256_file
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import (
-    Provenance,
-    QmaxArtifact,
-    Trigger,
-    TtotalArtifact,
-    TtotalEvents,
-    load_artifact,
-    sha256_file,
-)
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact, TtotalEvents
 from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from tts_bench.artifacts.schema import Stage, TimedPoint, TtotalEvents
+from tts_bench.artifacts.ttotal import Stage, TimedPoint, TtotalEvents
 from tts_bench.measure.ttotal.probe import TtotalError
 
 LOAD_APPLIED: Final = "load_applied"

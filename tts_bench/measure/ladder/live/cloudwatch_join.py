@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from tts_bench.artifacts.schema import INVOCATIONS_RATIO_STAT, LadderSettings, QmaxArtifact
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import LadderSettings
 from tts_bench.aws.clock import CLOUDWATCH_DELAY_S, ServiceClock
 from tts_bench.aws.session import AwsSession
 from tts_bench.measure.samples import Sample

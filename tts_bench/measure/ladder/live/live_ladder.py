@@ -20,15 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT
+from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    QmaxArtifact,
-    VerificationRung,
-    load_artifact,
-    write_artifact,
-)
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import VerificationRung
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.drift import read_and_check
 from tts_bench.aws.freeze import frozen_scaling

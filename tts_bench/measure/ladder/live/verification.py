@@ -27,15 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    CloudWatchStat,
-    LadderSettings,
-    Rung,
-    VerificationRung,
-    VerificationSource,
-)
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT, CloudWatchStat
+from tts_bench.artifacts.rungs import LadderSettings, Rung, VerificationRung, VerificationSource
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder.live.cloudwatch_join import (
     INVOCATIONS_PERIOD_S,
