@@ -215,7 +215,7 @@ def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> 
         ("aws/drift.py", "from tts_bench.cli import main", "aws imports"),
         ("measure/ladder/statistics.py", "from ...infra import preview", "measure imports"),
         (
-            "local_cloud/fleet.py",
+            "local_cloud/instances/fleet.py",
             "from tts_bench.measure.ladder import statistics",
             "local_cloud imports",
         ),
@@ -259,8 +259,14 @@ def test_a_package_docstring_names_every_module_it_holds(package: str) -> None:
 
 
 # Inside a package split into subpackages: sub-part -> the sub-parts it may import, "" being the
-# shared modules at the package's top (a sub-part may always import itself). Each subpackage's
-# docstring states its line.
+# shared modules at the package's top (a sub-part may always import itself). A sub-part is a
+# subpackage or one module ("cloud", "control_plane.deploy"); a module belongs to the deepest one
+# that holds it. A package's own `__init__` re-exports its front door and is not checked. Each
+# subpackage's docstring states its line.
+_LOCAL_CLOUD_BELOW_CLOUD = frozenset(
+    {"", "cloudwatch", "instances", "instances.curve_model", "control_plane"}
+    | {"control_plane.deploy", "data_plane"}
+)
 INNER: dict[str, dict[str, frozenset[str]]] = {
     "measure": {
         "": frozenset({"transport"}),
@@ -270,15 +276,29 @@ INNER: dict[str, dict[str, frozenset[str]]] = {
         "ttotal": frozenset({"", "transport"}),
         "surge": frozenset({"", "transport"}),
     },
+    "local_cloud": {
+        # The settings name the curve model's service law.
+        "": frozenset({"instances.curve_model"}),
+        "instances.curve_model": frozenset(),
+        "cloudwatch": frozenset({""}),
+        # A curve fleet marks the deployment it serves.
+        "instances": frozenset({"", "cloudwatch", "instances.curve_model", "control_plane.deploy"}),
+        "control_plane.deploy": frozenset({""}),
+        "control_plane": frozenset(
+            {"", "cloudwatch", "instances", "instances.curve_model", "control_plane.deploy"}
+        ),
+        "data_plane": _LOCAL_CLOUD_BELOW_CLOUD - {"data_plane"},
+        "cloud": _LOCAL_CLOUD_BELOW_CLOUD,
+    },
 }
 
 
-def inner_part(package: str, folders: tuple[str, ...]) -> str:
-    """The deepest sub-part of `package` that a module in `folders` (below it) belongs to."""
+def inner_part(package: str, pieces: tuple[str, ...]) -> str:
+    """The deepest sub-part of `package` holding the module or package `pieces` (below it)."""
     parts = INNER[package]
-    for depth in range(len(folders), 0, -1):
-        if ".".join(folders[:depth]) in parts:
-            return ".".join(folders[:depth])
+    for depth in range(len(pieces), 0, -1):
+        if ".".join(pieces[:depth]) in parts:
+            return ".".join(pieces[:depth])
     return ""
 
 
@@ -287,18 +307,16 @@ def inner_violations(paths: list[Path]) -> list[str]:
     for path in paths:
         if PACKAGE not in path.parents:
             continue
-        rel = path.relative_to(PACKAGE).parts
+        rel = path.relative_to(PACKAGE).with_suffix("").parts
         package = rel[0]
-        if package not in INNER or len(rel) < 2:
+        if package not in INNER or rel[1:] == ("__init__",):
             continue
-        importer = inner_part(package, rel[1:-1])
+        importer = inner_part(package, rel[1:])
         for line, name in imported_modules(path):
             pieces = tuple(name.split("."))
             if pieces[:2] != ("tts_bench", package):
                 continue
-            tail = pieces[2:]
-            folders = tail if (PACKAGE / package).joinpath(*tail).is_dir() else tail[:-1]
-            imported = inner_part(package, folders)
+            imported = inner_part(package, pieces[2:])
             allowed = INNER[package][importer]
             if imported != importer and imported not in allowed:
                 problems.append(
@@ -327,6 +345,21 @@ def test_no_subpackage_imports_a_sibling_it_must_not() -> None:
             "measure/ladder/run.py",
             "from tts_bench.measure.ladder.live.verification import verification_levels",
             "measure.ladder imports",
+        ),
+        (
+            "local_cloud/cloudwatch/logs.py",
+            "from tts_bench.local_cloud.control_plane.moto_host import MotoHost",
+            "local_cloud.cloudwatch imports",
+        ),
+        (
+            "local_cloud/settings.py",
+            "from tts_bench.local_cloud.cloud import LocalCloud",
+            "local_cloud.(top) imports",
+        ),
+        (
+            "local_cloud/control_plane/endpoint.py",
+            "from tts_bench.local_cloud.data_plane import runtime",
+            "local_cloud.control_plane imports",
         ),
     ],
 )

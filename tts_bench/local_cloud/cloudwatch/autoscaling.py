@@ -28,8 +28,8 @@ from botocore.exceptions import ClientError
 
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
-from tts_bench.local_cloud.metrics import VariantMetrics
-from tts_bench.local_cloud.scaling_history import ScalingHistory
+from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
+from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
 from tts_bench.planning import aws_scaling
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.telemetry import (

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tts_bench.aws.clock import ServiceClock
-from tts_bench.local_cloud.moto_host import REGION
+from tts_bench.local_cloud.settings import REGION
 
 FLUSH_EVERY_S = 0.2
 MAX_BATCH = 1000

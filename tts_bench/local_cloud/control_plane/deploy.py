@@ -25,7 +25,7 @@ from tts_bench.infra.preview import record
 from tts_bench.infra.preview_recorder import RecordedResource, Recording
 from tts_bench.infra.stack_config import project_name, stack_file, stack_values
 from tts_bench.local_cloud.errors import DeployError
-from tts_bench.local_cloud.moto_host import ACCOUNT
+from tts_bench.local_cloud.settings import ACCOUNT
 from tts_bench.telemetry import ENV_IMAGE_DIGEST, ENV_INSTANCE_TYPE
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's sentinel for a preview-time unknown

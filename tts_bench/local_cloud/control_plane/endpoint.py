@@ -15,10 +15,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from tts_bench.local_cloud.deploy import Deployment
+from tts_bench.local_cloud.control_plane.deploy import Deployment
+from tts_bench.local_cloud.control_plane.moto_host import MotoHost
 from tts_bench.local_cloud.errors import LocalCloudError
-from tts_bench.local_cloud.fleet import LIVE, Fleet, Instance, InstanceState
-from tts_bench.local_cloud.moto_host import MotoHost
+from tts_bench.local_cloud.instances.fleet import LIVE, Fleet, Instance, InstanceState
 
 RECONCILE_EVERY_S = 0.2
 # Instances of one deploy that may fail to start before the endpoint is Failed (SageMaker

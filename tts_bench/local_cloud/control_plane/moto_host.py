@@ -39,13 +39,10 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from tts_bench.aws.clock import ServiceClock
-from tts_bench.local_cloud.metric_retention import PASS_EVERY_S, roll_up
-from tts_bench.local_cloud.moto_guard import AwsRequestGuard
-from tts_bench.local_cloud.scaling_history import ScalingHistory
-from tts_bench.local_cloud.settings import MAX_LOCAL_INSTANCES
-
-ACCOUNT = "123456789012"  # moto's default account, and the stack's placeholder one
-REGION = "us-east-1"
+from tts_bench.local_cloud.cloudwatch.metric_retention import PASS_EVERY_S, roll_up
+from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
+from tts_bench.local_cloud.control_plane.moto_guard import AwsRequestGuard
+from tts_bench.local_cloud.settings import ACCOUNT, MAX_LOCAL_INSTANCES, REGION
 
 
 class EndpointListener(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from tts_bench.local_cloud.moto_host import REGION
+from tts_bench.local_cloud.settings import REGION
 
 SERVICE_CODE = "sagemaker"
 TARGET_PREFIX = "ServiceQuotasV20190624."

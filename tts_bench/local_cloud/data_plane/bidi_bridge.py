@@ -42,10 +42,7 @@ import json
 import re
 import threading
 import uuid
-from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,15 +55,16 @@ import h2.exceptions
 import h2.settings
 
 from tts_bench.errors import TtsBenchError
-from tts_bench.local_cloud.bidi_frames import unwrap_signed
-from tts_bench.local_cloud.event_stream import (
+from tts_bench.local_cloud.data_plane.bidi_frames import unwrap_signed
+from tts_bench.local_cloud.data_plane.bidi_session import OpenSession, SessionLease, SessionRequests
+from tts_bench.local_cloud.data_plane.event_stream import (
     FrameError,
     Message,
     MessageDecoder,
     payload_part,
     stream_exception,
 )
-from tts_bench.local_cloud.tls import LocalTls
+from tts_bench.local_cloud.data_plane.tls import LocalTls
 
 PATH_PATTERN = re.compile(r"^/endpoints/([^/?]+)/invocations-bidirectional-stream(?:\?.*)?$")
 EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
@@ -82,67 +80,6 @@ MAX_CONCURRENT_STREAMS = 4096
 # most its window, so the others keep flowing.
 CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024
 START_TIMEOUT_S = 10.0
-
-
-def _nothing() -> None:
-    pass
-
-
-@dataclass(frozen=True)
-class SessionLease:
-    """What `open_session` hands the bridge for one session: the chosen instance's WebSocket
-    `url`, and the hooks that count one request on it in flight (`request_began`) and stop
-    counting it (`request_ended`). The bridge calls them per request message and its last event,
-    so an idle session counts nothing: a request counts as on the other paths, arrival to
-    last event."""
-
-    url: str
-    request_began: Callable[[], None] = _nothing
-    request_ended: Callable[[], None] = _nothing
-
-
-OpenSession = Callable[[str], AbstractContextManager[SessionLease]]
-
-
-class _Requests:
-    """The requests of one session being served: each request message the client sends (a JSON
-    object with a string `context_id`, not a cancel) until the container's event for that
-    context with `done: true` (its `done`, `error` or `cancelled`), or until the session ends.
-    The container answers every request message with exactly one such event."""
-
-    def __init__(self, lease: SessionLease) -> None:
-        self._lease = lease
-        self._serving: Counter[str] = Counter()
-
-    def sent(self, text: str) -> None:
-        message = _json_object(text)
-        context_id = message.get("context_id")
-        if isinstance(context_id, str) and message.get("type") != "cancel":
-            self._serving[context_id] += 1
-            self._lease.request_began()
-
-    def received(self, text: str) -> None:
-        if '"done"' not in text:  # most events are audio chunks: spare them the parse
-            return
-        event = _json_object(text)
-        context_id = event.get("context_id")
-        if event.get("done") is True and isinstance(context_id, str) and self._serving[context_id]:
-            self._serving[context_id] -= 1
-            self._lease.request_ended()
-
-    def end(self) -> None:
-        """The session is over: nothing on it is served any more."""
-        for _ in range(self._serving.total()):
-            self._lease.request_ended()
-        self._serving.clear()
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class BidiBridgeError(TtsBenchError):
@@ -345,7 +282,7 @@ class _Session:
         self.conn, self.stream, self.headers = conn, stream, headers
         self.client_closed = False
         self.responded = False  # the 200 and its event stream have started
-        self.requests = _Requests(SessionLease(""))  # the lease's, once the session has one
+        self.requests = SessionRequests(SessionLease(""))  # the lease's, once the session has one
 
     async def run(self) -> None:
         conn, stream = self.conn, self.stream
@@ -365,7 +302,7 @@ class _Session:
             return
         ending: Message | None = None
         stream.session_live = True
-        self.requests = _Requests(lease)
+        self.requests = SessionRequests(lease)
         try:
             if not stream.reset:  # the client may have left while its instance was chosen
                 ending = await self._bridge(lease.url)

@@ -7,7 +7,7 @@ payload is empty. The frames themselves are `event_stream`'s. Pure: no I/O.
 
 from __future__ import annotations
 
-from tts_bench.local_cloud.event_stream import FrameError, Message, MessageDecoder
+from tts_bench.local_cloud.data_plane.event_stream import FrameError, Message, MessageDecoder
 
 SIGNATURE_HEADER = ":chunk-signature"
 DATE_HEADER = ":date"

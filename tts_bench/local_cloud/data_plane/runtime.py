@@ -26,11 +26,12 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import web
 
-from tts_bench.local_cloud import event_stream, quotas, wire_errors
+from tts_bench.local_cloud.cloudwatch.logs import log_stream_arn
+from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
+from tts_bench.local_cloud.control_plane import quotas
+from tts_bench.local_cloud.data_plane import event_stream, wire_errors
 from tts_bench.local_cloud.errors import NoInstanceError
-from tts_bench.local_cloud.fleet import Instance
-from tts_bench.local_cloud.logs import log_stream_arn
-from tts_bench.local_cloud.metrics import VariantMetrics
+from tts_bench.local_cloud.instances.fleet import Instance
 from tts_bench.telemetry import MalformedHttpIsAWarning
 
 EVENT_STREAM = "application/vnd.amazon.eventstream"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from tts_bench.local_cloud.logs import log_group
-from tts_bench.local_cloud.moto_host import REGION
+from tts_bench.local_cloud.cloudwatch.logs import log_group
+from tts_bench.local_cloud.settings import REGION
 
 ERROR_TYPE_HEADER = "x-amzn-ErrorType"
 _CORAL = ":http://internal.amazon.com/coral/com.amazon.sagemaker/"

@@ -25,15 +25,15 @@ from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.errors import ArtifactError, RefusalError
-from tts_bench.local_cloud.curve_instance import (
+from tts_bench.local_cloud.control_plane.deploy import Deployment
+from tts_bench.local_cloud.instances.curve_instance import (
     INSTANCE_MODEL,
     CurveHost,
     CurveIdentity,
     curve_launcher,
 )
-from tts_bench.local_cloud.curve_model import CurveModel, StartupTimeline
-from tts_bench.local_cloud.deploy import Deployment
-from tts_bench.local_cloud.fleet import Launch
+from tts_bench.local_cloud.instances.curve_model import CurveModel, StartupTimeline
+from tts_bench.local_cloud.instances.fleet import Launch
 from tts_bench.local_cloud.settings import REPO_ROOT, CurveInstances
 from tts_bench.planning.from_files import source_file
 from tts_bench.telemetry import ENV_INSTANCE_MODEL, ENV_RATE_SCALE

@@ -38,13 +38,13 @@ import numpy as np
 from aiohttp import web
 
 from tts_bench.aws.clock import ServiceClock
-from tts_bench.local_cloud.curve_model import (
+from tts_bench.local_cloud.instances.curve_model import (
     IN_SERVICE,
     CurveModel,
     StartupTimeline,
     unit_exponentials,
 )
-from tts_bench.local_cloud.fleet import InstanceServer, InstanceStartError, Launch
+from tts_bench.local_cloud.instances.fleet import InstanceServer, InstanceStartError, Launch
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH, QUEUE_SATURATED_ERROR
 
 INSTANCE_MODEL: Final = "curve"

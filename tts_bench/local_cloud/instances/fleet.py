@@ -28,8 +28,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from tts_bench.local_cloud.cloudwatch.logs import LogShipper
 from tts_bench.local_cloud.errors import LocalCloudError, NoInstanceError
-from tts_bench.local_cloud.logs import LogShipper
 from tts_bench.local_cloud.orphans import ProcessRecord
 from tts_bench.serving.local_server import LocalServer, LocalServerError
 

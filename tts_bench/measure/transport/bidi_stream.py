@@ -28,7 +28,7 @@ from typing import Any
 
 from tts_bench.errors import RefusalError, TtsBenchError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 HTTP2_VENV = REPO_ROOT / ".venv-http2"
 WORKER_SCRIPT = REPO_ROOT / "loadtest" / "bidi_worker.py"
 READY_TIMEOUT_S = 60.0
