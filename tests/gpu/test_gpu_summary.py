@@ -16,10 +16,10 @@ from tts_bench.planning.findings import alarm_threshold
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
 RUNS = [
     MEASUREMENTS,
-    MEASUREMENTS / "h200-run1",
-    MEASUREMENTS / "h200-run2",
-    MEASUREMENTS / "h200-run3",
-    MEASUREMENTS / "h200-run6" / "in-process",
+    MEASUREMENTS / "lab" / "h200-run1",
+    MEASUREMENTS / "lab" / "h200-run2",
+    MEASUREMENTS / "lab" / "h200-run3",
+    MEASUREMENTS / "lab" / "h200-run6" / "in-process",
 ]
 
 
