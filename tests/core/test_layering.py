@@ -158,13 +158,18 @@ def is_subcommand(path: Path) -> bool:
 def subcommand_imports(paths: list[Path]) -> list[str]:
     """Every import of one subcommand module by another module of `cli` (the dispatcher in
     `cli/__init__` aside): what two subcommands share belongs in a helper or the library."""
-    subcommands = {f"tts_bench.cli.{p.stem}" for p in CLI.glob("*.py") if is_subcommand(p)}
+    subcommands = {
+        ".".join(p.relative_to(REPO).with_suffix("").parts)
+        for p in CLI.rglob("*.py")
+        if is_subcommand(p)
+    }
     problems = []
     for path in paths:
-        if path.parent != CLI or path.stem == "__init__":
+        if CLI not in path.parents or path.stem == "__init__":
             continue
         for line, name in imported_modules(path):
-            if name in subcommands and name != f"tts_bench.cli.{path.stem}":
+            own = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            if name in subcommands and name != own:
                 problems.append(
                     f"{path.relative_to(REPO)}:{line}: the subcommand module imports "
                     f"{name}, another subcommand; move what both need into a helper module"
@@ -177,10 +182,10 @@ def test_no_subcommand_module_imports_another() -> None:
 
 
 def test_a_subcommand_importing_another_is_caught(tmp_path: Path) -> None:
-    copy = CLI / "weights.py"
+    copy = CLI / "local" / "weights.py"
     shadow = tmp_path / "shadow.py"
     shadow.write_text(
-        copy.read_text(encoding="utf-8") + "\n\nfrom tts_bench.cli.synth import run\n",
+        copy.read_text(encoding="utf-8") + "\n\nfrom tts_bench.cli.local.synth import run\n",
         encoding="utf-8",
     )
     real_reader = Path.read_text
@@ -191,7 +196,7 @@ def test_a_subcommand_importing_another_is_caught(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Path, "read_text", read_text)
         found = subcommand_imports([copy])
-    assert len(found) == 1 and "tts_bench.cli.synth, another subcommand" in found[0], found
+    assert len(found) == 1 and "tts_bench.cli.local.synth, another subcommand" in found[0], found
 
 
 def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> None:
