@@ -28,7 +28,7 @@ from pathlib import Path
 
 import websocket
 
-from tts_bench.measure.bidi_stream import BidiWorker
+from tts_bench.measure.transport.bidi_stream import BidiWorker
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ as a child process and, once it is InService, sends open-loop Poisson arrivals t
 Per rate it reads the child's CPU time (user + system: moto, the runtime, the curve instances,
 metrics, autoscaling, log shipping) and this process's (the clients), each divided by the
 requests sent, beside the baseline: the local cloud's runtime CPU per request with process
-instances, 31 ms (measurements/local-cloud-bench.md, quiet machine, its instance not included).
+instances, 31 ms (measurements/lab/local-cloud-bench.md, quiet machine, its instance not included).
 
     PYTHONPATH=.:container python benchmarks/curve_cloud_bench.py [--instances 50]
         [--rate-scale 10] [--rate 10 --rate 20 --rate 40] [--seconds 60]

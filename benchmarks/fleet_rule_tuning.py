@@ -31,17 +31,16 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from tts_bench.artifacts.schema import (
+from tts_bench.artifacts.files import load_artifact, sha256_file
+from tts_bench.artifacts.plan import (
     AlarmSpec,
     PlanArtifact,
-    QmaxArtifact,
     SourceArtifact,
     StepAdjustment,
     StepSpec,
-    TtotalArtifact,
-    load_artifact,
-    sha256_file,
 )
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning import fleet_rule
 from tts_bench.planning.aws_semantics import NAMED
 from tts_bench.planning.birth_death import stationary_occupancy

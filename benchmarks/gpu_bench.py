@@ -429,8 +429,8 @@ def refined_grid(last_pass: int, first_fail: int, step: float) -> list[int]:
 def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[int],  # type: ignore[no-untyped-def]
                 hold: tuple[float, float, float], out: Path) -> Path:  # fmt: skip
     from tts_bench.artifacts.fingerprint import Transport
-    from tts_bench.measure.ladder import LadderSchedule
-    from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
+    from tts_bench.measure.ladder.locust_child import LadderRequest, run_ladder
+    from tts_bench.measure.ladder.schedule import LadderSchedule
 
     out.mkdir(parents=True, exist_ok=True)
     schedule = LadderSchedule(rungs=tuple(rungs), hold_s=hold[0], measure_s=hold[1], idle_s=hold[2])
@@ -446,7 +446,7 @@ def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[
 
 
 def _bracket(path: Path) -> tuple[int | None, int | None]:
-    from tts_bench.artifacts.schema import QmaxArtifact
+    from tts_bench.artifacts.qmax import QmaxArtifact
 
     artifact = QmaxArtifact.model_validate_json(path.read_text())
     fails = [r.concurrency for r in artifact.rungs if not r.passes]
@@ -503,7 +503,7 @@ def device_ladders(args: argparse.Namespace) -> int:
 def summarize(args: argparse.Namespace) -> int:
     """The summary from a device run's folder: both final qmax artifacts (with plots), the
     shipped engine's and the wave-1 engine's offline sweeps, parity and start-up times."""
-    from tts_bench.artifacts.schema import QmaxArtifact
+    from tts_bench.artifacts.qmax import QmaxArtifact
     from tts_bench.measure.gpu_summary import EngineFacts, OfflineSweep, Parity, gpu_summary
     from tts_bench.measure.plots import plot_qmax
 

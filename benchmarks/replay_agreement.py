@@ -21,7 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.rehearse.agreement import REQUIRED_SHARE, desired_agreement
 from tts_bench.rehearse.arrivals import TrafficSpec, rehearsal_arrivals
 from tts_bench.rehearse.replay import ReplaySetup, desired_steps, replay_arrivals

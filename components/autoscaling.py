@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from tts_bench.artifacts.schema import PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.artifacts.plan import PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
     SERVICE_NAMESPACE,

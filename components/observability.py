@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import (
     dashboard_name,
     first_chunk_alarm_name,

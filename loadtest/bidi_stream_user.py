@@ -2,7 +2,7 @@
 
 How the loops are arranged: Locust's users are greenlets on gevent in this (3.11) process; the
 SDK is asyncio and needs Python ≥ 3.12. Each Locust process starts one worker process
-(`loadtest/bidi_worker.py` under `.venv-http2`, see `tts_bench.measure.bidi_stream`) with one
+(`loadtest/bidi_worker.py` under `.venv-http2`, see `tts_bench.measure.transport.bidi_stream`) with one
 asyncio loop and one SDK client, whose CRT transport multiplexes every session as an HTTP/2
 stream. Each user holds one session for its life and speaks one turn at a time on it, with no
 think time (closed loop: N users, N turns outstanding). Users talk to the worker over its
@@ -28,8 +28,13 @@ from sagemaker_users import LadderHooks
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.errors import RefusalError
-from tts_bench.measure.bidi_stream import BidiSession, BidiWorker, BidiWorkerError, http2_python
 from tts_bench.measure.samples import Outcome
+from tts_bench.measure.transport.bidi_stream import (
+    BidiSession,
+    BidiWorker,
+    BidiWorkerError,
+    http2_python,
+)
 
 logger = logging.getLogger("qmax")
 

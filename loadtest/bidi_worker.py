@@ -20,7 +20,7 @@ One asyncio loop carries every session of the process over one SDK client (the C
 multiplexes them as HTTP/2 streams). Turns are timed here, where the bytes arrive: TTFAB from
 just before the request event is sent to the first `chunk` event that carries audio, on this
 process's clocks, so the pipe to the Locust process adds nothing to the figures. Events are read
-by the project's one reader (`tts_bench.measure.stream_events`, standard library only; the
+by the project's one reader (`tts_bench.measure.transport.stream_events`, standard library only; the
 parent puts this checkout on PYTHONPATH). The endpoint, region and credentials come from the
 environment (AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, …). Besides that module, only the
 standard library and the SDK are imported: this file runs outside the project's venv.
@@ -44,7 +44,7 @@ from aws_sdk_sagemaker_runtime_http2.models import (
 )
 from smithy_http.aio.crt import AWSCRTHTTPClient, AWSCRTHTTPClientConfig
 
-from tts_bench.measure.stream_events import StreamReading, event_of
+from tts_bench.measure.transport.stream_events import StreamReading, event_of
 
 
 def emit(message: dict[str, Any]) -> None:

@@ -7,9 +7,11 @@ N users per rung, each one request at a time with no think time, so N are outsta
 construction. Each request's TTFAB and total latency are fired as Locust request metrics (the
 UI, CSV and distributed mode work as usual) and kept as raw samples, from which each rung's
 statistics come. The ladder stops after the first failing or client-bound rung and writes
-`<out>/qmax-<model>-<transport>-<slug>.json` and its samples when Locust quits. Here: the
-users, the shape, the event hooks and the flags (`tts_bench.measure.ladder_flags`, the set
-`tts-bench qmax` takes); the ladder's control is `tts_bench.measure.ladder_conductor`.
+`<out>/qmax-<model>-<transport>-<slug>.json` and its samples when Locust quits. Here: each
+transport's user bound to the request timing (`ladder_requests.py`; the users in
+`local_users.py`, `sagemaker_users.py` and `bidi_stream_user.py`), the shape, the event hooks
+and the flags (`tts_bench.measure.ladder.flags`, the set `tts-bench qmax` takes); the ladder's
+control is `tts_bench.measure.ladder.conductor`.
 
 Without `--headless`, Locust's web UI shows every ladder flag, with its help, in its start form
 beside the host; the ladder is built when the test starts, from the values sent. The form is
@@ -28,49 +30,38 @@ samples, their time in flight still load), so each rung starts on an idle server
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
 import logging
 import os
-import random
 import socket
 import sys
 import time
-import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import gevent
-import websocket
 from bidi_stream_user import BidiStreamUser  # beside this file: Locust puts its folder on the path
-from gevent import GreenletExit
-from locust import FastHttpUser, LoadTestShape, User, events, task
+from ladder_requests import LADDER_HOOKS
+from local_users import LocalHttpUser, LocalWsUser
+from locust import LoadTestShape, User, events
 from locust.env import Environment
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerRunner
-from sagemaker_users import LadderHooks, ResponseStreamUser
+from sagemaker_users import ResponseStreamUser
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.errors import RefusalError, TtsBenchError
-from tts_bench.measure.corpus import Utterance, load_corpus
-from tts_bench.measure.ladder_board import add_ladder_tab, check_start
-from tts_bench.measure.ladder_conductor import RUNG_MESSAGE, Conductor, LadderTarget, target_of
-from tts_bench.measure.ladder_flags import (
+from tts_bench.measure.corpus import load_corpus
+from tts_bench.measure.ladder.board import add_ladder_tab, check_start
+from tts_bench.measure.ladder.conductor import RUNG_MESSAGE, Conductor, LadderTarget, target_of
+from tts_bench.measure.ladder.flags import (
     LadderOptions,
     add_ladder_arguments,
     ladder_arguments,
     ladder_options,
 )
-from tts_bench.measure.ladder_state import ShapeSnapshot
-from tts_bench.measure.ladder_store import Recorder
-from tts_bench.measure.playback import PlaybackTracker
-from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stream_events import StreamReading
+from tts_bench.measure.ladder.state import ShapeSnapshot
+from tts_bench.measure.ladder.store import Recorder
 
 logger = logging.getLogger("qmax")
-HEADERS_ENTRY = "/invocations (headers only)"  # Locust's own entry: timed at the headers
-TTFAB_ENTRY = "TTFAB"
-LATENCY_ENTRY = "total latency"
 
 
 @events.init_command_line_parser.add_listener
@@ -79,114 +70,19 @@ def add_arguments(parser: Any, **_kw: Any) -> None:
     add_ladder_arguments(parser, include_in_web_ui=True)
 
 
-@contextmanager
-def timed_request(environment: Environment, context_id: str) -> Iterator[StreamReading]:
-    """Time one request: record its raw sample and fire TTFAB and total latency as Locust metrics.
-
-    Exceptions are recorded as errors and re-raised; a greenlet killed at the end of a rung
-    leaves a `cancelled` sample (its time in flight still counts toward the rung's load).
-    """
-    recorder = environment.qmax_recorder  # type: ignore[attr-defined]
-    rung, heard = recorder.rung, PlaybackTracker()
-    token = recorder.opened(time.time())
-    reading = StreamReading(context_id, heard=heard)
-    try:
-        yield reading
-        reading.end()
-    except GreenletExit:
-        reading.settle(Outcome.CANCELLED, reading.detail)
-        raise
-    except Exception as exc:
-        reading.fail(f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        sample = recorder.finished(token, reading, heard, rung)
-        if sample.outcome is not Outcome.CANCELLED:
-            fire_metrics(environment, recorder.transport, sample)
-
-
-def fire_metrics(environment: Environment, transport: Transport, sample: Sample) -> None:
-    failed = sample.outcome is not Outcome.OK
-    failure = Exception(f"{sample.outcome}: {sample.detail}") if failed else None
-    figures = [(TTFAB_ENTRY, sample.ttfab_ms, None), (LATENCY_ENTRY, sample.latency_ms, failure)]
-    for name, ms, exception in figures:
-        if ms is not None:
-            environment.events.request.fire(
-                request_type=transport.value, name=name, response_time=ms, response_length=0,
-                exception=exception, context={"rung": sample.rung},
-            )  # fmt: skip
-
-
-def utterances(environment: Environment) -> Iterator[Utterance]:
-    """Each user walks the corpus from its own random starting point."""
-    corpus = environment.qmax_recorder.corpus  # type: ignore[attr-defined]
-    return itertools.islice(itertools.cycle(corpus), random.randrange(len(corpus)), None)
-
-
 # --------------------------------------------------------------------------- users
 
 
-class HttpLadderUser(FastHttpUser):
-    """local-http: POST /invocations, read the jsonlines stream event by event."""
+class HttpLadderUser(LocalHttpUser):
+    """local-http, bound to this ladder's request timing."""
 
-    network_timeout = 70.0
-    connection_timeout = 10.0
-
-    def on_start(self) -> None:
-        self.texts = utterances(self.environment)
-
-    @task
-    def speak(self) -> None:
-        context_id = uuid.uuid4().hex[:12]
-        body = next(self.texts).request(context_id)
-        with (
-            timed_request(self.environment, context_id) as reading,
-            self.client.post(
-                "/invocations", json=body, stream=True, name=HEADERS_ENTRY, catch_response=True,
-                headers={"Accept": "application/jsonlines"},
-            ) as response,
-        ):  # fmt: skip
-            if response.status_code != 200:
-                reading.refused(response.status_code, (response.text or "")[:200])
-                response.failure(f"HTTP {response.status_code}")
-                return
-            response.success()
-            # readline with an explicit separator: the true arrival time of each event.
-            while line := response.stream.readline(b"\n"):
-                if line.strip() and reading.feed(line):
-                    break
+    hooks = LADDER_HOOKS
 
 
-class WsLadderUser(User):
-    """local-ws: one WebSocket per user, one request object per message, events back as text."""
+class WsLadderUser(LocalWsUser):
+    """local-ws, bound to this ladder's request timing."""
 
-    def on_start(self) -> None:
-        self.texts = utterances(self.environment)
-        self.socket: websocket.WebSocket | None = None
-
-    def on_stop(self) -> None:
-        if self.socket is not None:
-            self.socket.close()
-
-    @task
-    def speak(self) -> None:
-        if self.socket is None:
-            base = (self.host or self.environment.host or "").rstrip("/")
-            url = "ws" + base.removeprefix("http") + "/invocations-bidirectional-stream"
-            self.socket = websocket.create_connection(url, timeout=70)
-        context_id = uuid.uuid4().hex[:12]
-        body = next(self.texts).request(context_id)
-        try:
-            with timed_request(self.environment, context_id) as reading:
-                self.socket.send(json.dumps(body))
-                while not reading.feed(self.socket.recv()):
-                    pass
-        except (websocket.WebSocketException, OSError):
-            self.socket = None  # reconnect on the next request
-            raise
-
-
-LADDER_HOOKS = LadderHooks(timed_request, utterances)
+    hooks = LADDER_HOOKS
 
 
 class ResponseStreamLadderUser(ResponseStreamUser):

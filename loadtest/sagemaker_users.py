@@ -1,7 +1,7 @@
 """The `response-stream` ladder user: SageMaker InvokeEndpointWithResponseStream through boto3.
 
 Each Locust process makes one `sagemaker-runtime` client, with as many pooled connections as the
-ladder's largest rung and retries off; streams are read by `tts_bench.measure.response_stream`
+ladder's largest rung and retries off; streams are read by `tts_bench.measure.transport.response_stream`
 (PayloadParts re-split at newlines, failures named by error code or exception). TTFAB is the
 arrival of the first `chunk` event, the first that carries audio. boto3's blocking reads run
 under Locust's gevent patching, so every user's stream proceeds concurrently.
@@ -22,9 +22,14 @@ from locust import User, task
 from locust.env import Environment
 
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.ladder import parse_rungs
-from tts_bench.measure.response_stream import failure_of, invoke, payload_lines, runtime_client
-from tts_bench.measure.stream_events import StreamReading
+from tts_bench.measure.ladder.schedule import parse_rungs
+from tts_bench.measure.transport.response_stream import (
+    failure_of,
+    invoke,
+    payload_lines,
+    runtime_client,
+)
+from tts_bench.measure.transport.stream_events import StreamReading
 
 
 @dataclass(frozen=True)

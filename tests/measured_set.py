@@ -15,35 +15,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.ladder.synthetic import closed_loop
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT
+from tts_bench.artifacts.files import sha256_file, write_artifact
 from tts_bench.artifacts.fingerprint import (
     Fingerprint,
     Transport,
     qmax_filename,
     ttotal_filename,
 )
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    Provenance,
-    ProvenanceKind,
-    QmaxArtifact,
-    Trigger,
-    TtotalArtifact,
-    sha256_file,
-    write_artifact,
+from tts_bench.artifacts.provenance import Provenance, ProvenanceKind
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact
+from tts_bench.measure.ladder.live.cloudwatch_join import (
+    MetricPoint,
+    invocation_ratios_for,
+    ratios_for,
 )
-from tts_bench.measure.cloudwatch_join import MetricPoint, invocation_ratios_for, ratios_for
-from tts_bench.measure.ladder import CpuReading, LadderSchedule, build_qmax_artifact, ladder_rungs
-from tts_bench.measure.raw_record import QmaxRaw, raw_path, write_raw
-from tts_bench.measure.samples import Sample, samples_path, write_samples
-from tts_bench.measure.ttotal_sagemaker import scale_out_events
-from tts_bench.measure.ttotal_stages import measured_total_s, stages_from_events
-from tts_bench.measure.verification import (
+from tts_bench.measure.ladder.live.verification import (
     all_levels,
     held_by_the_ladder,
     verification_from_runs,
     verification_ladder,
 )
+from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, write_raw
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import CpuReading, build_qmax_artifact, ladder_rungs
+from tts_bench.measure.samples import Sample, samples_path, write_samples
+from tts_bench.measure.ttotal.sagemaker import scale_out_events
+from tts_bench.measure.ttotal.stages import measured_total_s, stages_from_events
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.steps import PlanRequest
 

@@ -62,7 +62,7 @@ def markdown(
         "",
         f"Run {began}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
         + ("ran to its end." if completed else "**stopped early** (Ctrl-C or an error)."),
-        "What it does and the rule behind each bound: [docs/soak.md](../docs/soak.md).",
+        "What it does and the rule behind each bound: [docs/soak.md](../../docs/soak.md).",
         "",
         "    " + shlex.join(["scripts/soak", *sys.argv[1:]]),
         "",

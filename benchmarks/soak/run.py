@@ -50,7 +50,7 @@ from benchmarks.soak.traffic import (
     mixed_kinds,
 )
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.bidi_stream import BidiWorker
+from tts_bench.measure.transport.bidi_stream import BidiWorker
 
 QMAX = REPO / "measurements" / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
 PLAN = REPO / "measurements" / "plan-kokoro-82m-g5xlarge-8b1b96bc.json"

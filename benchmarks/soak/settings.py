@@ -74,7 +74,12 @@ def parser() -> argparse.ArgumentParser:
     add("--bidi-every-s", type=float, default=30.0, help="an idle bidi session opened this often")
     add("--bidi-hold-s", type=float, default=60.0, help="how long each idle session stays open")
     add("--time-scale", type=float, default=60.0, help="the curve cloud's clock compression")
-    add("--out", type=Path, default=REPO / "measurements", help="folder for soak.md / soak.png")
+    add(
+        "--out",
+        type=Path,
+        default=REPO / "measurements" / "lab",
+        help="folder for soak.md / soak.png",
+    )
     add("--only", default=",".join(TARGETS), help=f"comma-separated subset of {','.join(TARGETS)}")
     return p
 

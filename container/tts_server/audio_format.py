@@ -31,7 +31,7 @@ def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     padded to `resampled_length` (libsoxr rounds a half sample the other way at some rates).
 
     Chosen over the hand-written polyphase filter it replaced by `serving_path_bench.py`'s
-    comparison (speed, passband error, alias level at 8 kHz; measurements/gpu-bench.md).
+    comparison (speed, passband error, alias level at 8 kHz; measurements/lab/gpu-bench.md).
     """
     audio = np.asarray(audio, dtype=np.float32)
     if src_rate == dst_rate or audio.size == 0:

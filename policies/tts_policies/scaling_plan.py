@@ -24,7 +24,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from tts_bench.artifacts.schema import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,

@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     SCALABLE_DIMENSION,
@@ -243,7 +243,7 @@ class EmulatedAws:
         """Any plan's deploy shape as the stack and AWS make it: each policy, each step's alarm,
         and target tracking's own alarms; `edit` replaces request fields by role
         (`{"burst.alarm": {"Threshold": 1.0}}`, `{"invocations-target": {"ScaleInCooldown": 60}}`)."""
-        from tts_bench.artifacts.schema import AlarmSpec, TargetTrackingSpec
+        from tts_bench.artifacts.plan import AlarmSpec, TargetTrackingSpec
         from tts_bench.deployment import policy_name, step_alarm_name
         from tts_bench.planning.deploy import deploy_shape_of
 

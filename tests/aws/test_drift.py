@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.aws.validate import SCALING_SETTINGS, planned_values
 from tts_bench.cli import main
 from tts_bench.deployment import resource_id, scale_in_alarm_name, scale_in_policy_name

@@ -11,10 +11,11 @@ import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tests.conftest import REFERENCE_PLAN
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import DEFAULT_VARIANT
-from tts_bench.local_cloud.autoscaling import Autoscaler
-from tts_bench.local_cloud.metrics import VariantMetrics
+from tts_bench.local_cloud.cloudwatch.autoscaling import Autoscaler
+from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
 
 FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
 START = 1_800_000_000.0  # a minute boundary
@@ -107,7 +108,7 @@ def test_the_burst_step_fires_on_one_high_resolution_datapoint(windows: Windows)
 
 def test_the_chain_reads_what_the_local_cloud_publishes(tmp_path: Path) -> None:
     """InvocationsPerInstance is published per window as each invocation's 1/N."""
-    from tts_bench.local_cloud.metrics import metric_data
+    from tts_bench.local_cloud.cloudwatch.metrics import metric_data
 
     metrics = VariantMetrics()
     metrics.observe_concurrency(4, 4)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
 from tests.conftest import REFERENCE_PLAN
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.aws.deployed import (
     Alarm,
     DeployedSnapshot,

@@ -21,7 +21,10 @@ from typing import Any
 import boto3
 import pytest
 
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.deployed import SuspendedState
 from tts_bench.cli import main
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
@@ -362,7 +365,7 @@ def test_a_drift_error_refuses_the_ladder(cloud: Any, out: Path, capsys) -> None
 def test_the_local_cloud_answers_the_quota_and_none_free_is_refused(cloud: Any) -> None:
     from tts_bench.aws.session import AwsSession
     from tts_bench.errors import RefusalError
-    from tts_bench.measure.quota import read_quota_check
+    from tts_bench.measure.ttotal.quota import read_quota_check
 
     check = read_quota_check(AwsSession.from_environment(), "ml.g5.xlarge")
     running = client("sagemaker").describe_endpoint(EndpointName=cloud.endpoint_name)[

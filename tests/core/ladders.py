@@ -5,21 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import (
+from tts_bench.artifacts.plan import SourceArtifact
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact, ladder_outcome, q_max_interval_of
+from tts_bench.artifacts.rungs import (
     LadderSettings,
     P95Interval,
-    Provenance,
-    QmaxArtifact,
     Rung,
-    SourceArtifact,
-    Stage,
-    Trigger,
-    TtotalArtifact,
     UncontendedService,
-    ladder_outcome,
-    q_max_interval_of,
     rung_verdict,
 )
+from tts_bench.artifacts.ttotal import Stage, Trigger, TtotalArtifact
 
 DIGEST = "sha256:" + "ab" * 32
 FINGERPRINT = Fingerprint(

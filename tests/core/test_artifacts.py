@@ -8,19 +8,16 @@ from pathlib import Path
 import pytest
 
 from tests.core.ladders import FINGERPRINT, qmax_artifact, serial_ladder, ttotal_artifact
+from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import (
     Transport,
     plan_filename,
     qmax_filename,
     ttotal_filename,
 )
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    TtotalArtifact,
-    load_artifact,
-    write_artifact,
-)
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import ArtifactError
 from tts_bench.planning.plan import _provenance
 

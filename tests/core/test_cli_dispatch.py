@@ -55,5 +55,5 @@ def test_every_command_registers_its_own_parser(
 def test_a_module_that_gives_its_own_summary_is_refused() -> None:
     parser = cli.build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, cli._Subcommands))
-    with pytest.raises(TypeError, match=r"tts_bench\.cli\.plan: its summary belongs in"):
+    with pytest.raises(TypeError, match=r"tts_bench\.cli\.chain\.plan: its summary belongs in"):
         subparsers.add_parser("plan", help="a second summary")

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core.ladders import qmax_artifact, serial_ladder, ttotal_artifact
-from tts_bench.artifacts.schema import dump_json, sha256_file
+from tts_bench.artifacts.files import dump_json, sha256_file
 from tts_bench.cli import main
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100"))

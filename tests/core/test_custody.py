@@ -20,14 +20,10 @@ from hypothesis import strategies as st
 
 from tests.conftest import MEASUREMENTS
 from tests.measured_set import EMULATED_FINGERPRINT, MeasuredSet, measured_set
+from tts_bench.artifacts.files import dump_json, load_artifact, sha256_file
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    dump_json,
-    load_artifact,
-    sha256_file,
-)
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.cli import main
 from tts_bench.custody.differences import Difference, exempt_paths, first_difference
 from tts_bench.custody.folder import ArtifactFolder, verify_file
@@ -35,7 +31,7 @@ from tts_bench.custody.gate import evaluate
 from tts_bench.custody.stale import dependents, retire_replaced
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import TtsBenchError, printable
-from tts_bench.measure.raw_record import raw_path
+from tts_bench.measure.ladder.raw_record import raw_path
 from tts_bench.measure.samples import samples_path
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.gate import GateCondition, GateQuery

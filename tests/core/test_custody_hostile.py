@@ -26,14 +26,12 @@ from hypothesis import strategies as st
 from tests.conftest import MEASUREMENTS
 from tests.measured_set import measured_set
 from tts_bench.artifacts.companions import beside
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.reference import PUBLISHED_RUN
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    SimulationArtifact,
-    TtotalArtifact,
-    load_artifact,
-)
+from tts_bench.artifacts.simulation import SimulationArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.custody.folder import TAKEN_AS_RECORDED, ArtifactFolder
 from tts_bench.custody.gate import evaluate
 from tts_bench.custody.plans import rederive

@@ -12,19 +12,21 @@ import pytest
 
 from tests.ladder.test_undecided_hold import T0, steady_rung
 from tests.measured_set import EMULATED_FINGERPRINT, write_ladder
+from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import Transport, qmax_filename
-from tts_bench.artifacts.schema import Provenance, QmaxArtifact, load_artifact, write_artifact
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.cli import main
 from tts_bench.custody.folder import ArtifactFolder
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder import (
-    LadderSchedule,
+from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, write_raw
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import (
     VerdictRule,
     build_qmax_artifact,
     extend_unstable,
     ladder_rungs,
 )
-from tts_bench.measure.raw_record import QmaxRaw, raw_path, write_raw
 from tts_bench.measure.samples import samples_path, write_samples
 
 LOCAL = EMULATED_FINGERPRINT.model_copy(

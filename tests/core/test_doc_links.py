@@ -1,4 +1,4 @@
-"""Every relative link in the README and `docs/` points at a file in the repository.
+"""Every relative link in the README, `docs/` and `measurements/` points at a file in the repository.
 
 A clone holds only the repository: a link to a file that is missing, or one that leaves the
 repository (`../shared/…`, an absolute path), is broken for every reader. Links with a scheme
@@ -24,7 +24,9 @@ SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
 def documents(repo: Path) -> list[Path]:
-    return [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+    """The README, `docs/`, and the write-ups under `measurements/` (the lab's index among them)."""
+    pages = [*(repo / "docs").rglob("*.md"), *(repo / "measurements").rglob("*.md")]
+    return [repo / "README.md", *sorted(pages)]
 
 
 def links(text: str) -> list[tuple[int, str]]:

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core.ladders import FINGERPRINT, SOURCES, qmax_artifact, rung, ttotal_artifact
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import PlanArtifact, StepSpec, TargetTrackingSpec, load_artifact
+from tts_bench.artifacts.plan import PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.cli import main
 from tts_bench.planning import aws_scaling, fleet_rule
 from tts_bench.planning.birth_death import pooled_stationary, stationary_occupancy
@@ -80,7 +81,7 @@ def test_the_fleet_rule_states_its_levels_in_load_per_instance(derived: PlanArti
 def test_c_scale_max_is_what_one_instance_holds_at_lambda_out(
     derived: PlanArtifact, reference_qmax_path: Path
 ) -> None:
-    from tts_bench.artifacts.schema import QmaxArtifact
+    from tts_bench.artifacts.qmax import QmaxArtifact
 
     curve = throughput_curve(load_artifact(reference_qmax_path, QmaxArtifact).curve_rungs)
     levels = derived.fleet
@@ -94,7 +95,7 @@ def test_c_scale_max_is_what_one_instance_holds_at_lambda_out(
 def test_the_deploy_shape_is_target_tracking_on_invocations_and_a_burst_step(
     derived: PlanArtifact, reference_qmax_path: Path
 ) -> None:
-    from tts_bench.artifacts.schema import QmaxArtifact
+    from tts_bench.artifacts.qmax import QmaxArtifact
 
     curve = throughput_curve(load_artifact(reference_qmax_path, QmaxArtifact).curve_rungs)
     tracking, burst = deploy_shape_of(derived).policies

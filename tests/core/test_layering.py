@@ -158,13 +158,18 @@ def is_subcommand(path: Path) -> bool:
 def subcommand_imports(paths: list[Path]) -> list[str]:
     """Every import of one subcommand module by another module of `cli` (the dispatcher in
     `cli/__init__` aside): what two subcommands share belongs in a helper or the library."""
-    subcommands = {f"tts_bench.cli.{p.stem}" for p in CLI.glob("*.py") if is_subcommand(p)}
+    subcommands = {
+        ".".join(p.relative_to(REPO).with_suffix("").parts)
+        for p in CLI.rglob("*.py")
+        if is_subcommand(p)
+    }
     problems = []
     for path in paths:
-        if path.parent != CLI or path.stem == "__init__":
+        if CLI not in path.parents or path.stem == "__init__":
             continue
         for line, name in imported_modules(path):
-            if name in subcommands and name != f"tts_bench.cli.{path.stem}":
+            own = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            if name in subcommands and name != own:
                 problems.append(
                     f"{path.relative_to(REPO)}:{line}: the subcommand module imports "
                     f"{name}, another subcommand; move what both need into a helper module"
@@ -177,10 +182,10 @@ def test_no_subcommand_module_imports_another() -> None:
 
 
 def test_a_subcommand_importing_another_is_caught(tmp_path: Path) -> None:
-    copy = CLI / "weights.py"
+    copy = CLI / "local" / "weights.py"
     shadow = tmp_path / "shadow.py"
     shadow.write_text(
-        copy.read_text(encoding="utf-8") + "\n\nfrom tts_bench.cli.synth import run\n",
+        copy.read_text(encoding="utf-8") + "\n\nfrom tts_bench.cli.local.synth import run\n",
         encoding="utf-8",
     )
     real_reader = Path.read_text
@@ -191,7 +196,7 @@ def test_a_subcommand_importing_another_is_caught(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Path, "read_text", read_text)
         found = subcommand_imports([copy])
-    assert len(found) == 1 and "tts_bench.cli.synth, another subcommand" in found[0], found
+    assert len(found) == 1 and "tts_bench.cli.local.synth, another subcommand" in found[0], found
 
 
 def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> None:
@@ -211,10 +216,14 @@ def test_the_top_level_holds_only_shared_leaves_and_documented_subpackages() -> 
     ("where", "planted", "expected"),
     [
         ("planning/plan.py", "from tts_bench.aws.session import AwsClients", "planning imports"),
-        ("artifacts/schema.py", "import tts_bench.measure.ladder", "artifacts imports"),
+        ("artifacts/qmax.py", "import tts_bench.measure.ladder.statistics", "artifacts imports"),
         ("aws/drift.py", "from tts_bench.cli import main", "aws imports"),
-        ("measure/ladder.py", "from ..infra import preview", "measure imports"),
-        ("local_cloud/fleet.py", "from tts_bench.measure import ladder", "local_cloud imports"),
+        ("measure/ladder/statistics.py", "from ...infra import preview", "measure imports"),
+        (
+            "local_cloud/instances/fleet.py",
+            "from tts_bench.measure.ladder import statistics",
+            "local_cloud imports",
+        ),
         ("serving/local_server.py", "import tts_bench.measure.samples", "serving imports"),
     ],
 )
@@ -237,9 +246,141 @@ def test_a_planted_illegal_import_is_caught(
     assert len(found) == 1 and expected in found[0], found
 
 
+def documented_packages(package: str) -> list[Path]:
+    """The package's folder and every subpackage below it."""
+    return sorted(init.parent for init in (PACKAGE / package).rglob("__init__.py"))
+
+
 @pytest.mark.parametrize("package", ["measure", "local_cloud", "serving", "jobs"])
 def test_a_package_docstring_names_every_module_it_holds(package: str) -> None:
-    folder = PACKAGE / package
-    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
-    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
-    assert sorted(m for m in modules if f"`{m}`" not in doc) == []
+    for folder in documented_packages(package):
+        init = folder / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+        modules |= {p.parent.name for p in folder.glob("*/__init__.py")}
+        missing = sorted(m for m in modules if f"`{m}`" not in doc)
+        assert missing == [], f"{init.relative_to(REPO)} does not name {missing}"
+        assert "import" in doc, f"{init.relative_to(REPO)} must say what it may import"
+
+
+# Inside a package split into subpackages: sub-part -> the sub-parts it may import, "" being the
+# shared modules at the package's top (a sub-part may always import itself). A sub-part is a
+# subpackage or one module ("cloud", "control_plane.deploy"); a module belongs to the deepest one
+# that holds it. A package's own `__init__` re-exports its front door and is not checked. Each
+# subpackage's docstring states its line.
+_LOCAL_CLOUD_BELOW_CLOUD = frozenset(
+    {"", "cloudwatch", "instances", "instances.curve_model", "control_plane"}
+    | {"control_plane.deploy", "data_plane"}
+)
+INNER: dict[str, dict[str, frozenset[str]]] = {
+    "measure": {
+        "": frozenset({"transport"}),
+        "transport": frozenset(),
+        "ladder": frozenset({"", "transport"}),
+        "ladder.live": frozenset({"ladder", "", "transport"}),
+        "ttotal": frozenset({"", "transport"}),
+        "surge": frozenset({"", "transport"}),
+    },
+    "local_cloud": {
+        # The settings name the curve model's service law.
+        "": frozenset({"instances.curve_model"}),
+        "instances.curve_model": frozenset(),
+        "cloudwatch": frozenset({""}),
+        # A curve fleet marks the deployment it serves.
+        "instances": frozenset({"", "cloudwatch", "instances.curve_model", "control_plane.deploy"}),
+        "control_plane.deploy": frozenset({""}),
+        "control_plane": frozenset(
+            {"", "cloudwatch", "instances", "instances.curve_model", "control_plane.deploy"}
+        ),
+        "data_plane": _LOCAL_CLOUD_BELOW_CLOUD - {"data_plane"},
+        "cloud": _LOCAL_CLOUD_BELOW_CLOUD,
+    },
+}
+
+
+def inner_part(package: str, pieces: tuple[str, ...]) -> str:
+    """The deepest sub-part of `package` holding the module or package `pieces` (below it)."""
+    parts = INNER[package]
+    for depth in range(len(pieces), 0, -1):
+        if ".".join(pieces[:depth]) in parts:
+            return ".".join(pieces[:depth])
+    return ""
+
+
+def inner_violations(paths: list[Path]) -> list[str]:
+    problems = []
+    for path in paths:
+        if PACKAGE not in path.parents:
+            continue
+        rel = path.relative_to(PACKAGE).with_suffix("").parts
+        package = rel[0]
+        if package not in INNER or rel[1:] == ("__init__",):
+            continue
+        importer = inner_part(package, rel[1:])
+        for line, name in imported_modules(path):
+            pieces = tuple(name.split("."))
+            if pieces[:2] != ("tts_bench", package):
+                continue
+            imported = inner_part(package, pieces[2:])
+            allowed = INNER[package][importer]
+            if imported != importer and imported not in allowed:
+                problems.append(
+                    f"{path.relative_to(REPO)}:{line}: {package}.{importer or '(top)'} imports "
+                    f"{name} ({package}.{imported or '(top)'}); it may import only "
+                    f"{sorted(a or '(top)' for a in allowed)}"
+                )
+    return problems
+
+
+def test_no_subpackage_imports_a_sibling_it_must_not() -> None:
+    assert inner_violations(python_files()) == []
+
+
+@pytest.mark.parametrize(
+    ("where", "planted", "expected"),
+    [
+        (
+            "measure/surge/figures.py",
+            "from tts_bench.measure.ladder.statistics import rung_statistics",
+            "measure.surge imports",
+        ),
+        ("measure/transport/bidi_stream.py", "import tts_bench.measure.samples", "transport"),
+        ("measure/samples.py", "from tts_bench.measure.ttotal import probe", "(top) imports"),
+        (
+            "measure/ladder/run.py",
+            "from tts_bench.measure.ladder.live.verification import verification_levels",
+            "measure.ladder imports",
+        ),
+        (
+            "local_cloud/cloudwatch/logs.py",
+            "from tts_bench.local_cloud.control_plane.moto_host import MotoHost",
+            "local_cloud.cloudwatch imports",
+        ),
+        (
+            "local_cloud/settings.py",
+            "from tts_bench.local_cloud.cloud import LocalCloud",
+            "local_cloud.(top) imports",
+        ),
+        (
+            "local_cloud/control_plane/endpoint.py",
+            "from tts_bench.local_cloud.data_plane import runtime",
+            "local_cloud.control_plane imports",
+        ),
+    ],
+)
+def test_a_planted_sibling_import_is_caught(
+    tmp_path: Path, where: str, planted: str, expected: str
+) -> None:
+    copy = PACKAGE / where
+    text = copy.read_text(encoding="utf-8") + f"\n\ndef _planted() -> None:\n    {planted}\n"
+    shadow = tmp_path / "shadow.py"
+    shadow.write_text(text, encoding="utf-8")
+    real_reader = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        return real_reader(shadow if self == copy else self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_text", read_text)
+        found = inner_violations([copy])
+    assert len(found) == 1 and expected in found[0], found

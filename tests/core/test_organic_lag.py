@@ -13,19 +13,13 @@ import pytest
 from pydantic import ValidationError
 
 from tests.conftest import REFERENCE_QMAX, REFERENCE_TTOTAL
-from tts_bench.artifacts.schema import (
-    Detection,
-    QmaxArtifact,
-    SourceArtifact,
-    Stage,
-    Trigger,
-    TtotalArtifact,
-    load_artifact,
-    sha256_file,
-)
-from tts_bench.measure.ttotal_organic import first_breach
-from tts_bench.measure.ttotal_probe import TtotalError
-from tts_bench.measure.ttotal_stages import timed_stages
+from tts_bench.artifacts.files import load_artifact, sha256_file
+from tts_bench.artifacts.plan import SourceArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Detection, Stage, Trigger, TtotalArtifact
+from tts_bench.measure.ttotal.organic import first_breach
+from tts_bench.measure.ttotal.probe import TtotalError
+from tts_bench.measure.ttotal.stages import timed_stages
 from tts_bench.planning.aws_scaling import AlarmRule, Datapoint
 from tts_bench.planning.deploy import deploy_shape_of, detection_shape
 from tts_bench.planning.fleet_rule import tracking_lag_s

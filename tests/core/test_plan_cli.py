@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.core.ladders import FINGERPRINT, qmax_artifact, rung, serial_ladder, ttotal_artifact
+from tts_bench.artifacts.files import dump_json
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import dump_json
 from tts_bench.cli import main
 
 

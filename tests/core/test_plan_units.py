@@ -20,14 +20,11 @@ from tests.core.ladders import (
     serial_ladder,
     ttotal_artifact,
 )
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import (
-    QmaxArtifact,
-    Rung,
-    Verdict,
-    VerificationRung,
-    load_artifact,
-)
+from tts_bench.artifacts.plan import Verdict
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import Rung, VerificationRung
 from tts_bench.deployment import SCALE_IN_PERIOD_S, SCALE_IN_STATISTIC
 from tts_bench.errors import ArtifactError
 from tts_bench.planning.curve import conservative_ratio

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.core.ladders import SOURCES, qmax_artifact, rung, ttotal_artifact
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, Verdict, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact, Verdict
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.planning.plan import PlanRequest, derive_plan
 from tts_bench.planning.report import render_plan
 

@@ -6,8 +6,11 @@ import json
 
 import pytest
 
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.reference import build_reference
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.cli import main
 
 

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from tts_server.protocol import decode_json
 
-from tts_bench.artifacts.schema import Provenance, parse_artifact_json
+from tts_bench.artifacts.files import parse_artifact_json
+from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.surge import SurgePrediction
 from tts_bench.errors import ArtifactError
 from tts_bench.strict import MAX_INTEGER_DIGITS, StrictModel, UnrepresentableNumber, strict_loads

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.engine_modes import BATCHING_ENGINE_MODE, SERIAL_ENGINE_MODE, engine_batches
 from tts_bench.measure.gpu_summary import GpuSummaryError, q_max_resolution, recompute
 from tts_bench.planning.findings import alarm_threshold
@@ -16,10 +16,10 @@ from tts_bench.planning.findings import alarm_threshold
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
 RUNS = [
     MEASUREMENTS,
-    MEASUREMENTS / "h200-run1",
-    MEASUREMENTS / "h200-run2",
-    MEASUREMENTS / "h200-run3",
-    MEASUREMENTS / "h200-run6" / "in-process",
+    MEASUREMENTS / "lab" / "h200-run1",
+    MEASUREMENTS / "lab" / "h200-run2",
+    MEASUREMENTS / "lab" / "h200-run3",
+    MEASUREMENTS / "lab" / "h200-run6" / "in-process",
 ]
 
 

@@ -12,7 +12,7 @@ from tts_server.engine.base import EngineError
 from tts_server.engine.g2p import Phonemizer, g2p_tokens, load_table
 from tts_server.protocol import done_event
 
-from tts_bench.measure.ladder import rung_statistics
+from tts_bench.measure.ladder.statistics import rung_statistics
 from tts_bench.measure.samples import Outcome, Sample, read_samples, write_samples
 
 

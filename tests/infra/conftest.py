@@ -13,7 +13,8 @@ import pytest
 
 from tests.measured_set import EMULATED_FINGERPRINT, measured_set
 from tts_bench.artifacts.companions import beside, json_digests
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import OperatorBounds
 
 CHECKS_RUN: list[str] = []
@@ -118,7 +118,7 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
     """Target tracking on invocations per instance that scales in by itself, and the burst
     step with its alarm, every number from the fleet plan's deploy shape."""
     from components import EndpointAutoscaling, EndpointAutoscalingArgs
-    from tts_bench.artifacts.schema import load_artifact
+    from tts_bench.artifacts.files import load_artifact
 
     plan = load_artifact(
         reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact

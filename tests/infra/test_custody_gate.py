@@ -20,8 +20,9 @@ from tts_policies import scaling_plan
 
 from tests.infra.conftest import REFERENCE_DIGEST, copy_program
 from tests.infra.test_policies import _set, deployment, validate
+from tts_bench.artifacts.files import load_artifact, sha256_file
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.artifacts.reference import PUBLISHED_RUN
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact, sha256_file
 from tts_bench.cli import main
 from tts_bench.custody.folder import verify_file
 from tts_bench.custody.gate import evaluate

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import OperatorBounds, is_local_image, local_image_reference
 from tts_bench.infra.image_ref import ImageReferenceError, parse_pinned, parse_repository

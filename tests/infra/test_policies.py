@@ -21,7 +21,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, unkn
 from tts_policies import POLICIES, buckets, iam, images, scaling_plan
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import local_image_reference
 
 OPTS = PolicyResourceOptions(False, [], None, [], None, [], None)
@@ -300,7 +300,7 @@ FLEET_PLAN = (
 
 def _fleet(props: dict[str, dict[str, Any]]) -> None:
     """The stack as the program builds it for the reference fleet plan, from its deploy shape."""
-    from tts_bench.artifacts.schema import load_artifact
+    from tts_bench.artifacts.files import load_artifact
 
     plan = load_artifact(FLEET_PLAN, PlanArtifact)
     tracking, burst = plan.deploy.policies  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO, copy_program
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import (
     SCALE_IN_COMPARISON,
     SCALE_IN_EVALUATION_PERIODS,

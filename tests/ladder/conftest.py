@@ -100,7 +100,7 @@ def refined_ladder(server, tmp_path_factory: pytest.TempPathFactory) -> Calibrat
     scaled to this machine's lone-request speed as it is now, so c=1 passes and c=8 fails."""
     from tts_bench.cli import main
     from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ttotal_probe import speak
+    from tts_bench.measure.ttotal.probe import speak
 
     corpus = CORPORA / "two_sentences.txt"
     lone = [speak(server.url, u) for u in load_corpus(corpus)]

@@ -15,8 +15,8 @@ import numpy as np
 
 from tests.core.ladders import rung
 from tests.ladder.synthetic import serial_queue_ttfab_ms
-from tts_bench.artifacts.schema import QmaxInterval, q_max_interval_of
-from tts_bench.measure.quantile_interval import order_statistic_ranks, quantile_interval
+from tts_bench.artifacts.qmax import QmaxInterval, q_max_interval_of
+from tts_bench.measure.ladder.quantile_interval import order_statistic_ranks, quantile_interval
 
 CASES = ((1, 90), (8, 300), (25, 90), (25, 1000))
 TRIALS = 1000

@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from tts_bench.measure.ladder import LadderSchedule, Phase
-from tts_bench.measure.ladder_state import ShapeSnapshot
+from tts_bench.measure.ladder.schedule import LadderSchedule, Phase
+from tts_bench.measure.ladder.state import ShapeSnapshot
 
 SCHEDULE_FIELDS = ("rungs", "hold_s", "measure_s", "idle_s", "final_drain_s", "max_hold_s")
 

@@ -6,16 +6,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import LadderSettings, QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import LadderSettings
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError
-from tts_bench.measure.cloudwatch_join import MetricPoint, ratios_for, window_mean
-from tts_bench.measure.quota import QuotaCheck
-from tts_bench.measure.response_stream import StreamEventError, failure_of, payload_lines
+from tts_bench.measure.ladder.live.cloudwatch_join import MetricPoint, ratios_for, window_mean
 from tts_bench.measure.samples import Outcome
-from tts_bench.measure.ttotal_probe import ProbeSample
-from tts_bench.measure.ttotal_recovery import recovery_time
-from tts_bench.measure.ttotal_sagemaker import EMULATED_PROVISIONING, scale_out_events
-from tts_bench.measure.ttotal_stages import stages_from_events
+from tts_bench.measure.transport.response_stream import StreamEventError, failure_of, payload_lines
+from tts_bench.measure.ttotal.probe import ProbeSample
+from tts_bench.measure.ttotal.quota import QuotaCheck
+from tts_bench.measure.ttotal.recovery import recovery_time
+from tts_bench.measure.ttotal.sagemaker import EMULATED_PROVISIONING, scale_out_events
+from tts_bench.measure.ttotal.stages import stages_from_events
 
 
 def steady(start: float, end: float, ttfab_ms: float, every_s: float = 0.5) -> list[ProbeSample]:
@@ -66,7 +68,7 @@ def test_stages_run_in_order_and_sum_to_the_total(gaps: list[float]) -> None:
 
 
 def test_qmax_ratios_are_the_window_mean_over_the_client_mean(reference_qmax_path) -> None:
-    from tts_bench.artifacts.schema import load_artifact
+    from tts_bench.artifacts.files import load_artifact
 
     qmax = load_artifact(reference_qmax_path, QmaxArtifact)
     ladder = LadderSettings(rungs=[r.concurrency for r in qmax.rungs], hold_s=60, measure_s=30,
@@ -91,8 +93,9 @@ def test_invocations_are_joined_over_two_whole_minutes_of_each_rungs_hold(
     """The fleet rule's metric: the minute Sums over the requests the client sent in the same
     minutes; a rung whose hold holds fewer than two whole minutes gets no ratio (never a guess)."""
     from tests.ladder.synthetic import closed_loop
-    from tts_bench.artifacts.schema import INVOCATIONS_RATIO_STAT, load_artifact
-    from tts_bench.measure.cloudwatch_join import invocation_ratios_for
+    from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.measure.ladder.live.cloudwatch_join import invocation_ratios_for
 
     qmax = load_artifact(reference_qmax_path, QmaxArtifact)
     ladder = LadderSettings(rungs=[r.concurrency for r in qmax.rungs], hold_s=200, measure_s=60,

@@ -25,8 +25,9 @@ def no_network(monkeypatch):
 @pytest.fixture
 def ladder(tmp_path):
     """A valid, unfingerprinted qmax artifact with no Q_max (c=1 failed)."""
-    from tts_bench.artifacts.schema import Provenance
-    from tts_bench.measure.ladder import LadderSchedule, build_qmax_artifact
+    from tts_bench.artifacts.provenance import Provenance
+    from tts_bench.measure.ladder.schedule import LadderSchedule
+    from tts_bench.measure.ladder.statistics import build_qmax_artifact
 
     artifact = build_qmax_artifact(
         [rung(1, False)], None, LadderSchedule((1,), 10, 5, 1), 3000.0,
@@ -98,7 +99,7 @@ def test_an_endpoint_is_surged_only_bounded_at_q_max_and_of_the_ladders_build(
     from tests.core.ladders import qmax_artifact, serial_ladder
     from tts_bench.artifacts.fingerprint import Transport
     from tts_bench.errors import RefusalError
-    from tts_bench.measure.surge_run import check_endpoint
+    from tts_bench.measure.surge.run import check_endpoint
 
     qmax = qmax_artifact(serial_ladder((1, 5, 10, 40), service_ms=100))  # Q_max 10
     assert qmax.fingerprint is not None

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import REFERENCE_QMAX
 from tts_bench.cli import main
-from tts_bench.measure.ladder import MAX_RUNG_USERS, MAX_RUNGS, mean_in_flight
-from tts_bench.measure.surge_figures import (
+from tts_bench.measure.ladder.schedule import MAX_RUNG_USERS, MAX_RUNGS
+from tts_bench.measure.samples import mean_in_flight
+from tts_bench.measure.surge.figures import (
     MAX_SURGE_ARRIVALS,
     MAX_SURGE_DURATION_S,
     OCCUPANCY_STEP_S,

@@ -12,18 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tts_bench.artifacts.schema import LadderSettings
-from tts_bench.measure.ladder import (
-    LadderError,
-    LadderSchedule,
-    describe_schedule,
-    extend_unstable,
-    ladder_rungs,
-    window_stability,
-)
-from tts_bench.measure.ladder_locust import LadderRequest
+from tts_bench.artifacts.rungs import LadderSettings
+from tts_bench.measure.ladder.locust_child import LadderRequest
+from tts_bench.measure.ladder.schedule import LadderError, LadderSchedule, describe_schedule
+from tts_bench.measure.ladder.stability import hold_extension_s
+from tts_bench.measure.ladder.statistics import extend_unstable, ladder_rungs, window_stability
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stability import hold_extension_s
 
 from .conftest import LOCUSTFILE
 

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.cli import main
-from tts_bench.measure.interval_reanalysis import with_intervals
+from tts_bench.measure.ladder.interval_reanalysis import with_intervals
 from tts_bench.measure.samples import read_samples, samples_path
 
-# H200 run 6, main's build, serial: Q_max 25, failing at 26 (measurements/gpu-bench.md)
+# H200 run 6, main's build, serial: Q_max 25, failing at 26 (measurements/lab/gpu-bench.md)
 RUN6_SERIAL = (
     Path(__file__).resolve().parents[2]
-    / "measurements/h200-run6/in-process"
+    / "measurements/lab/h200-run6/in-process"
     / "qmax-kokoro-82m-local-http-localnvidiah200-23dc6a61-ed1e5e.json"
 )
 

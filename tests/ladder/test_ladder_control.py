@@ -6,20 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import Provenance
-from tts_bench.measure.ladder import (
-    CpuReading,
-    LadderSchedule,
-    Phase,
-    build_qmax_artifact,
-    ladder_rungs,
-)
-from tts_bench.measure.ladder_run import LadderRun
-from tts_bench.measure.ladder_state import ShapeSnapshot
-from tts_bench.measure.ladder_store import Recorder, Store
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.measure.ladder.run import LadderRun
+from tts_bench.measure.ladder.schedule import LadderSchedule, Phase
+from tts_bench.measure.ladder.state import ShapeSnapshot
+from tts_bench.measure.ladder.statistics import CpuReading, build_qmax_artifact, ladder_rungs
+from tts_bench.measure.ladder.store import Recorder, Store
 from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.samples import Outcome
-from tts_bench.measure.stream_events import StreamReading
+from tts_bench.measure.transport.stream_events import StreamReading
 
 from .synthetic import closed_loop
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_bench.cli import qmax as qmax_command
+from tts_bench.cli.chain import qmax as qmax_command
 from tts_bench.errors import TtsBenchError
-from tts_bench.measure.ladder_flags import (
+from tts_bench.measure.ladder.flags import (
     LADDER_FLAGS,
     add_ladder_arguments,
     ladder_arguments,

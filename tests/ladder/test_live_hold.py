@@ -12,14 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
-from tts_bench.measure.ladder import (
-    LadderSchedule,
-    extend_unstable,
-    mean_in_flight,
-    rung_statistics,
-)
-from tts_bench.measure.samples import read_samples, samples_path
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import extend_unstable, rung_statistics
+from tts_bench.measure.samples import mean_in_flight, read_samples, samples_path
 
 from .conftest import MAX_HOLD_S
 

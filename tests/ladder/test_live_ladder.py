@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, ladder_outcome, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact, ladder_outcome
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
 
 from .conftest import CORPORA, LOCUSTFILE, REPO

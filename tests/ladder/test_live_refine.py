@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
-from tts_bench.measure.ladder import rung_statistics
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.measure.ladder.statistics import rung_statistics
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
 
 pytestmark = pytest.mark.slow

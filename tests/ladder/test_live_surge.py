@@ -13,20 +13,21 @@ import dataclasses
 import numpy as np
 import pytest
 
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import load_corpus
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
-from tts_bench.measure.surge_figures import (
+from tts_bench.measure.surge.figures import (
     fluid_shed_share,
     occupancy_at,
     poisson_arrivals,
     run_samples,
     surge_run,
 )
-from tts_bench.measure.surge_run import SurgeRequest, measure_surge
+from tts_bench.measure.surge.run import SurgeRequest, measure_surge
 from tts_bench.planning.curve import throughput_curve
 
 from .conftest import CORPORA

@@ -8,8 +8,11 @@ import sys
 import matplotlib.image
 import pytest
 
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.cli import main
 from tts_bench.serving.server_ping import PingError, fetch_ping
 

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import QmaxArtifact, sha256_file
+from tts_bench.artifacts.files import sha256_file
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.aws.validate import Comparison
 from tts_bench.jobs.main_job import (
     MAX_LOCAL_SLO_MS,
@@ -28,8 +29,8 @@ from tts_bench.jobs.main_job import (
     stretched,
 )
 from tts_bench.measure.corpus import Utterance, load_corpus
-from tts_bench.measure.ladder import LadderSchedule
-from tts_bench.measure.ttotal_probe import ProbeSample
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ttotal.probe import ProbeSample
 from tts_bench.planning.findings import Verdict, slo_feasibility
 from tts_bench.planning.from_files import WrittenPlan
 from tts_bench.planning.slo_headroom import headroom_covers_a_wait, queueing_headroom_s

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tts_bench.artifacts.schema import RefinementProbe, Verdict
-from tts_bench.measure.ladder import build_refinement
+from tts_bench.artifacts.plan import Verdict
+from tts_bench.artifacts.qmax import RefinementProbe
+from tts_bench.measure.ladder.statistics import build_refinement
 from tts_bench.planning.plan import PlanRequest, derive_plan
 
 from ..core.ladders import SOURCES, qmax_artifact, rung, ttotal_artifact

@@ -16,7 +16,7 @@ from tts_bench.measure.playback import (
     playback_figures,
 )
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stream_events import base64_audio_seconds
+from tts_bench.measure.transport.stream_events import base64_audio_seconds
 
 CHUNK_S = 0.02  # the server's chunks carry at most 20 ms of audio
 
@@ -102,7 +102,7 @@ def test_samples_keep_playback_and_intended_times_through_file_and_wire(tmp_path
 
 @pytest.mark.parametrize(("underrun_slo", "meets"), [(None, True), (0.6, True), (0.4, False)])
 def test_underrun_slo_fails_a_rung_with_more_stalled_streams(underrun_slo, meets):
-    from tts_bench.measure.ladder import rung_statistics
+    from tts_bench.measure.ladder.statistics import rung_statistics
 
     # Two users back to back over 10 s, every other request stalled: underrun share 0.5.
     samples = [

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_bench.measure.quantile_interval import (
+from tts_bench.measure.ladder.quantile_interval import (
     ConfidenceError,
     binomial_cdf,
     check_confidence,

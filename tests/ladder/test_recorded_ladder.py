@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
-from tts_bench.measure.ladder import CpuReading, LadderSchedule
-from tts_bench.measure.ladder_run import LadderRun, ProbeWindow
-from tts_bench.measure.ladder_state import ShapeSnapshot
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.measure.ladder.run import LadderRun, ProbeWindow
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.state import ShapeSnapshot
+from tts_bench.measure.ladder.statistics import CpuReading
 from tts_bench.measure.samples import read_samples, samples_path
 
 RECORDED = Path(__file__).resolve().parent / "recorded"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.artifacts.schema import QmaxArtifact, Rung
-from tts_bench.measure.ladder import LadderError, LadderSchedule, build_refinement
-from tts_bench.measure.refine import (
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import Rung
+from tts_bench.measure.ladder.refine import (
     Bracket,
     RefineError,
     allowed_gap,
@@ -18,6 +18,8 @@ from tts_bench.measure.refine import (
     next_probe,
     worst_case_probes,
 )
+from tts_bench.measure.ladder.schedule import LadderError, LadderSchedule
+from tts_bench.measure.ladder.statistics import build_refinement
 
 
 def stand_in_p95_ms(concurrency: int) -> float:
@@ -97,8 +99,9 @@ def test_a_probe_outside_the_bracket_is_refused():
 
 
 def test_the_artifact_refuses_a_refinement_that_disagrees_with_its_probes(tmp_path):
-    from tts_bench.artifacts.schema import Provenance, RefinementProbe
-    from tts_bench.measure.ladder import build_qmax_artifact
+    from tts_bench.artifacts.provenance import Provenance
+    from tts_bench.artifacts.qmax import RefinementProbe
+    from tts_bench.measure.ladder.statistics import build_qmax_artifact
 
     coarse = [rung(1, True), rung(8, False)]
     probes = [RefinementProbe(rung=rung(4, True), window_start_epoch=0, window_end_epoch=1)]

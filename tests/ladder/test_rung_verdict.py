@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tts_bench.artifacts.schema import QmaxArtifact, q_max_interval_of, rung_verdict
-from tts_bench.measure.ladder import LadderSchedule, build_qmax_artifact, rung_statistics
+from tts_bench.artifacts.qmax import QmaxArtifact, q_max_interval_of
+from tts_bench.artifacts.rungs import rung_verdict
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import build_qmax_artifact, rung_statistics
 from tts_bench.measure.samples import Outcome, Sample
 
 from ..core.ladders import qmax_artifact, rung
@@ -148,7 +150,7 @@ def test_an_artifact_without_intervals_loads_as_before():
 
 
 def _provenance():
-    from tts_bench.artifacts.schema import Provenance
+    from tts_bench.artifacts.provenance import Provenance
 
     return Provenance.now("measured", source="tests")
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.measure.ladder import LadderError, LadderSchedule, parse_rungs
+from tts_bench.measure.ladder.schedule import LadderError, LadderSchedule, parse_rungs
 
 SETTINGS = {"rungs": [1, 5, 10], "hold_s": 10, "measure_s": 4, "idle_s": 3, "final_drain_s": 5}
 # (run time s, expected users or None at the end)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.measure.ladder import rung_statistics
+from tts_bench.measure.ladder.stability import STABILITY_TOLERANCE, stability, sub_windows
+from tts_bench.measure.ladder.statistics import rung_statistics
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stability import STABILITY_TOLERANCE, stability, sub_windows
 
 from .synthetic import closed_loop
 

@@ -7,18 +7,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport, qmax_filename
-from tts_bench.artifacts.schema import Provenance, QmaxArtifact, load_artifact, write_artifact
-from tts_bench.measure.ladder import (
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import (
     CpuReading,
-    LadderSchedule,
     build_qmax_artifact,
     client_cpu_percent,
     ladder_rungs,
-    mean_in_flight,
     rung_statistics,
 )
-from tts_bench.measure.samples import Outcome, Sample, read_samples, samples_path, write_samples
+from tts_bench.measure.samples import (
+    Outcome,
+    Sample,
+    mean_in_flight,
+    read_samples,
+    samples_path,
+    write_samples,
+)
 
 from .synthetic import closed_loop
 

@@ -18,7 +18,7 @@ from tts_server.protocol import (
 )
 
 from tts_bench.measure.playback import PlaybackTracker
-from tts_bench.measure.stream_events import (
+from tts_bench.measure.transport.stream_events import (
     Outcome,
     StreamReading,
     base64_audio_seconds,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.surge_figures import (
+from tts_bench.measure.surge.figures import (
     SurgeError,
     fluid_shed_share,
     max_occupancy,

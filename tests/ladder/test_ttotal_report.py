@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tts_bench.artifacts.schema import (
-    Provenance,
-    QmaxArtifact,
-    TtotalArtifact,
-    load_artifact,
-    write_artifact,
-)
+from tts_bench.artifacts.files import load_artifact, write_artifact
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.cli import main
-from tts_bench.measure.ladder import LadderSchedule, build_qmax_artifact, rung_statistics
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import build_qmax_artifact, rung_statistics
 from tts_bench.telemetry import STARTUP_MARKERS
 
 from .conftest import CORPORA

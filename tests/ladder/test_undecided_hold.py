@@ -13,20 +13,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.core.ladders import rung
-from tts_bench.artifacts.schema import Provenance, RefinementProbe
-from tts_bench.measure.ladder import (
-    LadderSchedule,
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import RefinementProbe
+from tts_bench.measure.ladder.locust_child import LadderRequest
+from tts_bench.measure.ladder.run import LadderRun
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.stability import HoldStep, next_hold
+from tts_bench.measure.ladder.state import ShapeSnapshot
+from tts_bench.measure.ladder.statistics import (
     VerdictRule,
     build_qmax_artifact,
     build_refinement,
     extend_unstable,
     rung_statistics,
 )
-from tts_bench.measure.ladder_locust import LadderRequest
-from tts_bench.measure.ladder_run import LadderRun
-from tts_bench.measure.ladder_state import ShapeSnapshot
 from tts_bench.measure.samples import Outcome, Sample
-from tts_bench.measure.stability import HoldStep, next_hold
 
 from .test_ladder_control import FINGERPRINT
 

@@ -10,17 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.ladders import SOURCES, qmax_artifact, serial_ladder, ttotal_artifact
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT, CloudWatchStat
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    CloudWatchStat,
-    LadderSettings,
+from tts_bench.artifacts.rungs import LadderSettings
+from tts_bench.measure.ladder.live.cloudwatch_join import (
+    MIN_INVOCATION_MINUTES,
+    MetricPoint,
+    whole_minutes,
 )
-from tts_bench.measure.cloudwatch_join import MIN_INVOCATION_MINUTES, MetricPoint, whole_minutes
-from tts_bench.measure.ladder import LadderSchedule
-from tts_bench.measure.live_ladder import HeldVerification, held_rungs
-from tts_bench.measure.verification import (
+from tts_bench.measure.ladder.live.live_ladder import HeldVerification, held_rungs
+from tts_bench.measure.ladder.live.verification import (
     FLEET_HOLD_S,
     VerificationError,
     all_levels,
@@ -32,6 +31,7 @@ from tts_bench.measure.verification import (
     verification_levels,
     verification_rungs,
 )
+from tts_bench.measure.ladder.schedule import LadderSchedule
 from tts_bench.planning.fleet_rule import invocations_units
 from tts_bench.planning.plan import PlanRequest, check_basis, derive_plan, derive_thresholds
 
@@ -207,7 +207,7 @@ def test_the_fleet_level_is_the_fleet_plans_c_scale_max_on_a_flat_day() -> None:
 def _fleet_run(hold_s: float, start_epoch: float):  # type: ignore[no-untyped-def]
     """The main job's shape: a ladder of 30 s rungs, then the held run at the fleet level."""
     from tests.ladder.synthetic import closed_loop
-    from tts_bench.measure.ladder import ladder_rungs
+    from tts_bench.measure.ladder.statistics import ladder_rungs
     from tts_bench.measure.samples import Sample
 
     ladder_run = _main_job_ladder()

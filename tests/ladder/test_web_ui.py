@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport, qmax_filename
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
-from tts_bench.measure.ladder_flags import LADDER_FLAGS
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.measure.ladder.flags import LADDER_FLAGS
 from tts_bench.serving.server_ping import fetch_ping
 
 from .conftest import CORPORA, LOCUSTFILE

@@ -70,7 +70,7 @@ def emulated_plan_dir(folder: Path, server_args: tuple[str, ...]) -> Path:
     the program's gate re-derives it and deploys its scaling here, and only here."""
     from tests.measured_set import EMULATED_FINGERPRINT, measured_set
     from tts_bench.local_cloud.cloud import instance_base_env
-    from tts_bench.local_cloud.image_digest import local_image_digest
+    from tts_bench.local_cloud.instances.image_digest import local_image_digest
     from tts_bench.local_cloud.settings import REPO_ROOT
 
     digest = local_image_digest(server_args, instance_base_env(REPO_ROOT))

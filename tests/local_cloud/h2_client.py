@@ -15,8 +15,8 @@ import h2.connection
 import h2.events
 import h2.exceptions
 
-from tts_bench.local_cloud.bidi_frames import DATE_HEADER, SIGNATURE_HEADER
-from tts_bench.local_cloud.event_stream import Message, MessageDecoder, payload_part
+from tts_bench.local_cloud.data_plane.bidi_frames import DATE_HEADER, SIGNATURE_HEADER
+from tts_bench.local_cloud.data_plane.event_stream import Message, MessageDecoder, payload_part
 
 
 def signed(inner: Message | None) -> bytes:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from tts_bench.local_cloud.fleet import Instance, InstanceState
-from tts_bench.local_cloud.metrics import VariantMetrics
-from tts_bench.local_cloud.moto_host import ACCOUNT
-from tts_bench.local_cloud.runtime import Runtime, Served
+from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
+from tts_bench.local_cloud.data_plane.runtime import Runtime, Served
+from tts_bench.local_cloud.instances.fleet import Instance, InstanceState
+from tts_bench.local_cloud.settings import ACCOUNT
 
 ENDPOINT = "scripted"
 VARIANT = "AllTraffic"

@@ -21,10 +21,11 @@ import pytest
 import websocket
 
 from tests.servers import ServerProcess
-from tts_bench.local_cloud.bidi_bridge import BidiBridge, SessionLease
+from tts_bench.local_cloud.data_plane.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.data_plane.bidi_session import SessionLease
+from tts_bench.local_cloud.data_plane.tls import LocalTls, make_local_tls
 from tts_bench.local_cloud.errors import NoInstanceError
-from tts_bench.local_cloud.tls import LocalTls, make_local_tls
-from tts_bench.measure.bidi_stream import BidiWorker, BidiWorkerError
+from tts_bench.measure.transport.bidi_stream import BidiWorker, BidiWorkerError
 from tts_bench.serving.local_server import LocalServer
 
 pytestmark = pytest.mark.slow

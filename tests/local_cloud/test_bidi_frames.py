@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.local_cloud.bidi_frames import unwrap_signed
-from tts_bench.local_cloud.event_stream import (
+from tts_bench.local_cloud.data_plane.bidi_frames import unwrap_signed
+from tts_bench.local_cloud.data_plane.event_stream import (
     FrameError,
     Message,
     MessageDecoder,

@@ -24,10 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.local_cloud.h2_client import RawH2Client, StreamSeen, signed, text_event
-from tts_bench.local_cloud.bidi_bridge import BidiBridge, SessionLease
+from tts_bench.local_cloud.data_plane.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.data_plane.bidi_session import SessionLease
+from tts_bench.local_cloud.data_plane.event_stream import Message
+from tts_bench.local_cloud.data_plane.tls import LocalTls, make_local_tls
 from tts_bench.local_cloud.errors import NoInstanceError
-from tts_bench.local_cloud.event_stream import Message
-from tts_bench.local_cloud.tls import LocalTls, make_local_tls
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "20"))
 

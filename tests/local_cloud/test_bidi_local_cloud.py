@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings, local_cloud
-from tts_bench.local_cloud.bidi_bridge import BidiBridge
-from tts_bench.local_cloud.tls import make_local_tls
-from tts_bench.measure.bidi_stream import BidiWorker
+from tts_bench.local_cloud.data_plane.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.data_plane.tls import make_local_tls
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
+from tts_bench.measure.transport.bidi_stream import BidiWorker
 
 pytestmark = pytest.mark.slow
 

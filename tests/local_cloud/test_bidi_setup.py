@@ -21,9 +21,9 @@ import pytest
 from cryptography import x509
 
 from tts_bench.errors import RefusalError
-from tts_bench.local_cloud.bidi_bridge import BidiBridge
-from tts_bench.local_cloud.tls import LocalTls, make_local_tls
-from tts_bench.measure.bidi_stream import http2_python
+from tts_bench.local_cloud.data_plane.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.data_plane.tls import LocalTls, make_local_tls
+from tts_bench.measure.transport.bidi_stream import http2_python
 
 REPO = Path(__file__).resolve().parents[2]
 

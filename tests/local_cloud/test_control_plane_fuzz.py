@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.local_cloud.conftest import one_instance_endpoint
-from tts_bench.local_cloud.moto_host import MotoHost
+from tts_bench.local_cloud.control_plane.moto_host import MotoHost
 
 ENDPOINT = "fuzz-endpoint"
 VARIANT = "AllTraffic"

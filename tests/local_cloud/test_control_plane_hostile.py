@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 
 from tests.local_cloud.conftest import one_instance_endpoint
 from tts_bench.local_cloud.cloud import check_counts, check_settings
-from tts_bench.local_cloud.deploy import Deployment
+from tts_bench.local_cloud.control_plane.deploy import Deployment
+from tts_bench.local_cloud.control_plane.moto_guard import Refusal, check_json_call, parse_json_body
+from tts_bench.local_cloud.control_plane.moto_host import MotoHost
 from tts_bench.local_cloud.errors import LocalCloudError
-from tts_bench.local_cloud.moto_guard import Refusal, check_json_call, parse_json_body
-from tts_bench.local_cloud.moto_host import MotoHost
 from tts_bench.local_cloud.settings import (
     MAX_CURVE_INSTANCES,
     MAX_LOCAL_INSTANCES,

@@ -14,7 +14,8 @@ LOCAL_LADDER = sorted(MEASUREMENTS.glob("qmax-kokoro-82m-local-http-*.json"))[0]
 
 
 def _other_build_plan(tmp: Path) -> Path:
-    from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.artifacts.plan import PlanArtifact
 
     data = load_artifact(REFERENCE_PLAN, PlanArtifact).model_dump(mode="json")
     data["fingerprint"]["image_digest"] = "sha256:" + "1" * 64

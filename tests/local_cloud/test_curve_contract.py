@@ -18,8 +18,9 @@ from tests.conftest import REFERENCE_QMAX, REFERENCE_TTOTAL
 from tests.local_cloud import contract
 from tests.local_cloud.conftest import cloud_fixture, runtime_client
 from tests.local_cloud.streams import speech_request, stream
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import RefusalError
 from tts_bench.local_cloud import LocalCloud, LocalCloudError, LocalCloudSettings

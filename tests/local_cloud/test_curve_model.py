@@ -11,10 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.core.ladders import qmax_artifact, rung
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError
-from tts_bench.local_cloud.curve_instance import CurveQueue
-from tts_bench.local_cloud.curve_model import CurveModel, StartupTimeline
+from tts_bench.local_cloud.instances.curve_instance import CurveQueue
+from tts_bench.local_cloud.instances.curve_model import CurveModel, StartupTimeline
 from tts_bench.planning.curve import Curve, throughput_curve
 
 
@@ -170,7 +172,7 @@ def test_a_request_the_chain_finishes_before_its_first_chunk_is_due_leaves_then(
     admission slot) after the chain finished it, as it cannot in the simulator."""
     from aiohttp.test_utils import TestClient, TestServer
 
-    from tts_bench.local_cloud.curve_instance import (
+    from tts_bench.local_cloud.instances.curve_instance import (
         CurveIdentity,
         CurveState,
         create_curve_app,

@@ -20,14 +20,14 @@ from tts_bench.deployment import (
     target_tracking_policy_name,
 )
 from tts_bench.infra.preview_recorder import Recording
-from tts_bench.local_cloud.deploy import (
+from tts_bench.local_cloud.control_plane.deploy import (
     Deployment,
     apply_deployment,
     deployment_from_recording,
     record_stack,
 )
-from tts_bench.local_cloud.moto_host import REGION, MotoHost
-from tts_bench.local_cloud.settings import REPO_ROOT
+from tts_bench.local_cloud.control_plane.moto_host import MotoHost
+from tts_bench.local_cloud.settings import REGION, REPO_ROOT
 from tts_bench.telemetry import ENV_IMAGE_DIGEST, ENV_INSTANCE_TYPE, ENV_MAX_QUEUE_DEPTH
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,11 @@ from botocore.eventstream import EventStreamBuffer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.local_cloud.event_stream import model_stream_error, payload_part, split_unaligned
+from tts_bench.local_cloud.data_plane.event_stream import (
+    model_stream_error,
+    payload_part,
+    split_unaligned,
+)
 
 
 def _decode(data: bytes) -> list:

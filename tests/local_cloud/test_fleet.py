@@ -25,7 +25,7 @@ from tests.local_cloud.conftest import (
     read_log_events,
 )
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings
-from tts_bench.local_cloud.fleet import InstanceState
+from tts_bench.local_cloud.instances.fleet import InstanceState
 from tts_bench.telemetry import STARTUP_MARKERS
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tts_bench.local_cloud.errors import NoInstanceError
-from tts_bench.local_cloud.fleet import Fleet, Instance, InstanceState
+from tts_bench.local_cloud.instances.fleet import Fleet, Instance, InstanceState
 
 
 class Server:

@@ -15,8 +15,9 @@ import pytest
 
 from tests.local_cloud.test_moto_accounts import client
 from tts_bench.aws.clock import ServiceClock
-from tts_bench.local_cloud.metric_retention import roll_up
-from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.cloudwatch.metric_retention import roll_up
+from tts_bench.local_cloud.control_plane.moto_host import MotoHost
+from tts_bench.local_cloud.settings import REGION
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
 DIMENSIONS = [{"Name": "EndpointName", "Value": "e"}, {"Name": "VariantName", "Value": "v"}]

@@ -16,7 +16,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tts_bench.aws.clock import ServiceClock
-from tts_bench.local_cloud.moto_host import ACCOUNT, MotoHost
+from tts_bench.local_cloud.control_plane.moto_host import MotoHost
+from tts_bench.local_cloud.settings import ACCOUNT
 
 VARIANT = "AllTraffic"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tts_bench.local_cloud import quotas
+from tts_bench.local_cloud.control_plane import quotas
 
 TYPES = {"ml.g5.xlarge": 20}
 ACCOUNT_B = "123456789013"  # a second cloud's account in the same process

@@ -21,14 +21,10 @@ import pytest
 
 from tests.conftest import MEASUREMENTS, REFERENCE_PLAN, REFERENCE_QMAX
 from tests.local_cloud.conftest import cloud_fixture, control_client
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    SourceArtifact,
-    TtotalArtifact,
-    load_artifact,
-    sha256_file,
-)
+from tts_bench.artifacts.files import load_artifact, sha256_file
+from tts_bench.artifacts.plan import PlanArtifact, SourceArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
 from tts_bench.cli import main
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings

@@ -26,8 +26,8 @@ from tests.local_cloud.runtime_harness import (
     request_bytes,
     stream_path,
 )
-from tts_bench.local_cloud.event_stream import MessageDecoder
-from tts_bench.local_cloud.runtime import MAX_BODY_BYTES
+from tts_bench.local_cloud.data_plane.event_stream import MessageDecoder
+from tts_bench.local_cloud.data_plane.runtime import MAX_BODY_BYTES
 
 CEILING_S = 2.0
 

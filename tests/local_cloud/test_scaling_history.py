@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tts_bench.local_cloud.scaling_history import ScalingHistory
+from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
 
 RESOURCE = "endpoint/e/variant/AllTraffic"
 

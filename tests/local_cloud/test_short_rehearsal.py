@@ -10,8 +10,9 @@ import matplotlib.image
 import pytest
 
 from tests.conftest import REFERENCE_PLAN, REFERENCE_QMAX, REFERENCE_TTOTAL
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.artifacts.rehearsal import RehearsalArtifact
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact
 from tts_bench.jobs.short_rehearsal import TIME_SCALE, ramp, short_rehearsal
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import MEASUREMENTS, REFERENCE_QMAX, REFERENCE_TTOTAL
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.rehearse.replay import ReplaySetup, in_service_after_s, replay_arrivals
 from tts_bench.rehearse.runs import simulated_run
 from tts_bench.simulate.service import service_curves, slowed

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tts_bench.artifacts.files import dump_json
+from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.rehearsal import (
     Agreement,
     DesiredAgreement,
@@ -22,8 +24,7 @@ from tts_bench.artifacts.rehearsal import (
     ShedAgreement,
     Window,
 )
-from tts_bench.artifacts.schema import InputFile, Provenance, dump_json
-from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
+from tts_bench.artifacts.simulation import AwsSemanticsRecord, InputFile
 from tts_bench.planning.aws_semantics import DOCUMENTED
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"

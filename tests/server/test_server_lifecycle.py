@@ -138,7 +138,7 @@ def test_tts_bench_serve_listens_and_answers_ping_before_the_weights_load():
     # The `serve` subcommand module exactly as `tts-bench` registers it.
     program = (
         "import argparse, sys\n"
-        "from tts_bench.cli import serve\n"
+        "from tts_bench.cli.local import serve\n"
         "parser = argparse.ArgumentParser(prog='tts-bench')\n"
         "serve.register(parser.add_subparsers(dest='command'))\n"
         "args = parser.parse_args(sys.argv[1:])\n"

@@ -260,7 +260,7 @@ def test_settings_from_flags_and_environment(argv, environ, expected, expected_e
 
 
 def test_tts_bench_serve_has_the_same_flags_as_python_m_tts_server():
-    from tts_bench.cli import serve
+    from tts_bench.cli.local import serve
 
     parser = argparse.ArgumentParser()
     serve.register(parser.add_subparsers(dest="command"))

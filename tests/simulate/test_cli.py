@@ -9,13 +9,9 @@ import pytest
 
 from tests.conftest import REFERENCE_PLAN, REFERENCE_QMAX, REFERENCE_TTOTAL
 from tests.core.ladders import qmax_artifact, serial_ladder
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    SimulationArtifact,
-    dump_json,
-    load_artifact,
-    sha256_file,
-)
+from tts_bench.artifacts.files import dump_json, load_artifact, sha256_file
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.simulation import SimulationArtifact
 from tts_bench.cli import main
 
 OUTCOME_KEYS = {

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import REFERENCE_QMAX, REFERENCE_TTOTAL
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.cli import main
 from tts_bench.planning.traffic_check import default_traffic
 
@@ -78,6 +78,7 @@ def test_a_bare_traffic_is_a_day_with_a_surge_at_the_steepest_point(peak, trough
 
 
 def _qmax():  # type: ignore[no-untyped-def]
-    from tts_bench.artifacts.schema import QmaxArtifact, load_artifact
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.artifacts.qmax import QmaxArtifact
 
     return load_artifact(REFERENCE_QMAX, QmaxArtifact)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tts_bench.artifacts.schema import PlanArtifact, sha256_file
+from tts_bench.artifacts.files import sha256_file
+from tts_bench.artifacts.plan import PlanArtifact
 
 
 def json_digests(folder: str | os.PathLike[str]) -> dict[Path, str]:

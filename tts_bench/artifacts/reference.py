@@ -13,19 +13,12 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tts_bench.artifacts.files import parse_artifact_json
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import (
-    LadderSettings,
-    Provenance,
-    QmaxArtifact,
-    Rung,
-    Stage,
-    Trigger,
-    TtotalArtifact,
-    UncontendedService,
-    ladder_outcome,
-    parse_artifact_json,
-)
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact, ladder_outcome
+from tts_bench.artifacts.rungs import LadderSettings, Rung, UncontendedService
+from tts_bench.artifacts.ttotal import Stage, Trigger, TtotalArtifact
 from tts_bench.errors import ArtifactError
 
 # The committed reference artifacts (measurements/…-g5xlarge-8b1b96bc.json), by sha256. They

@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, model_validator
 
 from tts_bench.artifacts.fingerprint import Fingerprint, file_slug
-from tts_bench.artifacts.schema import SCHEMA_VERSION, InputFile, Provenance
-from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
+from tts_bench.artifacts.provenance import SCHEMA_VERSION, Provenance
+from tts_bench.artifacts.simulation import AwsSemanticsRecord, InputFile
 from tts_bench.strict import StrictModel as _Strict
 
 WINDOW_S = 10

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from tts_bench.artifacts.fingerprint import Fingerprint, file_slug
-from tts_bench.artifacts.schema import SCHEMA_VERSION, Provenance, Text
+from tts_bench.artifacts.provenance import SCHEMA_VERSION, Provenance, Text
 from tts_bench.strict import StrictModel
 
 Share = Annotated[float, Field(ge=0, le=1)]

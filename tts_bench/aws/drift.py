@@ -14,7 +14,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict
 
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.aws.deployed import DeployedSnapshot, ScalingPolicy, read_snapshot
 from tts_bench.aws.session import AwsSession
 from tts_bench.aws.validate import (

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
 
-from tts_bench.artifacts.atomic_file import write_atomically
+from tts_bench.artifacts.files import write_atomically
 from tts_bench.aws.deployed import SuspendedState, describe_endpoint
 from tts_bench.aws.session import AwsSession, EndpointNotFoundError
 from tts_bench.deployment import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tts_bench.artifacts.schema import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.aws.deployed import DeployedSnapshot, ScalingPolicy, read_snapshot
 from tts_bench.aws.session import AwsSession
 from tts_bench.aws.validate import SCALING_SETTINGS, Setting, compare_to_plan, format_value

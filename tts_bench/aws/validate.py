@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from tts_bench.artifacts.schema import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.aws.deployed import Alarm, DeployedSnapshot, ScalingPolicy, read_snapshot
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import (

@@ -1,5 +1,11 @@
 """The `tts-bench` command line: one module per subcommand, each thin over the library.
 
+The subcommand modules live by group: `local` (the server, its weights and the main job on this
+machine), `chain` (the measurement chain against an endpoint, in the order it runs), `checks`
+(custody and the checks of the plan's models) and `infra` (the Pulumi preview and the image).
+Beside this dispatcher: the option sets several subcommands share (`aws_options`,
+`server_options`) and the project folder they run in (`project`).
+
 Each subcommand module exposes ``register(subparsers)``, which adds its parser and sets
 ``handler`` to a function ``(args) -> int`` returning the exit code. `TtsBenchError` and its
 subclasses become one line on stderr and their ``exit_code``; nothing else is caught, so a
@@ -27,7 +33,7 @@ from tts_bench import __version__
 from tts_bench.errors import TtsBenchError, printable
 
 # Every subcommand with its one-line summary, in the order `--help` lists them (the order of the
-# tool chain); its module is tts_bench.cli.<name with - as _>.
+# tool chain); its module is tts_bench.cli.<group>.<name with - as _> (`GROUPS`).
 COMMANDS: tuple[tuple[str, str], ...] = (
     # the serving container and its weights, locally
     ("serve", "run the Kokoro server locally (SageMaker contract on HTTP and WebSocket)"),
@@ -62,8 +68,21 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 
 
+# The subpackage each command's module lives in, by the groups `COMMANDS` lists them in.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "local": ("serve", "synth", "weights", "local-run", "local-cloud"),
+    "chain": (
+        "drift", "thaw", "qmax", "ttotal", "plan", "validate", "report", "interval",
+        "import-reference",
+    ),
+    "checks": ("verify", "surge", "simulate", "rehearse"),
+    "infra": ("preview", "image"),
+}  # fmt: skip
+GROUP_OF: dict[str, str] = {name: group for group, names in GROUPS.items() for name in names}
+
+
 def command_module(name: str) -> str:
-    return f"tts_bench.cli.{name.replace('-', '_')}"
+    return f"tts_bench.cli.{GROUP_OF[name]}.{name.replace('-', '_')}"
 
 
 class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]

@@ -13,17 +13,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from tts_bench.artifacts.companions import json_digests
+from tts_bench.artifacts.files import load_artifact, parse_artifact_json, sha256_file
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.rehearsal import RehearsalArtifact
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    SimulationArtifact,
-    TtotalArtifact,
-    load_artifact,
-    parse_artifact_json,
-    sha256_file,
-)
+from tts_bench.artifacts.simulation import SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.custody.ladders import check_qmax
 from tts_bench.custody.others import (
     check_rehearsal,

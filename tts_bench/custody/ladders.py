@@ -1,4 +1,5 @@
-"""A qmax artifact recomputed from its raw data with the ladder's own code (`measure.ladder`).
+"""A qmax artifact recomputed from its raw data with the ladder's own code
+(`measure.ladder.statistics`).
 
 From the samples (`….samples.csv.gz`) and the raw record (`….raw.json`: CPU readings and the
 CloudWatch datapoints read) every figure of every coarse rung, refinement probe and verification
@@ -21,38 +22,36 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT
 from tts_bench.artifacts.fingerprint import qmax_filename
-from tts_bench.artifacts.schema import (
-    INVOCATIONS_RATIO_STAT,
-    LADDER_RATIO_STAT,
-    LadderSettings,
-    QmaxArtifact,
-    Rung,
-    ladder_outcome,
-    q_max_interval_of,
-)
+from tts_bench.artifacts.qmax import QmaxArtifact, ladder_outcome, q_max_interval_of
+from tts_bench.artifacts.rungs import LadderSettings, Rung
 from tts_bench.custody.differences import FLOAT_TOLERANCE, first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, check_name
 from tts_bench.custody.pins import LEGACY_QMAX_SHA256
 from tts_bench.custody.references import check_reference
 from tts_bench.errors import ArtifactError
-from tts_bench.measure.cloudwatch_join import MetricPoint, invocation_ratios_for, ratios_for
-from tts_bench.measure.ladder import (
-    CpuReading,
-    LadderSchedule,
-    client_cpu_percent,
-    ladder_rungs,
-    rung_from_window,
-    uncontended_service,
+from tts_bench.measure.ladder.live.cloudwatch_join import (
+    MetricPoint,
+    invocation_ratios_for,
+    ratios_for,
 )
-from tts_bench.measure.raw_record import QmaxRaw, raw_path, read_raw
-from tts_bench.measure.samples import Sample, read_samples, samples_path
-from tts_bench.measure.verification import (
+from tts_bench.measure.ladder.live.verification import (
     all_levels,
     held_by_the_ladder,
     verification_from_runs,
     verification_levels,
 )
+from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, read_raw
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.ladder.statistics import (
+    CpuReading,
+    client_cpu_percent,
+    ladder_rungs,
+    rung_from_window,
+    uncontended_service,
+)
+from tts_bench.measure.samples import Sample, read_samples, samples_path
 
 # CloudWatch ratios are stored rounded to 3 places: a recomputation agrees within that.
 RATIO_TOLERANCE: Final = (0.0, 0.0011)

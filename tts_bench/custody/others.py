@@ -1,7 +1,7 @@
 """Surge runs, simulations, rehearsals and the GPU summary, each against what it was made from.
 
 - A surge artifact: its ladder (by sha256, in the same folder, checked in turn) and its samples;
-  every run is recomputed with `measure.surge_figures.surge_run`, the model's prediction too
+  every run is recomputed with `measure.surge.figures.surge_run`, the model's prediction too
   (its seed and trials are recorded). The bound it ran at is the ladder's Q_max.
 - A simulation: every input file it names is found by sha256 (in its folder, else at its
   recorded path) and checked in turn, and the plan it names is the plan it read. Its simulated
@@ -19,16 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tts_bench.artifacts.files import load_artifact, sha256_file
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.rehearsal import RehearsalArtifact
-from tts_bench.artifacts.schema import (
-    InputFile,
-    PlanArtifact,
-    QmaxArtifact,
-    SimulationArtifact,
-    load_artifact,
-    sha256_file,
-)
-from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
+from tts_bench.artifacts.simulation import AwsSemanticsRecord, InputFile, SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact, surge_filename
 from tts_bench.custody.differences import first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name
@@ -41,7 +36,7 @@ from tts_bench.engine_modes import (
 from tts_bench.errors import ArtifactError, TtsBenchError
 from tts_bench.measure.gpu_summary import recompute
 from tts_bench.measure.samples import read_samples, samples_path
-from tts_bench.measure.surge_figures import surge_run
+from tts_bench.measure.surge.figures import surge_run
 from tts_bench.planning.aws_semantics import semantics_digest
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-# sha256 -> where it was measured: the committed H200 ladders (measurements/, h200-run*/).
+# sha256 -> where it was measured: the committed H200 ladders (measurements/, measurements/lab/h200-run*/).
 LEGACY_QMAX_SHA256: Final[dict[str, str]] = {
     "e0ad7d0316672f3ccddcdeaa50f4021a805b5056a0f2eda25c4cdeab4dad8ce1": "H200 run 1, serial",
     "7ab668e198b70380957051bcecc26d382de48605e9deb262f3b9bd7a6663e435": "H200 run 1, batched",

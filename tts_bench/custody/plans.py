@@ -20,13 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    SourceArtifact,
-    TtotalArtifact,
-    load_artifact,
-)
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact, SourceArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.custody.differences import Difference, exempt_paths, first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, Sources
 from tts_bench.errors import TtsBenchError

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tts_bench.artifacts.files import sha256_file
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.reference import (
     PINNED_REFERENCE_SHA256,
     PUBLISHED_RUN,
     PUBLISHED_RUN_SHA256,
     build_reference,
 )
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, sha256_file
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.custody.differences import exempt_paths, first_difference
 from tts_bench.custody.outcome import Checked, CustodyError
 from tts_bench.errors import TtsBenchError

@@ -1,7 +1,7 @@
 """A ttotal artifact recomputed from its recorded events with the stage builder that made it.
 
 Every stage (name, seconds, counted, note) comes again from the timestamps (`TtotalEvents`,
-`measure.ttotal_stages`), the measured total from the counted stages, the planned total from the
+`measure.ttotal.stages`), the measured total from the counted stages, the planned total from the
 lag bound the artifact records (an input, as are the recovery rule and the fingerprint, checked
 by the file's name). The ladder the recovery was judged against must be in the same folder. A
 reference T_total is accepted only as a pinned file; a measured or emulated one without its
@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Fingerprint, ttotal_filename
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.custody.differences import first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, Sources, check_name
 from tts_bench.custody.references import check_reference
-from tts_bench.measure.ttotal_probe import TtotalError
-from tts_bench.measure.ttotal_stages import measured_total_s, stages_from_events
+from tts_bench.measure.ttotal.probe import TtotalError
+from tts_bench.measure.ttotal.stages import measured_total_s, stages_from_events
 
 
 def check_ttotal(path: Path, ttotal: TtotalArtifact, sha256: str, sources: Sources) -> Checked:

@@ -20,14 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tts_bench.artifacts.files import write_artifact
 from tts_bench.artifacts.fingerprint import Transport, ttotal_filename
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    Trigger,
-    TtotalArtifact,
-    write_artifact,
-)
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact
 from tts_bench.aws.drift import read_and_check
 from tts_bench.aws.freeze import STATE_DIR_ENV
 from tts_bench.aws.session import AwsSession
@@ -37,13 +34,13 @@ from tts_bench.infra.stack_config import StackConfig, program_config, project_na
 from tts_bench.jobs.aws_environment import aws_environment
 from tts_bench.jobs.main_job import JobSettings, MainJobError, Say
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.ladder import LadderSchedule
-from tts_bench.measure.ladder_locust import REPO_ROOT
-from tts_bench.measure.live_ladder import LiveLadderRequest, run_live_ladder
-from tts_bench.measure.response_stream import runtime_client
-from tts_bench.measure.surge_run import SurgeEndpoint, local_surge_check
-from tts_bench.measure.ttotal_probe import ProbeSample, StreamSpeaker
-from tts_bench.measure.ttotal_sagemaker import SageMakerTtotalRequest, measure_sagemaker_ttotal
+from tts_bench.measure.ladder.live.live_ladder import LiveLadderRequest, run_live_ladder
+from tts_bench.measure.ladder.locust_child import REPO_ROOT
+from tts_bench.measure.ladder.schedule import LadderSchedule
+from tts_bench.measure.surge.run import SurgeEndpoint, local_surge_check
+from tts_bench.measure.transport.response_stream import runtime_client
+from tts_bench.measure.ttotal.probe import ProbeSample, StreamSpeaker
+from tts_bench.measure.ttotal.sagemaker import SageMakerTtotalRequest, measure_sagemaker_ttotal
 from tts_bench.planning.from_files import WrittenPlan
 
 # Short enough for about six minutes on 2 cores, long enough to bracket at SLO_MULTIPLE × c=1.

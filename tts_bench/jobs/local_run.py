@@ -14,16 +14,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tts_bench.artifacts.files import write_artifact
 from tts_bench.artifacts.fingerprint import Transport, ttotal_filename
-from tts_bench.artifacts.schema import QmaxArtifact, Trigger, TtotalArtifact, write_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact
 from tts_bench.aws.validate import Comparison
 from tts_bench.errors import TtsBenchError
 from tts_bench.jobs.main_job import JobSettings, MainJobError, Say
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.ladder import LadderSchedule, format_duration
-from tts_bench.measure.ladder_locust import LadderRequest, run_ladder
-from tts_bench.measure.ttotal_local import LocalTtotalRequest, measure_local_ttotal
-from tts_bench.measure.ttotal_probe import ProbeSample, speak
+from tts_bench.measure.ladder.locust_child import LadderRequest, run_ladder
+from tts_bench.measure.ladder.schedule import LadderSchedule, format_duration
+from tts_bench.measure.ttotal.local import LocalTtotalRequest, measure_local_ttotal
+from tts_bench.measure.ttotal.probe import ProbeSample, speak
 from tts_bench.planning.from_files import WrittenPlan
 from tts_bench.serving.local_server import LocalServer
 
@@ -111,7 +113,7 @@ class LocalServerTarget:
     ) -> Path | None:
         """Open-loop arrivals at two rates around X(Q_max) against a fresh server bounded at
         Q_max. A check beside the plan: its failure is reported and loses nothing above."""
-        from tts_bench.measure.surge_run import local_surge_check
+        from tts_bench.measure.surge.run import local_surge_check
 
         step("surge check: open-loop Poisson arrivals against one instance bounded at Q_max")
         try:

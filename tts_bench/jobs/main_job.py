@@ -38,13 +38,15 @@ from typing import Protocol
 import numpy as np
 
 from tts_bench.artifacts.companions import json_digests
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.validate import Comparison
 from tts_bench.custody.stale import retire_replaced
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.ladder import LadderSchedule, format_duration
-from tts_bench.measure.ttotal_probe import ProbeSample
+from tts_bench.measure.ladder.schedule import LadderSchedule, format_duration
+from tts_bench.measure.ttotal.probe import ProbeSample
 from tts_bench.planning.from_files import WrittenPlan, plan_from_files
 from tts_bench.planning.plan import PlanRequest
 from tts_bench.planning.report import render_plan

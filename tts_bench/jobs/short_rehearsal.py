@@ -17,14 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.artifacts.rehearsal import RehearsalArtifact
-from tts_bench.artifacts.schema import (
-    AlarmSpec,
-    PlanArtifact,
-    StepSpec,
-    TargetTrackingSpec,
-    load_artifact,
-)
 from tts_bench.aws.session import AwsSession
 from tts_bench.jobs.aws_environment import aws_environment
 from tts_bench.planning.deploy import alarm_rule, deploy_shape_of

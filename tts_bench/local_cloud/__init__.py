@@ -1,21 +1,20 @@
 """The local cloud: a SageMaker real-time endpoint on this machine (SPEC §11).
 
-What it holds: moto in this process for the control plane (`moto_host`, behind `moto_guard`,
-which refuses malformed calls as AWS would), whose state the `control_plane` drives where moto
-stands still; the `fleet` of real `python -m tts_server`
-instance processes and the digest of the image they stand for (`image_digest`); their
-CloudWatch `logs` and `metrics` (moto's datapoints aged as CloudWatch's retention ages them in
-`metric_retention`); the deployed scaling policies applied by `autoscaling` (AWS's
-rules in `planning.aws_scaling`); the SageMaker runtime's wire layer (`runtime`, with `event_stream` frames
-and `wire_errors` shapes), the bidirectional stream (`bidi_bridge`, its frames in
-`bidi_frames`) and the loopback TLS it is served over (`tls`); the Service Quotas answer
-(`quotas`); `deploy`, which creates what the Pulumi program records for a stack; the
-`scaling_history` the autoscaler writes and DescribeAlarmHistory / DescribeScalingActivities
-read; curve instances (`curve_model`, `curve_instance`, `curve_fleet`), which serve at a
-ladder's measured curve instead of synthesising; `settings` and `errors`; `private_files`
+By plane, as AWS splits it:
+- `control_plane`: moto and its guard, the endpoint's state where moto stands still, deploys
+  and the Service Quotas answer;
+- `data_plane`: the SageMaker runtime's wire layer, its event-stream frames and wire errors,
+  the bidirectional stream's HTTP/2 bridge and the loopback TLS it is served over;
+- `instances`: the fleet of real `python -m tts_server` instance processes, curve instances
+  and their model, and the digest of the image they stand for;
+- `cloudwatch`: metrics and logs, the deployed scaling policies applied by AWS's rules, and the
+  scaling history the autoscaler writes.
+
+At the top: `cloud`, which starts, deploys and stops all of it; `settings` (what a local cloud
+is started with, and the account and region it answers as) and `errors`; `private_files`
 (where the TLS key, the CA bundle and the env file may live), `orphans` (the record of a run's
 instance processes, which the next start stops if the run was killed) and `signals` (stop
-signals held while a piece starts or stops); and `cloud`, which starts, deploys and stops all of it.
+signals held while a piece starts or stops).
 Backends hold state and the methods that change it; the wire layer only translates (STYLE 11).
 It is test infrastructure of moto's kind: nothing measured through it ever gates a real
 deployment.
@@ -23,7 +22,11 @@ deployment.
 May import: `artifacts`, `planning`, `aws`, `infra`, `serving` (the launcher of its instance
 processes) and the leaves (`errors`, `telemetry`, `engine_modes`, `deployment`, `strict`);
 never `measure` (the emulator does not depend on what measures it), `jobs` or `cli`, never the
-container package (`tts_server` runs in child processes only).
+container package (`tts_server` runs in child processes only). Inside, each plane imports the
+shared modules at the top (never `cloud`) and the planes below it, in this order: `cloudwatch`,
+`instances` (and `control_plane.deploy`: a curve fleet marks the deployment it serves),
+`control_plane`, `data_plane`; the shared modules import only `instances.curve_model` (the
+service law a setting names); `cloud` imports everything (tests/core/test_layering.py holds it).
 
     with local_cloud(LocalCloudSettings(stack="dev", server_args=("--backend", "onnx"))) as cloud:
         os.environ.update(cloud.env)   # boto3's sagemaker-runtime now reaches it

@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
-from tts_bench.local_cloud.bidi_bridge import BidiBridge, SessionLease
-from tts_bench.local_cloud.control_plane import EndpointControl
-from tts_bench.local_cloud.curve_fleet import CurveFleet
-from tts_bench.local_cloud.curve_instance import CurveHost
-from tts_bench.local_cloud.deploy import (
+from tts_bench.local_cloud.cloudwatch.logs import LogShipper
+from tts_bench.local_cloud.cloudwatch.metrics import MetricsPublisher, VariantMetrics, WindowFigures
+from tts_bench.local_cloud.control_plane.deploy import (
     Deployment,
     apply_deployment,
     deployment_from_recording,
@@ -34,22 +32,26 @@ from tts_bench.local_cloud.deploy import (
     record_stack,
     stack_max_instances,
 )
+from tts_bench.local_cloud.control_plane.endpoint import EndpointControl
+from tts_bench.local_cloud.control_plane.moto_host import MotoHost
+from tts_bench.local_cloud.data_plane.bidi_bridge import BidiBridge
+from tts_bench.local_cloud.data_plane.bidi_session import SessionLease
+from tts_bench.local_cloud.data_plane.runtime import Runtime, Served
+from tts_bench.local_cloud.data_plane.tls import make_local_tls
 from tts_bench.local_cloud.errors import LocalCloudError
-from tts_bench.local_cloud.fleet import Fleet
-from tts_bench.local_cloud.image_digest import local_image_digest
-from tts_bench.local_cloud.logs import LogShipper
-from tts_bench.local_cloud.metrics import MetricsPublisher, VariantMetrics, WindowFigures
-from tts_bench.local_cloud.moto_host import REGION, MotoHost
+from tts_bench.local_cloud.instances.curve_fleet import CurveFleet
+from tts_bench.local_cloud.instances.curve_instance import CurveHost
+from tts_bench.local_cloud.instances.fleet import Fleet
+from tts_bench.local_cloud.instances.image_digest import local_image_digest
 from tts_bench.local_cloud.orphans import ProcessRecord
 from tts_bench.local_cloud.private_files import new_run_folder
-from tts_bench.local_cloud.runtime import Runtime, Served
 from tts_bench.local_cloud.settings import (
     MAX_PROVISION_DELAY_S,
+    REGION,
     LocalCloudSettings,
     instance_cap,
 )
 from tts_bench.local_cloud.signals import signals_held
-from tts_bench.local_cloud.tls import make_local_tls
 
 ACCESS_KEY = "testing"  # moto accepts any; these say what they are
 START_TIMEOUT_S = 600.0
@@ -316,7 +318,7 @@ class LocalCloud:
 
     def _start_endpoint(self, deployment: Deployment) -> None:
         """The fleet, its control plane, metrics and autoscaling, for the first deploy."""
-        from tts_bench.local_cloud.autoscaling import Autoscaler
+        from tts_bench.local_cloud.cloudwatch.autoscaling import Autoscaler
 
         assert self._shipper is not None  # start() ran
         control_ref: list[EndpointControl] = []

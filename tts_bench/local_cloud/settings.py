@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
-from tts_bench.local_cloud.curve_model import ServiceLaw
+from tts_bench.local_cloud.instances.curve_model import ServiceLaw
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"  # moto's default account, and the stack's placeholder one
+REGION = "us-east-1"
 # SageMaker ends every invocation at 60 s; tests lower it to reach the error quickly.
 INVOCATION_CEILING_S = 60.0
 # The most instances one local cloud runs, whatever the stack, quota or API asks: a process

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tts_bench.artifacts.schema import QmaxArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.errors import TtsBenchError
 
 SUMMARY_KIND = "gpu-summary"

@@ -18,8 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tts_bench.artifacts.schema import QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 
 DPI = 120
 TTFAB_COLOUR = "#1f5fa8"

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 from pydantic import ValidationError
 
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
-from tts_bench.artifacts.schema import ProvenanceKind
+from tts_bench.artifacts.provenance import ProvenanceKind
 from tts_bench.aws.deployed import describe_endpoint
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import TAG_MODEL, is_local_image

@@ -11,12 +11,15 @@ import csv
 import gzip
 import io
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
-from tts_bench.artifacts.atomic_file import write_atomically
+import numpy as np
+
+from tts_bench.artifacts.files import write_atomically
 from tts_bench.errors import ArtifactError
-from tts_bench.measure.stream_events import Outcome
+from tts_bench.measure.transport.stream_events import Outcome
 
 SAMPLES_SUFFIX = ".samples.csv.gz"
 
@@ -137,3 +140,13 @@ def read_samples(path: str | os.PathLike[str]) -> list[Sample]:
         raise ArtifactError(f"{path}: no such file") from None
     except (OSError, ValueError, KeyError) as exc:
         raise ArtifactError(f"{path}: cannot read samples: {exc}") from None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def mean_in_flight(samples: Iterable[Sample], w0: float, w1: float) -> float:
+    """Time-averaged outstanding requests over [w0, w1)."""
+    busy = sum(max(0.0, min(s.end, w1) - max(s.start, w0)) for s in samples)
+    return busy / (w1 - w0)

@@ -1,7 +1,7 @@
 """Application Auto Scaling and CloudWatch for a SageMaker variant: the one statement of their rules.
 
 The simulator (`tts_bench.simulate.controller`) and the local cloud
-(`tts_bench.local_cloud.autoscaling`) both apply the deployed policies through this module, so
+(`tts_bench.local_cloud.cloudwatch.autoscaling`) both apply the deployed policies through this module, so
 they cannot disagree. Each rule cites its AWS source; where AWS documents nothing the rule
 says "assumption".
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tts_bench.artifacts.schema import CloudWatchStat, QmaxArtifact, Rung
+from tts_bench.artifacts.cloudwatch import CloudWatchStat
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.rungs import Rung
 
 
 @dataclass(frozen=True)

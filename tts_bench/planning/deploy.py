@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from tts_bench import deployment
-from tts_bench.artifacts.schema import (
+from tts_bench.artifacts.cloudwatch import CloudWatchUnits
+from tts_bench.artifacts.plan import (
     AlarmSpec,
-    CloudWatchUnits,
     DeployShape,
     PlanArtifact,
     StepAdjustment,

@@ -11,14 +11,9 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from tts_bench.artifacts.schema import (
-    CloudWatchUnits,
-    Finding,
-    FleetLevels,
-    QmaxArtifact,
-    StepSpec,
-    Verdict,
-)
+from tts_bench.artifacts.cloudwatch import CloudWatchUnits
+from tts_bench.artifacts.plan import Finding, FleetLevels, StepSpec, Verdict
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import pooled_stationary, shed_probability

@@ -40,19 +40,21 @@ from dataclasses import dataclass
 from typing import Final
 
 from tts_bench import deployment
-from tts_bench.artifacts.schema import (
+from tts_bench.artifacts.cloudwatch import (
     INVOCATIONS_RATIO_STAT,
     LADDER_RATIO_STAT,
+    CloudWatchUnits,
+)
+from tts_bench.artifacts.plan import (
     AlarmSpec,
     BurstLevels,
-    CloudWatchUnits,
     DeployShape,
     FleetLevels,
-    QmaxArtifact,
     StepAdjustment,
     StepSpec,
     TargetTrackingSpec,
 )
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.planning import aws_scaling
 from tts_bench.planning.birth_death import pooled_stationary, stationary_occupancy

@@ -9,16 +9,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tts_bench.artifacts.files import load_artifact, sha256_file, write_artifact
 from tts_bench.artifacts.fingerprint import plan_filename
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    SourceArtifact,
-    TtotalArtifact,
-    load_artifact,
-    sha256_file,
-    write_artifact,
-)
+from tts_bench.artifacts.plan import PlanArtifact, SourceArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.planning.plan import derive_plan
 from tts_bench.planning.steps import PlanRequest

@@ -23,8 +23,9 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import DIGEST_PATTERN
-from tts_bench.artifacts.schema import PlanArtifact, load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import ArtifactError
 from tts_bench.telemetry import DEPLOYMENT_ENV

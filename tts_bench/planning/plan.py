@@ -16,21 +16,20 @@ import math
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from tts_bench.artifacts.schema import (
-    CloudWatchStat,
-    CloudWatchUnits,
+from tts_bench.artifacts.cloudwatch import CloudWatchStat, CloudWatchUnits
+from tts_bench.artifacts.fingerprint import Fingerprint
+from tts_bench.artifacts.plan import (
     DeployShape,
     Finding,
-    Fingerprint,
     FleetLevels,
     PlanArtifact,
     PlanInputs,
-    Provenance,
-    QmaxArtifact,
     SourceArtifact,
-    TtotalArtifact,
     Verdict,
 )
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.deployment import (
     SCALE_IN_PERIOD_S,
     SCALE_IN_STATISTIC,

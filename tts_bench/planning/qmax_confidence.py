@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tts_bench.artifacts.schema import Finding, QmaxInterval, Verdict
+from tts_bench.artifacts.plan import Finding, Verdict
+from tts_bench.artifacts.qmax import QmaxInterval
 
 
 @dataclass(frozen=True, slots=True)

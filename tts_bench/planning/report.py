@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import math
 
-from tts_bench.artifacts.schema import (
-    CloudWatchUnits,
-    PlanArtifact,
-    QmaxArtifact,
-    StepSpec,
-    TargetTrackingSpec,
-    TtotalArtifact,
-    Verdict,
-)
+from tts_bench.artifacts.cloudwatch import CloudWatchUnits
+from tts_bench.artifacts.plan import PlanArtifact, StepSpec, TargetTrackingSpec, Verdict
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning.deploy import deploy_shape_of
 
 _MARK = {Verdict.OK: "ok  ", Verdict.WARN: "WARN", Verdict.STOP: "STOP"}

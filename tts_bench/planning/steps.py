@@ -11,14 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
-from tts_bench.artifacts.schema import (
-    CloudWatchUnits,
-    DeployShape,
-    Finding,
-    FleetLevels,
-    PlanInputs,
-    QmaxArtifact,
-)
+from tts_bench.artifacts.cloudwatch import CloudWatchUnits
+from tts_bench.artifacts.plan import DeployShape, Finding, FleetLevels, PlanInputs
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import DEFAULT_SEED, DEFAULT_TRIALS
 from tts_bench.planning.curve import Curve

@@ -12,13 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Final
 
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    RuleFigures,
-    SeedCheck,
-    TrafficCheck,
-    Verdict,
-)
+from tts_bench.artifacts.plan import PlanArtifact, RuleFigures, SeedCheck, TrafficCheck, Verdict
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.findings import FINDING_ORDER, finding
 from tts_bench.planning.plan import plan_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.aws.clock import ServiceClock, service_clock
 from tts_bench.aws.live_scaling import DeployedAlarm, LiveScaling, read_live_scaling
 from tts_bench.aws.scaling_record import Watched

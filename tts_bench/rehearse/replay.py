@@ -23,7 +23,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.rehearse.agreement import Steps
 from tts_bench.simulate.controller import Controller

@@ -25,7 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from tts_bench.artifacts.files import load_artifact, sha256_file, write_artifact
 from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.rehearsal import (
     Agreement,
     DesiredAgreement,
@@ -38,24 +42,15 @@ from tts_bench.artifacts.rehearsal import (
     UnscaledPrediction,
     rehearsal_filename,
 )
-from tts_bench.artifacts.schema import (
-    InputFile,
-    PlanArtifact,
-    Provenance,
-    QmaxArtifact,
-    TtotalArtifact,
-    load_artifact,
-    sha256_file,
-    write_artifact,
-)
-from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
+from tts_bench.artifacts.simulation import AwsSemanticsRecord, InputFile
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.scaling_record import EndpointPoller, read_back
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import corpus_path, load_corpus
-from tts_bench.measure.response_stream import runtime_client
-from tts_bench.measure.surge_run import EpochClock, OpenLoopSender, StreamEndpoint
+from tts_bench.measure.open_loop import EpochClock, OpenLoopSender, StreamEndpoint
+from tts_bench.measure.transport.response_stream import runtime_client
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.from_files import source_file
 from tts_bench.rehearse.agreement import (

@@ -17,10 +17,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tts_bench.artifacts.atomic_file import write_atomically
-from tts_bench.artifacts.out_paths import usable_file, usable_folder
+from tts_bench.artifacts.files import (
+    ARTIFACT_MODELS,
+    load_artifact,
+    parse_artifact_json,
+    usable_file,
+    usable_folder,
+    write_atomically,
+)
 from tts_bench.artifacts.rehearsal import RehearsalArtifact
-from tts_bench.artifacts.schema import ARTIFACT_MODELS, load_artifact, parse_artifact_json
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.errors import ArtifactError
 from tts_bench.report.page import Html, esc, join, page, tag

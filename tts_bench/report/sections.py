@@ -15,18 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tts_bench.artifacts.cloudwatch import CloudWatchUnits
+from tts_bench.artifacts.plan import PlanArtifact, TargetTrackingSpec, Verdict
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.rehearsal import DesiredAgreement, RehearsalArtifact
-from tts_bench.artifacts.schema import (
-    CloudWatchUnits,
-    PlanArtifact,
-    QmaxArtifact,
-    Rung,
-    SimulationArtifact,
-    TargetTrackingSpec,
-    TtotalArtifact,
-    Verdict,
-)
+from tts_bench.artifacts.rungs import Rung
+from tts_bench.artifacts.simulation import SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning.report import render_plan
 from tts_bench.report.page import (
     Html,

@@ -16,15 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_bench.artifacts.schema import (
-    PlanArtifact,
-    QmaxArtifact,
-    RuleFigures,
-    SeedCheck,
-    SourceArtifact,
-    TtotalArtifact,
-    sha256_file,
-)
+from tts_bench.artifacts.files import sha256_file
+from tts_bench.artifacts.plan import PlanArtifact, RuleFigures, SeedCheck, SourceArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.aws_semantics import DOCUMENTED, PESSIMISTIC, AwsSemantics
 from tts_bench.planning.plan import derive_plan

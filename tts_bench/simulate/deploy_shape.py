@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tts_bench.artifacts.schema import AlarmSpec, DeployShape, PlanArtifact
+from tts_bench.artifacts.plan import AlarmSpec, DeployShape, PlanArtifact
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning import aws_scaling
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics

@@ -13,19 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
-from tts_bench.artifacts.schema import (
+from tts_bench.artifacts.files import load_artifact, sha256_file, write_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.provenance import Provenance
+from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.simulation import (
+    AwsSemanticsRecord,
     InputFile,
-    PlanArtifact,
-    Provenance,
-    QmaxArtifact,
     SimulationArtifact,
     SimulationInputs,
-    TtotalArtifact,
-    load_artifact,
-    sha256_file,
-    write_artifact,
 )
-from tts_bench.artifacts.semantics_record import AwsSemanticsRecord
+from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError, TtsBenchError
 from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.plan import derive_plan

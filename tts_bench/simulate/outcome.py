@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tts_bench.artifacts.schema import PolicyOutcome
+from tts_bench.artifacts.simulation import PolicyOutcome
 from tts_bench.simulate.replay import PolicyRun
 
 SECONDS_PER_HOUR = 3600.0

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tts_bench.artifacts.schema import PlanArtifact
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning import aws_scaling
 from tts_bench.planning.rounding import ceil9, round9

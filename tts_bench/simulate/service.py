@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tts_bench.artifacts.schema import LADDER_RATIO_STAT, QmaxArtifact
+from tts_bench.artifacts.cloudwatch import LADDER_RATIO_STAT
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.planning.curve import Curve, ratio_points, throughput_curve
 
 

@@ -272,7 +272,7 @@ def planned_settings(device: str, max_batch: int) -> dict[str, str]:
     """The settings that change this backend's speed, known before loading (fingerprint).
 
     On a GPU the AdaIN chains run compiled (`torch.compile`, dynamic shapes), in float32:
-    measured on the H200 (measurements/gpu-bench.md, run 6), bfloat16 and float16 autocast
+    measured on the H200 (measurements/lab/gpu-bench.md, run 6), bfloat16 and float16 autocast
     are 1.28x and 1.39x faster at batch 64 but move the log-mel spectrum 2.0 and 0.67 dB from
     float32 (the bound is 0.5; float32 compiled: 0.18), so they stay opt-in. On a CPU:
     float32, eager.
@@ -378,7 +378,7 @@ class TorchBackend(Backend):
 
         A GPU pass costs about the same for 1 or 64 segments (SPEC §10). On a CPU a padded
         batch only adds work: measured here, batches of up to 4 gave 0.80-0.88x the
-        throughput of one segment at a time (measurements/engine-bench.md).
+        throughput of one segment at a time (measurements/lab/engine-bench.md).
         """
         configured = os.environ.get(MAX_BATCH_ENV)
         if configured:

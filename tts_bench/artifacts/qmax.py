@@ -1,0 +1,304 @@
+"""The qmax artifact: a ladder's rungs, refinement and verification rungs, and Q_max.
+
+Q_max is the highest passing rung, bracketed only when a higher rung was measured and failed
+(`ladder_outcome`); with a confidence level, its interval follows from the rungs' verdicts
+(`q_max_interval_of`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+from tts_bench.artifacts.fingerprint import Fingerprint
+from tts_bench.artifacts.provenance import SCHEMA_VERSION, Provenance, kind_fits_fingerprint
+from tts_bench.artifacts.rungs import (
+    LadderSettings,
+    Rung,
+    UncontendedService,
+    VerificationRung,
+    rung_meets_slo,
+    rung_verdict,
+)
+from tts_bench.strict import StrictModel as _Strict
+
+
+def ladder_outcome(rungs: list[Rung]) -> tuple[int | None, bool]:
+    """(Q_max, bracketed): the highest passing rung below the first failure.
+
+    A rung that meets the SLO but is unusable (client-bound) is no pass: the ladder cannot
+    vouch for anything at or above it, so it ends the ladder unbracketed.
+    """
+    q_max: int | None = None
+    for rung in rungs:
+        if not rung.usable:
+            return q_max, False
+        if not rung.meets_slo:
+            return q_max, True
+        q_max = rung.concurrency
+    return q_max, False
+
+
+class QmaxInterval(_Strict):
+    """Q_max as the rungs' verdicts know it (issue 38): `low`, the conservative Q_max, is the
+    highest rung that passed with every rung below it passed; `high` the highest rung below the
+    first failure, undecided ones counted; `failing_above` that failure (null: none measured, so
+    Q_max may lie above `high`). Coarse and refinement rungs together."""
+
+    level: Annotated[float, Field(ge=0.9, le=0.999)]
+    low: PositiveInt | None = Field(description="conservative Q_max; null when c=1 did not pass")
+    high: PositiveInt | None = Field(description="the largest concurrency not failed")
+    failing_above: PositiveInt | None
+    undecided: list[PositiveInt] = Field(description="rungs whose verdict stayed undecided")
+
+
+def q_max_interval_of(rungs: list[Rung], level: float) -> QmaxInterval:
+    """The interval from judged rungs (ascending). An unusable rung ends both walks: the ladder
+    vouches for nothing at or above a rung the client could not hold."""
+    low: int | None = None
+    high: int | None = None
+    failing_above: int | None = None
+    chain_passed = True
+    for rung in rungs:
+        if not rung.usable:
+            break
+        if rung.verdict == "fail":
+            failing_above = rung.concurrency
+            break
+        high = rung.concurrency
+        chain_passed = chain_passed and rung.verdict == "pass"
+        if chain_passed:
+            low = rung.concurrency
+    undecided = [r.concurrency for r in rungs if r.usable and r.verdict == "undecided"]
+    return QmaxInterval(
+        level=level, low=low, high=high, failing_above=failing_above, undecided=undecided
+    )
+
+
+class RefinementProbe(_Strict):
+    """One bisection rung, held with the ladder's hold (plus any extension), and where its
+    window lay."""
+
+    rung: Rung
+    window_start_epoch: float
+    window_end_epoch: float
+    extended_s: NonNegativeFloat = Field(
+        default=0.0, description="seconds added to the probe's hold while it was unstable"
+    )
+
+    @model_validator(mode="after")
+    def _window(self) -> RefinementProbe:
+        if not self.window_end_epoch > self.window_start_epoch:
+            raise ValueError("a probe's window must end after it starts")
+        return self
+
+
+class Refinement(_Strict):
+    """Q_max bisected between the coarse ladder's last pass and first failure
+    (measure.ladder.refine)."""
+
+    resolution_pct: Annotated[float, Field(gt=0, lt=100)]
+    probes: list[RefinementProbe]
+    q_max: PositiveInt = Field(description="the highest passing level, coarse or probe")
+    failing_above: PositiveInt = Field(description="the lowest failing level, coarse or probe")
+    q_max_resolution: PositiveInt = Field(
+        description="failing_above − q_max: Q_max lies in [q_max, failing_above − 1]"
+    )
+    # "undecided": a probe's p95 interval still straddled the SLO after its hold (issue 38); the
+    # bisection narrows only on decided probes, so it ends there.
+    ended_by: Literal["resolution", "client-bound", "interrupted", "undecided"]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Refinement:
+        if self.q_max_resolution != self.failing_above - self.q_max:
+            raise ValueError("q_max_resolution must equal failing_above − q_max")
+        return self
+
+
+class QmaxArtifact(_Strict):
+    artifact: Literal["qmax"] = "qmax"
+    schema_version: Literal[1] = SCHEMA_VERSION
+    fingerprint: Fingerprint | None
+    slo_ms: PositiveFloat
+    q_max: PositiveInt | None = Field(description="highest passing rung; null when c=1 fails")
+    bracketed: bool = Field(description="a higher rung was measured and failed")
+    uncontended_service_s: UncontendedService | None
+    rungs: list[Rung] = Field(min_length=1)
+    ladder: LadderSettings | None = None
+    refinement: Refinement | None = Field(
+        default=None, description="bisection after a bracketed ladder; its rungs kept apart"
+    )
+    verification: list[VerificationRung] = Field(
+        default_factory=list,
+        description="rungs held after the ladder at C_scale_max and C_scale_min (not ladder rungs)",
+    )
+    verification_ladder: LadderSettings | None = Field(
+        default=None,
+        description="the schedule the held verification rungs ran on, so their windows are "
+        "known; null when none was held",
+    )
+    q_max_interval: QmaxInterval | None = Field(
+        default=None,
+        description="Q_max as the p95 intervals know it; null: the ladder predates them",
+    )
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _provenance_fits(self) -> QmaxArtifact:
+        if self.provenance.curve_modelled:
+            raise ValueError(
+                "provenance.curve_modelled: a ladder never measures curve instances (they serve "
+                "a ladder's own curve)"
+            )
+        if problem := kind_fits_fingerprint(self.provenance, self.fingerprint):
+            raise ValueError(problem)
+        return self
+
+    @field_validator("rungs")
+    @classmethod
+    def _ascending(cls, rungs: list[Rung]) -> list[Rung]:
+        levels = [r.concurrency for r in rungs]
+        if levels != sorted(set(levels)):
+            raise ValueError(f"rung concurrencies must be strictly ascending, got {levels}")
+        return rungs
+
+    @model_validator(mode="after")
+    def _verdicts_match_figures(self) -> QmaxArtifact:
+        # A hand-edited "pass" must not load: the verdict follows from the rung's own figures.
+        for r in self.rungs:
+            if not r.usable:
+                continue
+            underrun_slo = self.ladder.underrun_slo_share if self.ladder else None
+            meets = rung_meets_slo(
+                r.ttfab_p95_ms, r.rejected + r.errors, r.completed, self.slo_ms,
+                r.underrun_share, underrun_slo,
+            )  # fmt: skip
+            if r.meets_slo != meets:
+                p95 = "none" if r.ttfab_p95_ms is None else f"{r.ttfab_p95_ms:g} ms"
+                raise ValueError(
+                    f"rung {r.concurrency}: meets_slo={r.meets_slo} disagrees with its p95 TTFAB "
+                    f"({p95}), {r.rejected + r.errors} failed of {r.completed} and the SLO "
+                    f"{self.slo_ms:g} ms"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _intervals_match_figures(self) -> QmaxArtifact:
+        # Each verdict follows from its interval, each interval is at the ladder's level, and
+        # the Q_max interval from the verdicts: a hand-edited "pass" must not load.
+        level = self.ladder.confidence if self.ladder else None
+        underrun_slo = self.ladder.underrun_slo_share if self.ladder else None
+        judged = (
+            [*self.rungs, *(p.rung for p in self.refinement.probes)]
+            if self.refinement
+            else self.rungs
+        )
+        for r in judged:
+            interval = r.ttfab_p95_interval
+            if interval is None:
+                if level is not None:
+                    raise ValueError(f"rung {r.concurrency}: no p95 interval at the ladder's level")
+                continue
+            if interval.level != level:
+                raise ValueError(
+                    f"rung {r.concurrency}: its p95 interval is at level {interval.level:g}, "
+                    f"the ladder's confidence is {level}"
+                )
+            verdict = rung_verdict(
+                interval.lower_ms, interval.upper_ms, r.rejected + r.errors, r.completed,
+                self.slo_ms, r.underrun_share, underrun_slo,
+            )  # fmt: skip
+            if r.verdict != verdict:
+                raise ValueError(
+                    f"rung {r.concurrency}: verdict {r.verdict} disagrees with its p95 interval "
+                    f"and the SLO {self.slo_ms:g} ms (which give {verdict})"
+                )
+        expected = None if level is None else q_max_interval_of(self.curve_rungs, level)
+        if self.q_max_interval != expected:
+            raise ValueError(
+                f"q_max_interval {self.q_max_interval} disagrees with the rungs' verdicts "
+                f"(which give {expected})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rungs_follow_the_schedule(self) -> QmaxArtifact:
+        if self.ladder is not None:
+            held = [r.concurrency for r in self.rungs]
+            if held != self.ladder.rungs[: len(held)]:
+                raise ValueError(
+                    f"rungs: concurrencies {held} are not the start of the ladder's schedule "
+                    f"{self.ladder.rungs}"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _outcome_matches_rungs(self) -> QmaxArtifact:
+        q_max, bracketed = ladder_outcome(self.rungs)
+        if (self.q_max, self.bracketed) != (q_max, bracketed):
+            raise ValueError(
+                f"q_max={self.q_max}, bracketed={self.bracketed} disagree with the rungs "
+                f"(which give q_max={q_max}, bracketed={bracketed})"
+            )
+        if self.refinement is not None:
+            self._check_refinement(self.refinement)
+        return self
+
+    def _check_refinement(self, refinement: Refinement) -> None:
+        """Refined Q_max = the highest pass, the bound above = the lowest failure, both inside
+        the coarse bracket."""
+        if not self.bracketed or self.q_max is None:
+            raise ValueError("only a bracketed ladder can be refined")
+        failing = next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
+        levels = [p.rung.concurrency for p in refinement.probes]
+        if any(not self.q_max < n < failing for n in levels) or len(set(levels)) != len(levels):
+            raise ValueError(
+                f"refinement probes {levels} must be distinct and inside ({self.q_max}, {failing})"
+            )
+        judged = [
+            p.rung for p in refinement.probes if p.rung.usable and p.rung.verdict != "undecided"
+        ]
+        q_max = max([self.q_max, *(r.concurrency for r in judged if r.meets_slo)])
+        above = min([failing, *(r.concurrency for r in judged if not r.meets_slo)])
+        if (refinement.q_max, refinement.failing_above) != (q_max, above):
+            raise ValueError(
+                f"refinement says Q_max {refinement.q_max} below {refinement.failing_above}; "
+                f"its probes give {q_max} below {above}"
+            )
+
+    @property
+    def refined_q_max(self) -> int | None:
+        """The Q_max a plan uses: the refinement's when there is one, else the coarse ladder's."""
+        return self.refinement.q_max if self.refinement is not None else self.q_max
+
+    @property
+    def q_max_resolution(self) -> int | None:
+        """Users between Q_max and the failure above it; None when nothing failed above."""
+        if self.refinement is not None:
+            return self.refinement.q_max_resolution
+        if not self.bracketed or self.q_max is None:
+            return None
+        failing = next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
+        return failing - self.q_max
+
+    @property
+    def curve_rungs(self) -> list[Rung]:
+        """Coarse and refinement rungs together, by concurrency (the measured curve X(N))."""
+        probes = [p.rung for p in self.refinement.probes] if self.refinement else []
+        return sorted([*self.rungs, *probes], key=lambda r: r.concurrency)
+
+    def q_max_rung(self) -> Rung | None:
+        """The rung the refined Q_max rests on."""
+        level = self.refined_q_max
+        return next((r for r in self.curve_rungs if r.concurrency == level), None)
+
+    def rung(self, concurrency: int) -> Rung | None:
+        return next((r for r in self.rungs if r.concurrency == concurrency), None)
