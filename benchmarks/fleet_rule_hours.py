@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 from fleet_rule_tuning import QMAX, REFERENCE_DAY, TTOTAL, plan_of, variant_plan
 
-from tts_bench.artifacts.schema import PlanArtifact, QmaxArtifact, load_artifact
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.planning import fleet_rule
 from tts_bench.planning.aws_semantics import NAMED
 from tts_bench.simulate.check import CheckTraffic

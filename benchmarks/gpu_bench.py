@@ -560,8 +560,9 @@ def served(args: argparse.Namespace) -> int:
     each stream received (its bytes, as the client counted them) against the derived figure
     (requests/s x the corpus's mean audio), the stall share and p95; and the two Q_max, the
     TTFAB SLO's alone and with at most `--underrun-slo` of streams stalled."""
-    from tts_bench.artifacts.schema import QmaxArtifact, rung_meets_slo
-    from tts_bench.measure.ladder import in_window
+    from tts_bench.artifacts.qmax import QmaxArtifact
+    from tts_bench.artifacts.rungs import rung_meets_slo
+    from tts_bench.measure.ladder.statistics import in_window
     from tts_bench.measure.samples import Outcome, read_samples, samples_path
 
     rows: list[dict[str, object]] = []

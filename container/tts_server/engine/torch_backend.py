@@ -234,15 +234,7 @@ def forward_batch(
         )
         shared, _ = model.predictor.shared(packed)
         shared, _ = pad_packed_sequence(shared, batch_first=True, total_length=total)
-        asr = aligned(text)
-        if options.graphs is not None and options.graphs.fits(batch, total):
-            spectrum, f0 = options.graphs.spectrum(shared, asr, styles, frames)
-        else:
-            low = options.dtype != "float32"
-            with torch.autocast(device.type, dtype=getattr(torch, options.dtype), enabled=low):
-                spectrum, f0 = masked_decoder.synthesize_spectrum(
-                    model, shared, asr, styles, frames if batch > 1 else None, options.chain
-                )
+        spectrum, f0 = _spectrum(model, shared, aligned(text), styles, frames, options)
         audio = masked_decoder.istft_tail(model.decoder.generator, spectrum)
         audio = audio.reshape(batch, -1).float()
         audio_np, f0_np, durations_np = _to_host([audio, f0, frames_per_token])
@@ -254,6 +246,26 @@ def forward_batch(
         out_durations.append(durations_np[row, : len(it.token_ids) + 2].astype(np.int64))
         out_f0.append(f0_np[row, : 2 * count].copy())
     return out_audio, out_durations, out_f0
+
+
+def _spectrum(
+    model: Any, shared: Any, asr: Any, styles: Any, frames: Any, options: PassOptions
+) -> tuple[Any, Any]:
+    """The synthesis half up to the iSTFT: replayed from the captured graphs when the batch
+    fits them, else run eagerly (under autocast when the pass runs in half precision)."""
+    import torch
+
+    from tts_server.engine import masked_decoder
+
+    batch, total = shared.shape[0], shared.shape[1]
+    if options.graphs is not None and options.graphs.fits(batch, total):
+        return options.graphs.spectrum(shared, asr, styles, frames)
+    device = shared.device
+    low = options.dtype != "float32"
+    with torch.autocast(device.type, dtype=getattr(torch, options.dtype), enabled=low):
+        return masked_decoder.synthesize_spectrum(
+            model, shared, asr, styles, frames if batch > 1 else None, options.chain
+        )
 
 
 def planned_device() -> str:
