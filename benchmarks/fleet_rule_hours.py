@@ -26,7 +26,7 @@ from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.planning import fleet_rule
-from tts_bench.planning.aws_semantics import NAMED
+from tts_bench.planning.aws.semantics import NAMED
 from tts_bench.simulate.check import CheckTraffic
 from tts_bench.simulate.deploy_shape import scaling_shape
 from tts_bench.simulate.oracle import instances_needed

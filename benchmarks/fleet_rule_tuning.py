@@ -42,7 +42,7 @@ from tts_bench.artifacts.plan import (
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning import fleet_rule
-from tts_bench.planning.aws_semantics import NAMED
+from tts_bench.planning.aws.semantics import NAMED
 from tts_bench.planning.birth_death import stationary_occupancy
 from tts_bench.planning.curve import throughput_curve
 from tts_bench.planning.plan import derive_plan

@@ -42,7 +42,7 @@ from tts_bench.deployment import (
     policy_name,
     step_alarm_name,
 )
-from tts_bench.planning.aws_scaling import PREDEFINED_METRICS
+from tts_bench.planning.aws.scaling import PREDEFINED_METRICS
 from tts_bench.planning.deploy import deploy_shape_of
 from tts_bench.planning.gate import GateQuery, GateResult, performance_env_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH

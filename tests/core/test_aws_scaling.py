@@ -1,4 +1,4 @@
-"""The one statement of AWS's scaling rules (`planning.aws_scaling`), pure."""
+"""The one statement of AWS's scaling rules (`planning.aws.scaling`), pure."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.planning import aws_scaling as aws
+from tts_bench.planning.aws import scaling as aws
 
 HIGH_RES = aws.HIGH_RESOLUTION_TRACKING
 INVOCATIONS = aws.INVOCATIONS_TRACKING
@@ -303,7 +303,7 @@ def test_a_refused_action_starts_no_cooldown_and_acts_again_at_the_next_invocati
 
 
 def test_the_variant_sets_build_target_trackings_alarms_by_their_reading() -> None:
-    from tts_bench.planning.aws_semantics import DOCUMENTED, PESSIMISTIC
+    from tts_bench.planning.aws.semantics import DOCUMENTED, PESSIMISTIC
 
     high, _ = aws.tracking_alarms(HIGH_RES, 37.5, True, semantics=DOCUMENTED)
     assert (high.period_s, high.detection_s) == (10, 30)

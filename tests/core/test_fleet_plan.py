@@ -22,7 +22,8 @@ from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.plan import PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.cli import main
-from tts_bench.planning import aws_scaling, fleet_rule
+from tts_bench.planning import fleet_rule
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.birth_death import pooled_stationary, stationary_occupancy
 from tts_bench.planning.curve import throughput_curve
 from tts_bench.planning.deploy import deploy_shape_of

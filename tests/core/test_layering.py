@@ -273,6 +273,12 @@ _LOCAL_CLOUD_BELOW_CLOUD = frozenset(
     | {"control_plane.deploy", "data_plane"}
 )
 INNER: dict[str, dict[str, frozenset[str]]] = {
+    # AWS's engine needs only the rounding; the plan, the fleet rule and the deploy shapes use it.
+    "planning": {
+        "": frozenset({"aws", "rounding"}),
+        "rounding": frozenset(),
+        "aws": frozenset({"rounding"}),
+    },
     "measure": {
         "": frozenset({"transport"}),
         "transport": frozenset(),
@@ -350,6 +356,11 @@ def test_no_subpackage_imports_a_sibling_it_must_not() -> None:
             "measure/ladder/run.py",
             "from tts_bench.measure.ladder.live.verification import verification_levels",
             "measure.ladder imports",
+        ),
+        (
+            "planning/aws/scaling.py",
+            "from tts_bench.planning.curve import interpolate",
+            "planning.aws imports",
         ),
         (
             "local_cloud/cloudwatch/logs.py",

@@ -20,10 +20,6 @@ MAX_LINES = 600
 MAX_LINES_IN = {"tts_bench/artifacts": 500}
 # One file -> its own bound.
 MAX_LINES_OF = {"loadtest/qmax.py": 300}
-# Folders still over the bound, each with the count it may not exceed, because its split waits on
-# work in flight elsewhere: `planning/` (17) is being changed on another branch (the fleet rule's
-# cost); split it once that merges, and remove it here (a test below fails once it is not needed).
-PENDING_SPLIT = {"tts_bench/planning": 17}
 
 
 def lines(path: Path) -> int:
@@ -36,16 +32,12 @@ def module_counts(root: Path, repo: Path = REPO) -> dict[str, int]:
     return {str(f.relative_to(repo)): len(list(f.glob("*.py"))) for f in folders}
 
 
-def crowded_folders(
-    root: Path, limit: int, repo: Path = REPO, pending: dict[str, int] | None = None
-) -> list[str]:
-    """Folders under `root` (itself included) holding more than `limit` modules (or, for a
-    folder whose split is pending, more than it held when that was written down)."""
-    pending = pending or {}
+def crowded_folders(root: Path, limit: int, repo: Path = REPO) -> list[str]:
+    """Folders under `root` (itself included) holding more than `limit` modules."""
     return sorted(
         f"{folder}: {count} modules"
         for folder, count in module_counts(root, repo).items()
-        if count > pending.get(folder, limit)
+        if count > limit
     )
 
 
@@ -63,13 +55,7 @@ def long_modules(root: Path, repo: Path = REPO) -> list[str]:
 
 
 def test_no_folder_holds_more_than_fifteen_modules() -> None:
-    assert crowded_folders(PACKAGE, MAX_MODULES_PER_FOLDER, pending=PENDING_SPLIT) == []
-
-
-def test_a_pending_split_is_still_pending() -> None:
-    counts = module_counts(PACKAGE)
-    done = [f for f in PENDING_SPLIT if counts.get(f, 0) <= MAX_MODULES_PER_FOLDER]
-    assert done == [], f"{done} are within the bound now: remove them from PENDING_SPLIT"
+    assert crowded_folders(PACKAGE, MAX_MODULES_PER_FOLDER) == []
 
 
 def test_no_module_is_longer_than_its_bound() -> None:
@@ -89,6 +75,4 @@ def test_the_checks_find_what_is_there(tmp_path: Path) -> None:
     (crowded / "long.py").write_text("x = 1\n" * 601, encoding="utf-8")
     root = tmp_path / "tts_bench"
     assert crowded_folders(root, 15, tmp_path) == ["tts_bench/crowded: 17 modules"]
-    assert crowded_folders(root, 15, tmp_path, {"tts_bench/crowded": 17}) == []
-    assert crowded_folders(root, 15, tmp_path, {"tts_bench/crowded": 16}) != []
     assert long_modules(root, tmp_path) == ["tts_bench/crowded/long.py: 601 lines (at most 600)"]

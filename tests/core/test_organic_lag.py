@@ -20,7 +20,7 @@ from tts_bench.artifacts.ttotal import Detection, Stage, Trigger, TtotalArtifact
 from tts_bench.measure.ttotal.organic import first_breach
 from tts_bench.measure.ttotal.probe import TtotalError
 from tts_bench.measure.ttotal.stages import timed_stages
-from tts_bench.planning.aws_scaling import AlarmRule, Datapoint
+from tts_bench.planning.aws.scaling import AlarmRule, Datapoint
 from tts_bench.planning.deploy import deploy_shape_of, detection_shape
 from tts_bench.planning.fleet_rule import tracking_lag_s
 from tts_bench.planning.plan import PlanRequest, derive_plan

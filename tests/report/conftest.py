@@ -25,7 +25,7 @@ from tts_bench.artifacts.rehearsal import (
     Window,
 )
 from tts_bench.artifacts.simulation import AwsSemanticsRecord, InputFile
-from tts_bench.planning.aws_semantics import DOCUMENTED
+from tts_bench.planning.aws.semantics import DOCUMENTED
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
 SIMULATION = MEASUREMENTS / "simulate-kokoro-82m-g5xlarge-8b1b96bc-d881952d.json"

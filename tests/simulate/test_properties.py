@@ -98,7 +98,7 @@ def test_no_capacity_change_lands_while_the_endpoint_updates_unless_the_reading_
     before issue 35), which a reading that accepts the change still does."""
     from dataclasses import replace
 
-    from tts_bench.planning.aws_semantics import DOCUMENTED
+    from tts_bench.planning.aws.semantics import DOCUMENTED
 
     traffic = traffic_of("surge:30:2:60", 900, reference, 3)
 

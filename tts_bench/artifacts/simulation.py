@@ -1,7 +1,7 @@
 """The simulation artifact: policies side by side on simulated traffic, the files it read, and
 the reading of AWS it ran under (`AwsSemanticsRecord`, which a rehearsal records too).
 
-The record's fields are `planning.aws_semantics.AwsSemantics`'s (the open points of AWS's
+The record's fields are `planning.aws.semantics.AwsSemantics`'s (the open points of AWS's
 scaling), with a short hash of them. Artifacts made before the variant sets carry none; `verify`
 says so.
 """

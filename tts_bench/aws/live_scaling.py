@@ -17,7 +17,7 @@ from tts_bench.aws.deployed import DeployedSnapshot, ScalingPolicy, read_snapsho
 from tts_bench.aws.session import AwsSession
 from tts_bench.aws.validate import SCALING_SETTINGS, Setting, compare_to_plan, format_value
 from tts_bench.errors import RefusalError
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.deploy import alarm_rule, deploy_shape_of
 
 # Compared with the plan; min and max are the operator's clamp of the plan's (the stack's

@@ -22,7 +22,7 @@ from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.live_scaling import DeployedAlarm
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.telemetry import SAGEMAKER_NAMESPACE
 
 POLL_SERVICE_S = 2.0  # of the service's clock between two reads of the endpoint

@@ -7,7 +7,7 @@ import argparse
 from pydantic import ValidationError
 
 from tts_bench.deployment import DEFAULT_VARIANT, OperatorBounds
-from tts_bench.planning.aws_semantics import NAMED, AwsSemantics
+from tts_bench.planning.aws.semantics import NAMED, AwsSemantics
 
 
 def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +50,7 @@ def aws_semantics(text: str) -> AwsSemantics:
     """`--aws-semantics NAME|FILE`: a named variant set, or a JSON file of one."""
     from pathlib import Path
 
-    from tts_bench.planning.aws_semantics import (
+    from tts_bench.planning.aws.semantics import (
         SemanticsError,
         semantics_from_json,
         semantics_named,

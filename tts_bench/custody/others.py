@@ -37,7 +37,7 @@ from tts_bench.errors import ArtifactError, TtsBenchError
 from tts_bench.measure.gpu_summary import recompute
 from tts_bench.measure.samples import read_samples, samples_path
 from tts_bench.measure.surge.figures import surge_run
-from tts_bench.planning.aws_semantics import semantics_digest
+from tts_bench.planning.aws.semantics import semantics_digest
 
 
 def check_surge(path: Path, surge: SurgeArtifact, sources: Sources) -> Checked:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tts_bench.aws.clock import CLOUDWATCH_DELAY_S
 from tts_bench.local_cloud.instances.curve_model import ServiceLaw
-from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account, and the stack's placeholder one

@@ -4,7 +4,9 @@ Holds `plan` (`derive_plan` in named steps), `findings` (one builder per finding
 `qmax_confidence` the one over Q_max's interval), `curve` (measured curves between rungs),
 `birth_death` (the surge simulation), `rounding`, `report` (the printed plan), `gate` (the plan
 gate's selection; `custody.gate` adds the re-derivation the Pulumi program and the policy pack
-apply) and `from_files` (load two artifacts, derive, write).
+apply) and `from_files` (load two artifacts, derive, write). `aws/` states AWS's scaling
+engine (`aws.scaling`) and the readings of what AWS leaves open (`aws.semantics`); it imports
+only `rounding` of the modules here.
 
 May import: `artifacts` and the top-level leaves. Never `aws`, `measure`, `infra`,
 `local_cloud`, `simulate`, `jobs` or `cli`: a plan is arithmetic, testable without a cloud.

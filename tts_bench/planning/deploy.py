@@ -23,8 +23,8 @@ from tts_bench.artifacts.plan import (
     StepSpec,
     TargetTrackingSpec,
 )
-from tts_bench.planning import aws_scaling
-from tts_bench.planning.aws_semantics import AwsSemantics
+from tts_bench.planning.aws import scaling as aws_scaling
+from tts_bench.planning.aws.semantics import AwsSemantics
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 

@@ -56,7 +56,7 @@ from tts_bench.artifacts.plan import (
 )
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.errors import RefusalError
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.birth_death import pooled_stationary, stationary_occupancy
 from tts_bench.planning.curve import Curve, ratio_at
 from tts_bench.planning.deploy import tracking_spec

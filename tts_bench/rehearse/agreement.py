@@ -22,7 +22,7 @@
 - **Detection lags**: for each scale-out that opened its alarm's episode, the time from the start
   of the first breaching datapoint's period to the action (what the organic ttotal measures),
   reconstructed the same way in both runs: the alarm evaluated over its datapoints at each of its
-  periods with `planning.aws_scaling.read_alarm`.
+  periods with `planning.aws.scaling.read_alarm`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 
 DESIRED_TOLERANCE = 0.10
 REQUIRED_SHARE = 0.95

@@ -2,7 +2,7 @@
 
 Nothing is re-stated here: the fleet is `simulate.requests` (every request, in order, at the
 exact times the rehearsal sent them), the controller `simulate.controller` applying the plan's
-deploy shape through `planning.aws_scaling`, one period at a time through `simulate.replay`.
+deploy shape through `planning.aws.scaling`, one period at a time through `simulate.replay`.
 What the replay takes from the rehearsed endpoint is what the endpoint is:
 
 - its bounds (the operator's clamp of the plan's min and max) and the fleet it started with;
@@ -26,7 +26,7 @@ import numpy as np
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
-from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.rehearse.agreement import Steps
 from tts_bench.simulate.controller import Controller
 from tts_bench.simulate.deploy_shape import ScalingShape, scaling_shape

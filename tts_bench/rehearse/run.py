@@ -51,7 +51,7 @@ from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import corpus_path, load_corpus
 from tts_bench.measure.open_loop import EpochClock, OpenLoopSender, StreamEndpoint
 from tts_bench.measure.transport.response_stream import runtime_client
-from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.from_files import source_file
 from tts_bench.rehearse.agreement import (
     REQUIRED_SHARE,

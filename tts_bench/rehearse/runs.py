@@ -29,7 +29,7 @@ from tts_bench.aws.live_scaling import DeployedAlarm
 from tts_bench.aws.scaling_record import Poll, ReadBack
 from tts_bench.measure.samples import Sample
 from tts_bench.measure.transport.stream_events import Outcome
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.rehearse.agreement import Action, Steps, detection_lags
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.replay import PolicyRun

@@ -21,7 +21,7 @@ from tts_bench.artifacts.plan import PlanArtifact, RuleFigures, SeedCheck, Sourc
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import TtsBenchError
-from tts_bench.planning.aws_semantics import DOCUMENTED, PESSIMISTIC, AwsSemantics
+from tts_bench.planning.aws.semantics import DOCUMENTED, PESSIMISTIC, AwsSemantics
 from tts_bench.planning.plan import derive_plan
 from tts_bench.planning.steps import PlanRequest
 from tts_bench.planning.traffic_check import with_check

@@ -5,7 +5,7 @@ ConcurrentRequestsPerModel reading (the window's Maximum of the mean in-flight o
 instances, in CloudWatch units through the measured ratio) and the InvocationsPerInstance sum
 (each arrival counted 1/N, N the instances in service when it came, shed or not). Every alarm
 of the deployed policies is evaluated at the end of each of its periods over those windows, and
-`planning.aws_scaling.ScalingEngine` (the statement of AWS's rules the local cloud applies too)
+`planning.aws.scaling.ScalingEngine` (the statement of AWS's rules the local cloud applies too)
 decides: proportional target tracking, step policies, cooldowns, min/max.
 
 What the controller adds is the fleet and the endpoint: a launched instance serves
@@ -24,7 +24,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.policies import Policy
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from tts_bench.artifacts.plan import AlarmSpec, DeployShape, PlanArtifact
 from tts_bench.errors import TtsBenchError
-from tts_bench.planning import aws_scaling
-from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.aws import scaling as aws_scaling
+from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.deploy import deploy_shape_of, engine_rules
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
 

@@ -25,7 +25,7 @@ from tts_bench.artifacts.simulation import (
 )
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import RefusalError, TtsBenchError
-from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.plan import derive_plan
 from tts_bench.planning.steps import request_of
 from tts_bench.simulate.deploy_shape import ScalingShape, scaling_shape

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.errors import TtsBenchError
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.rounding import ceil9, round9
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.service import ServiceCurves

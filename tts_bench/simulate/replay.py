@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.rounding import ceil9
 from tts_bench.simulate.controller import Controller, Window
 from tts_bench.simulate.deploy_shape import ScalingShape

@@ -2,7 +2,7 @@
 
 What it holds: the variant's CloudWatch `metrics` (moto's datapoints aged as CloudWatch's
 retention ages them in `metric_retention`) and `logs`; the deployed scaling policies applied by
-`autoscaling` (AWS's rules in `planning.aws_scaling`); and the `scaling_history` the autoscaler
+`autoscaling` (AWS's rules in `planning.aws.scaling`); and the `scaling_history` the autoscaler
 writes and DescribeAlarmHistory / DescribeScalingActivities read.
 
 May import: the shared modules at the top of `local_cloud` (never `cloud`) and what

@@ -3,7 +3,7 @@
 moto stores scalable targets, policies and alarms but evaluates none of them. After every 10 s
 metric window the `Autoscaler` evaluates each alarm whose period that window closes on the local
 cloud's own metric history, sets the alarms' states in moto, and hands the readings to
-`planning.aws_scaling.ScalingEngine` (the statement of AWS's rules the simulator applies too),
+`planning.aws.scaling.ScalingEngine` (the statement of AWS's rules the simulator applies too),
 which decides; a new desired count goes through `UpdateEndpointWeightsAndCapacities`, as
 Application Auto Scaling sends it. The target-tracking policy's alarms are created in moto as
 AWS creates them (`aws_scaling.tracking_alarms`, named `TargetTracking-<resource>-AlarmHigh-…`).
@@ -30,8 +30,8 @@ from tts_bench.aws.clock import ServiceClock
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
 from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
 from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
-from tts_bench.planning import aws_scaling
-from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.aws import scaling as aws_scaling
+from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.telemetry import (
     CONCURRENT_REQUESTS_PER_MODEL,
     SAGEMAKER_INVOCATIONS_PER_INSTANCE,

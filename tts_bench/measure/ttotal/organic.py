@@ -76,7 +76,7 @@ from tts_bench.measure.ttotal.sagemaker import (
     sagemaker_qmax,
 )
 from tts_bench.measure.ttotal.stages import measured_total_s, recorded_events, stages_from_events
-from tts_bench.planning import aws_scaling
+from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.deploy import deploy_shape_of, detection_shape
 from tts_bench.telemetry import SAGEMAKER_INVOCATIONS_PER_INSTANCE
 

@@ -102,7 +102,7 @@ from enum import StrEnum
 from typing import Final
 
 from tts_bench.deployment import INVOCATIONS_TRACKING_METRIC, TARGET_TRACKING_METRIC
-from tts_bench.planning.aws_semantics import DOCUMENTED, AwsSemantics
+from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.rounding import ceil9
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
