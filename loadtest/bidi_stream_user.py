@@ -91,7 +91,7 @@ class BidiStreamUser(User):
     def speak(self) -> None:
         options = self.environment.parsed_options
         context_id = uuid.uuid4().hex[:12]
-        body = next(self.texts).request(context_id)
+        body = self.hooks.body(self.environment, next(self.texts), context_id)
         with self.hooks.timed_request(self.environment, context_id) as reading:
             try:
                 if self.session is None:

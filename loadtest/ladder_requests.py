@@ -3,7 +3,8 @@
 `timed_request` times one request: its raw sample goes to the process's recorder and its TTFAB
 and total latency are fired as Locust request metrics, so Locust's UI, CSV and distributed mode
 show them as usual; an exception is recorded as an error and re-raised (STYLE 9). Each user
-walks the corpus from its own random starting point (`utterances`).
+walks the corpus from its own random starting point (`utterances`); the ladder's `--contract`
+builds each request (`request_body`) and names the events its reading reads.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from gevent import GreenletExit
 from locust.env import Environment
@@ -38,7 +40,7 @@ def timed_request(environment: Environment, context_id: str) -> Iterator[StreamR
     recorder = environment.qmax_recorder  # type: ignore[attr-defined]
     rung, heard = recorder.rung, PlaybackTracker()
     token = recorder.opened(time.time())
-    reading = StreamReading(context_id, heard=heard)
+    reading = StreamReading(context_id, heard=heard, rules=recorder.contract.events)
     try:
         yield reading
         reading.end()
@@ -66,10 +68,15 @@ def fire_metrics(environment: Environment, transport: Transport, sample: Sample)
             )  # fmt: skip
 
 
+def request_body(environment: Environment, utterance: Utterance, context_id: str) -> dict[str, Any]:
+    """The request the ladder's `--contract` builds for one corpus line."""
+    return environment.qmax_recorder.contract.body(utterance, context_id)  # type: ignore[attr-defined]
+
+
 def utterances(environment: Environment) -> Iterator[Utterance]:
     """Each user walks the corpus from its own random starting point."""
     corpus = environment.qmax_recorder.corpus  # type: ignore[attr-defined]
     return itertools.islice(itertools.cycle(corpus), random.randrange(len(corpus)), None)
 
 
-LADDER_HOOKS = LadderHooks(timed_request, utterances)
+LADDER_HOOKS = LadderHooks(timed_request, utterances, request_body)

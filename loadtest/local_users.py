@@ -33,7 +33,7 @@ class LocalHttpUser(FastHttpUser):
     @task
     def speak(self) -> None:
         context_id = uuid.uuid4().hex[:12]
-        body = next(self.texts).request(context_id)
+        body = self.hooks.body(self.environment, next(self.texts), context_id)
         with (
             self.hooks.timed_request(self.environment, context_id) as reading,
             self.client.post(
@@ -73,7 +73,7 @@ class LocalWsUser(User):
             url = "ws" + base.removeprefix("http") + "/invocations-bidirectional-stream"
             self.socket = websocket.create_connection(url, timeout=70)
         context_id = uuid.uuid4().hex[:12]
-        body = next(self.texts).request(context_id)
+        body = self.hooks.body(self.environment, next(self.texts), context_id)
         try:
             with self.hooks.timed_request(self.environment, context_id) as reading:
                 self.socket.send(json.dumps(body))

@@ -255,6 +255,7 @@ def on_test_start(environment: Environment, **_kw: Any) -> None:
     try:
         options = ladder_options(environment.parsed_options)
         recorder.transport, recorder.corpus = options.transport, load_corpus(options.corpus)
+        recorder.contract = options.contract
         if not isinstance(runner, MasterRunner) and recorder.cpu_sampler is None:
             recorder.cpu_sampler = gevent.spawn(sample_cpu, recorder)
         if isinstance(runner, WorkerRunner):

@@ -3,7 +3,8 @@
 Each Locust process makes one `sagemaker-runtime` client, with as many pooled connections as the
 ladder's largest rung and retries off; streams are read by `tts_bench.measure.transport.response_stream`
 (PayloadParts re-split at newlines, failures named by error code or exception). TTFAB is the
-arrival of the first `chunk` event, the first that carries audio. boto3's blocking reads run
+arrival of the first event that carries audio under the ladder's contract; a ModelError whose
+`OriginalStatusCode` the contract calls a refusal (Sonic-3: 429) is a rejected sample. boto3's blocking reads run
 under Locust's gevent patching, so every user's stream proceeds concurrently.
 
 The class is abstract: `loadtest/qmax.py` binds it to its request timing (`LadderHooks`), so this
@@ -35,10 +36,13 @@ from tts_bench.measure.transport.stream_events import StreamReading
 @dataclass(frozen=True)
 class LadderHooks:
     """The ladder file's per-request machinery, handed to a transport's user class:
-    `timed_request(environment, context_id)` yields the request's `StreamReading`."""
+    `timed_request(environment, context_id)` yields the request's `StreamReading` (which reads
+    events under the ladder's `--contract`), `body(environment, utterance, context_id)` is the
+    request the contract builds for a corpus line."""
 
     timed_request: Callable[[Environment, str], AbstractContextManager[StreamReading]]
     utterances: Callable[[Environment], Iterator[Utterance]]
+    body: Callable[[Environment, Utterance, str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class ResponseStreamUser(User):
     def speak(self) -> None:
         runtime = runtime_of(self.environment)
         context_id = uuid.uuid4().hex[:12]
-        body = next(self.texts).request(context_id)
+        body = self.hooks.body(self.environment, next(self.texts), context_id)
         stream = None
         with self.hooks.timed_request(self.environment, context_id) as reading:
             try:
@@ -87,7 +91,7 @@ class ResponseStreamUser(User):
                 for line in payload_lines(stream):
                     reading.feed(line)
             except Exception as exc:
-                failure = failure_of(exc)
+                failure = failure_of(exc, reading.rules)
                 if failure is None:
                     raise
                 reading.fail(*failure)

@@ -80,3 +80,47 @@ def test_env_hash_ignores_key_order(env: dict[str, str]) -> None:
     )
     assert a.slug == b.slug
     assert (a.env_hash is None) == (not env)
+
+
+# --------------------------------------------------------------------------- contracts (issue 39)
+
+
+def test_kokoros_contract_leaves_the_fingerprint_as_it_was() -> None:
+    from tts_bench.measure.transport.contract import KOKORO
+
+    under_kokoro = REFERENCE.model_copy(update={"contract": KOKORO.ref})
+    assert under_kokoro.model_dump_json() == REFERENCE.model_dump_json()
+    assert "contract" not in REFERENCE.model_dump_json()
+    assert under_kokoro == REFERENCE and under_kokoro.slug == REFERENCE.slug
+
+
+def test_a_sonic3_fingerprint_never_matches_a_kokoro_one() -> None:
+    from tts_bench.measure.transport.contract import SONIC3
+
+    sonic3 = REFERENCE.model_copy(update={"contract": SONIC3.ref})
+    assert sonic3 != REFERENCE and not sonic3.same_build(REFERENCE)
+    assert not REFERENCE.same_build(sonic3)
+    (difference,) = sonic3.differences(REFERENCE)
+    assert difference == f"contract: sonic3@{SONIC3.sha256[:12]} != kokoro"
+    assert sonic3.slug == f"g5xlarge-8b1b96bc-sonic3{SONIC3.sha256[:6]}"
+    assert qmax_filename(sonic3) != qmax_filename(REFERENCE)
+    # Written and read back, the contract is kept (and validated).
+    again = Fingerprint.model_validate_json(sonic3.model_dump_json())
+    assert again == sonic3 and again.contract is not None and again.contract.name == "sonic3"
+    with pytest.raises(ValidationError):
+        Fingerprint.model_validate(
+            {**sonic3.model_dump(), "contract": {"name": "x", "sha256": "0"}}
+        )
+
+
+def test_emulated_on_a_local_transport_only_for_a_stand_in_of_another_contract() -> None:
+    from tts_bench.artifacts.provenance import Provenance, kind_fits_fingerprint
+    from tts_bench.measure.transport.contract import SONIC3
+
+    local = REFERENCE.model_copy(update={"transport": Transport.LOCAL_HTTP})
+    emulated = Provenance.now("emulated", "http://127.0.0.1:1")
+    assert "emulated means measured through the local cloud" in kind_fits_fingerprint(
+        emulated, local
+    )
+    stand_in = local.model_copy(update={"contract": SONIC3.ref})
+    assert kind_fits_fingerprint(emulated, stand_in) is None

@@ -43,7 +43,8 @@ ARTIFACT_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-def _describe(error: ValidationError) -> str:
+def describe_validation_error(error: ValidationError) -> str:
+    """A pydantic error as one line: the first problem's `loc: msg`, and how many more."""
     first = error.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     msg = first["msg"].removeprefix("Value error, ")
@@ -84,7 +85,7 @@ def load_artifact(path: str | os.PathLike[str], model: type[A]) -> A:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ArtifactError(f"{path}: {_describe(exc)}") from None
+        raise ArtifactError(f"{path}: {describe_validation_error(exc)}") from None
 
 
 def load_any(path: str | os.PathLike[str]) -> QmaxArtifact | TtotalArtifact | PlanArtifact:

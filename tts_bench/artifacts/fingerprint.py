@@ -1,7 +1,8 @@
 """Build fingerprints: what a measurement was taken against, and the file names derived from it.
 
 A fingerprint names the model, the instance type, the image digest, the container settings
-that change performance, and the transport the client used. Two artifacts pair only when
+that change performance, the transport the client used and, when it is not this project's own,
+the endpoint contract the requests and events followed. Two artifacts pair only when
 their fingerprints agree (SPEC §5); the slug in each file name keeps a second configuration
 from overwriting the first.
 """
@@ -34,6 +35,18 @@ class Transport(StrEnum):
         return self in (Transport.LOCAL_HTTP, Transport.LOCAL_WS)
 
 
+class ContractRef(BaseModel):
+    """The endpoint contract a measurement was read under (issue 39), when not this project's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,31}$", description="e.g. sonic3")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="of the contract's canonical JSON")
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.sha256[:12]}"
+
+
 class Fingerprint(BaseModel):
     """What a measurement was taken against. Frozen: it is an identity, not a record."""
 
@@ -49,6 +62,13 @@ class Fingerprint(BaseModel):
         description="container env that changes performance (engine mode, batch settings)",
     )
     transport: Transport
+    # Absent (and never written) for this project's own contract: every artifact measured before
+    # contracts keeps its bytes, and a plan of another contract never pairs with one of Kokoro.
+    contract: ContractRef | None = Field(
+        default=None,
+        exclude_if=lambda ref: ref is None,
+        description="the endpoint contract, when not this project's (kokoro)",
+    )
 
     @field_validator("performance_env")
     @classmethod
@@ -75,10 +95,13 @@ class Fingerprint(BaseModel):
 
     @property
     def slug(self) -> str:
-        """`g5xlarge-8b1b96bc`, plus `-<env hash>` when the performance env is not empty."""
+        """`g5xlarge-8b1b96bc`, plus `-<env hash>` when the performance env is not empty and
+        `-<contract><6 hex>` under another contract than Kokoro's."""
         parts = [condense_instance_type(self.instance_type), self.short_digest]
         if self.env_hash:
             parts.append(self.env_hash)
+        if self.contract is not None:
+            parts.append(f"{self.contract.name}{self.contract.sha256[:6]}")
         return "-".join(parts)
 
     def same_build(self, other: Fingerprint) -> bool:
@@ -88,13 +111,25 @@ class Fingerprint(BaseModel):
             and self.instance_type == other.instance_type
             and self.image_digest == other.image_digest
             and self.performance_env == other.performance_env
+            and self.contract == other.contract
         )
+
+    def _shown(self, name: str) -> str:
+        value = getattr(self, name)
+        return "kokoro" if name == "contract" and value is None else str(value)
 
     def differences(self, other: Fingerprint) -> list[str]:
         """Human-readable `field: a != b` for each field that differs."""
         return [
-            f"{name}: {getattr(self, name)!s} != {getattr(other, name)!s}"
-            for name in ("model", "instance_type", "image_digest", "performance_env", "transport")
+            f"{name}: {self._shown(name)} != {other._shown(name)}"
+            for name in (
+                "model",
+                "instance_type",
+                "image_digest",
+                "performance_env",
+                "transport",
+                "contract",
+            )
             if getattr(self, name) != getattr(other, name)
         ]
 

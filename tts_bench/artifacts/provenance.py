@@ -63,13 +63,16 @@ class Provenance(_Strict):
 
 
 def kind_fits_fingerprint(provenance: Provenance, fingerprint: Fingerprint | None) -> str | None:
-    """Emulated is the local cloud, which speaks only SageMaker's transports; a SageMaker
-    transport on a `local-` instance type (this machine's hardware) is never measured or
-    reference."""
+    """Emulated is the local cloud, which speaks only SageMaker's transports, or a test's
+    stand-in for another contract's container; a SageMaker transport on a `local-` instance
+    type (this machine's hardware) is never measured or reference."""
     if fingerprint is None:
         return None
     sagemaker = not fingerprint.transport.is_local
-    if provenance.kind == "emulated" and not sagemaker:
+    # A test's stand-in for another vendor's container (a contract other than Kokoro's) is
+    # served on loopback: emulated over a local transport, and only then.
+    stand_in = fingerprint.contract is not None
+    if provenance.kind == "emulated" and not sagemaker and not stand_in:
         return (
             f"provenance.kind: emulated means measured through the local cloud, which serves "
             f"only SageMaker transports, not {fingerprint.transport.value}"

@@ -5,8 +5,8 @@ Subpackages, one per measurement, and the client side of the transports:
   on an endpoint;
 - `ttotal` (T_total): one probe, one stage builder, locally or on an endpoint;
 - `surge`: open-loop runs at one instance bounded at Q_max and their figures;
-- `transport`: the one reader of the server's stream events and the client side of
-  response-stream and bidi-stream.
+- `transport`: the one reader of the server's stream events, the endpoint contracts it reads
+  them by, and the client side of response-stream and bidi-stream.
 
 Shared by all of them, at the top: raw samples with their percentiles (`samples`), the request
 corpus (`corpus`), what a listener hears (`playback`), the endpoint's build and variant read

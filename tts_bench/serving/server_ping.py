@@ -18,6 +18,11 @@ from pydantic import ValidationError
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.errors import RefusalError, TtsBenchError
 
+# `instance_model` of a test's stand-in for another vendor's container (tests/ladder/
+# sonic3_standin.py): it answers /ping as this project's container does so a local ladder can
+# fingerprint it, and everything measured on it is emulated.
+STAND_IN_MODEL = "stand-in"
+
 
 class PingError(TtsBenchError):
     """The server cannot be reached or its /ping body is not what the contract says."""

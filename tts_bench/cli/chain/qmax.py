@@ -1,6 +1,8 @@
 """`tts-bench qmax`: the closed-loop Q_max ladder (Locust, headless) against a server or endpoint.
 
-`--dry-run` prints the schedule and its wall-clock estimate and touches nothing else. A local
+`--dry-run` prints the schedule and its wall-clock estimate and touches nothing else.
+`--contract kokoro|sonic3|FILE` names the endpoint contract (default kokoro, this project's
+container): how requests are built and events and refusals read; it goes into the fingerprint. A local
 run needs `--host` (a `tts-bench serve`) and a local transport. A SageMaker run takes
 `--endpoint NAME [--variant V] --transport response-stream|bidi-stream`: a preflight drift, the
 freeze around the Locust run (restored on every exit path), the fingerprint from the endpoint,
@@ -104,24 +106,22 @@ def run(args: argparse.Namespace) -> int:
         raise RefusalError("a local ladder needs --host, e.g. --host http://127.0.0.1:8080")
     usable_folder(options.out)  # before the ladder: a bad --out must not cost the run
 
+    from tts_bench.measure.ladder.conductor import local_target
     from tts_bench.measure.ladder.locust_child import LadderRequest, run_ladder
-    from tts_bench.serving.server_ping import fetch_ping
 
-    ping = fetch_ping(args.host)
-    ping.refuse_curve_modelled()
-    ping.refuse_bounded()
-    if not ping.ready:
-        raise RefusalError(f"{args.host}/ping says {ping.status!r}: wait until the server is ready")
-    fingerprint = ping.fingerprint(transport)
+    target = local_target(args.host, options)
     request = LadderRequest(
         host=args.host, schedule=schedule, slo_ms=options.slo_ms, transport=transport.value,
         corpus=options.corpus, model=args.model, out=options.out, processes=args.processes,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
-        confidence=options.confidence,
+        confidence=options.confidence, contract=options.contract_arg,
     )  # fmt: skip
     print(describe_schedule(schedule, options.slo_ms, options.refine_pct), file=sys.stderr)
     path = run_ladder(
-        request, fingerprint, lambda line: print(f"qmax: {line}", file=sys.stderr, flush=True)
+        request,
+        target.fingerprint,
+        lambda line: print(f"qmax: {line}", file=sys.stderr, flush=True),
+        provenance_kind=target.provenance_kind,
     )
     print(path)
     print(f"next: tts-bench ttotal --local --qmax {path} --host {args.host}", file=sys.stderr)
@@ -152,6 +152,7 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         metric_wait_s=DEFAULT_METRIC_WAIT_S if args.metric_wait_s is None else args.metric_wait_s,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
         confidence=options.confidence, plan_surge_ratio=args.plan_surge_ratio,
+        contract=options.contract_arg,
     )  # fmt: skip
     print(describe_schedule(schedule, options.slo_ms, options.refine_pct), file=sys.stderr)
     print(describe_verification(schedule, args.plan_surge_ratio), file=sys.stderr)

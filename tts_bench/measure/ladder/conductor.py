@@ -42,7 +42,7 @@ from tts_bench.measure.ladder.state import ShapeSnapshot
 from tts_bench.measure.ladder.store import Recorder
 from tts_bench.measure.sagemaker_target import read_target_from_environment
 from tts_bench.measure.samples import samples_path, write_samples
-from tts_bench.serving.server_ping import fetch_ping
+from tts_bench.serving.server_ping import STAND_IN_MODEL, fetch_ping
 
 logger = logging.getLogger("qmax")
 
@@ -79,7 +79,14 @@ def target_of(host: str | None, options: LadderOptions) -> LadderTarget:
         target.refuse_curve_modelled()
         target.refuse_not_in_service()
         target.refuse_bounded()
-        return LadderTarget(target.fingerprint, target.source, target.provenance_kind)
+        fingerprint = under_contract(target.fingerprint, options)
+        return LadderTarget(fingerprint, target.source, target.provenance_kind)
+    return local_target(host, options)
+
+
+def local_target(host: str | None, options: LadderOptions) -> LadderTarget:
+    """A local server, fingerprinted from its /ping. A test's stand-in of another vendor's
+    container says so there (`STAND_IN_MODEL`): what is measured on it is emulated."""
     if not host:
         raise RefusalError("no target: pass --host http://127.0.0.1:8080")
     ping = fetch_ping(host)
@@ -87,7 +94,14 @@ def target_of(host: str | None, options: LadderOptions) -> LadderTarget:
     ping.refuse_bounded()
     if not ping.ready:
         raise RefusalError(f"{host}/ping says {ping.status!r}: wait until the server is ready")
-    return LadderTarget(ping.fingerprint(transport), host)
+    fingerprint = under_contract(ping.fingerprint(options.transport), options)
+    kind: ProvenanceKind = "emulated" if ping.instance_model == STAND_IN_MODEL else "measured"
+    return LadderTarget(fingerprint, host, kind)
+
+
+def under_contract(fingerprint: Fingerprint, options: LadderOptions) -> Fingerprint:
+    """The fingerprint naming the ladder's contract (unchanged under Kokoro's)."""
+    return fingerprint.model_copy(update={"contract": options.contract.ref})
 
 
 class Runner(Protocol):

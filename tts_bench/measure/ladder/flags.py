@@ -34,6 +34,7 @@ from tts_bench.measure.ladder.schedule import (
     parse_rungs,
 )
 from tts_bench.measure.playback import check_underrun_slo
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract, load_contract
 
 DEFAULT_MODEL = "kokoro-82m"
 DEFAULT_OUT = "measurements"
@@ -145,6 +146,16 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     (
+        "--contract",
+        {
+            "default": None,
+            "metavar": "kokoro|sonic3|FILE",
+            "help": "the endpoint contract: how requests are built and events and refusals read "
+            "(default: kokoro, this project's container; sonic3: Cartesia Sonic-3's published "
+            "one; or a JSON or YAML contract file)",
+        },
+    ),
+    (
         "--corpus",
         {"default": None, "help": "utterance file (default: the shipped English corpus)"},
     ),
@@ -188,6 +199,8 @@ class LadderOptions:
     variant: str | None = None
     region: str | None = None
     confidence: float = DEFAULT_CONFIDENCE
+    contract: EndpointContract = KOKORO
+    contract_arg: str | None = None  # the flag as given (a built-in's name or a file)
 
 
 def _text(options: argparse.Namespace, dest: str) -> str | None:
@@ -254,13 +267,25 @@ def _transport(options: argparse.Namespace) -> Transport:
         raise LadderError(f"--transport {name!r}: one of {names}") from None
 
 
+def _contract(options: argparse.Namespace, transport: Transport) -> EndpointContract:
+    contract = load_contract(_text(options, "contract"))
+    if contract is not KOKORO and transport in (Transport.LOCAL_WS, Transport.BIDI_STREAM):
+        # Both speak this project's WebSocket protocol; a contract describes one HTTP stream.
+        raise LadderError(
+            f"--contract {contract.name} --transport {transport.value}: another contract than "
+            "kokoro is measured over local-http or response-stream"
+        )
+    return contract
+
+
 def ladder_options(options: argparse.Namespace) -> LadderOptions:
     """Every ladder flag checked, each refusal one line naming the flag (`TtsBenchError`)."""
     refine, underrun = _number(options, "refine"), _number(options, "underrun_slo")
+    transport = _transport(options)
     return LadderOptions(
         schedule=schedule_of(options),
         slo_ms=check_slo_ms(_required(_number(options, "slo_ms"), "slo_ms")),
-        transport=_transport(options),
+        transport=transport,
         corpus=corpus_path(_text(options, "corpus")),
         refine_pct=None if refine is None else check_refine_pct(refine),
         underrun_slo=None if underrun is None else check_underrun_slo(underrun),
@@ -270,6 +295,8 @@ def ladder_options(options: argparse.Namespace) -> LadderOptions:
         variant=_text(options, "variant"),
         region=_text(options, "region"),
         confidence=check_confidence(_required(_number(options, "confidence"), "confidence")),
+        contract=_contract(options, transport),
+        contract_arg=_text(options, "contract"),
     )
 
 
@@ -290,6 +317,7 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
         ("--confidence", None if options.confidence == DEFAULT_CONFIDENCE else options.confidence),
         ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),
         ("--variant", options.variant), ("--region", options.region),
+        ("--contract", options.contract_arg),
     )  # fmt: skip
     for flag, value in optional:
         if value is not None:

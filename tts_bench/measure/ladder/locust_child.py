@@ -46,6 +46,7 @@ class LadderRequest:
     refine_pct: float | None = None
     underrun_slo: float | None = None
     confidence: float = DEFAULT_CONFIDENCE
+    contract: str | None = None  # --contract as given; None: kokoro
 
     def locust_command(self) -> list[str]:
         s = self.schedule
@@ -71,6 +72,8 @@ class LadderRequest:
             command += ["--underrun-slo", f"{self.underrun_slo!r}"]
         if self.confidence != DEFAULT_CONFIDENCE:
             command += ["--confidence", f"{self.confidence!r}"]
+        if self.contract is not None:
+            command += ["--contract", self.contract]
         return command
 
 

@@ -22,17 +22,19 @@ from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.ladder.statistics import CpuReading
 from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.samples import Outcome, Sample
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract
 from tts_bench.measure.transport.stream_events import StreamReading
 
 
 @dataclass
 class Recorder:
-    """One load-generating process: what it speaks and over what, the rung it is told, its
-    unsent samples and CPU readings."""
+    """One load-generating process: what it speaks, over what and under which contract, the
+    rung it is told, its unsent samples and CPU readings."""
 
     worker: str
     corpus: tuple[Utterance, ...] = ()
     transport: Transport = Transport.LOCAL_HTTP
+    contract: EndpointContract = KOKORO
     rung: int | None = None
     pending: list[Sample] = field(default_factory=list)
     cpu: list[CpuReading] = field(default_factory=list)

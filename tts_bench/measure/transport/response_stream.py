@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from tts_bench.aws.session import AwsSession
-from tts_bench.measure.transport.stream_events import Outcome, refusal_outcome
+from tts_bench.measure.transport.stream_events import KOKORO_EVENTS, EventRules, Outcome
 
 # The runtime ends every invocation within SageMaker's 60 s ceiling; past 70 s it is a stall.
 READ_TIMEOUT_S: Final = 70.0
@@ -67,8 +67,11 @@ def payload_lines(stream: Any) -> Iterator[bytes]:
         yield buffer
 
 
-def failure_of(exc: BaseException) -> tuple[str, Outcome] | None:
-    """A failed sample's (detail, outcome) for what a streamed invocation may raise, else None."""
+def failure_of(exc: BaseException, rules: EventRules = KOKORO_EVENTS) -> tuple[str, Outcome] | None:
+    """A failed sample's (detail, outcome) for what a streamed invocation may raise, else None.
+
+    A ModelError is a refusal when its `OriginalStatusCode` (and message) is one under `rules`.
+    """
     from botocore.exceptions import BotoCoreError, ClientError, EventStreamError
     from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
@@ -82,7 +85,7 @@ def failure_of(exc: BaseException) -> tuple[str, Outcome] | None:
         original = exc.response.get("OriginalStatusCode")
         message = str(exc.response.get("OriginalMessage") or error.get("Message") or "")
         status = f" (container {original})" if original else ""
-        return f"{code}{status}: {message[:200]}", refusal_outcome(original, message)
+        return f"{code}{status}: {message[:200]}", rules.refusal_outcome(original, message)
     if isinstance(exc, StreamEventError):
         return f"StreamEventError: {exc}", Outcome.ERROR
     if isinstance(exc, ProtocolError | ReadTimeoutError | BotoCoreError):

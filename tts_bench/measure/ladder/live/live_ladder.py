@@ -56,6 +56,7 @@ from tts_bench.measure.ladder.raw_record import QmaxRaw, raw_path, read_raw, wri
 from tts_bench.measure.ladder.schedule import LadderSchedule
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
 from tts_bench.measure.samples import Sample, read_samples, samples_path, write_samples
+from tts_bench.measure.transport.contract import load_contract
 
 Log = Callable[[str], None]
 
@@ -77,6 +78,7 @@ class LiveLadderRequest:
     confidence: float = DEFAULT_CONFIDENCE
     # The plan's surge ratio the verification rungs are held for; None holds none.
     plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
+    contract: str | None = None  # --contract as given; None: kokoro
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +114,9 @@ def read_target(session: AwsSession, request: LiveLadderRequest) -> EndpointTarg
     target.refuse_curve_modelled()
     target.refuse_not_in_service()
     target.refuse_bounded()
-    return target
+    # Named as the Locust side names it (`conductor.under_contract`): the artifact's file name.
+    ref = load_contract(request.contract).ref
+    return replace(target, fingerprint=target.fingerprint.model_copy(update={"contract": ref}))
 
 
 def run_live_ladder(
@@ -138,7 +142,7 @@ def run_live_ladder(
             slo_ms=request.slo_ms, transport=request.transport.value, corpus=request.corpus,
             model=request.model, out=request.out, processes=request.processes,
             refine_pct=request.refine_pct, underrun_slo=request.underrun_slo,
-            confidence=request.confidence,
+            confidence=request.confidence, contract=request.contract,
         )  # fmt: skip
         path = run_ladder(ladder, target.fingerprint, progress, args, target.provenance_kind)
         held = hold_verification(
