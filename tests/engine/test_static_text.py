@@ -112,3 +112,24 @@ def test_text_graphs_need_the_synthesis_graphs(monkeypatch: pytest.MonkeyPatch) 
     assert planned_settings("cuda", 64)["TORCH_TEXT_GRAPHS"] == "1"
     with pytest.raises(EngineError, match="needs a CUDA device"):
         planned_settings("cpu", 64)
+
+
+def test_the_static_text_half_reads_nothing_on_the_host(
+    random_model_dir: Path, tmp_path: Path
+) -> None:
+    """What a CUDA graph needs, checked without a GPU: the meta device holds no data, so any
+    read of a value on the host (`.item()`, a branch on a tensor) raises there. The 2-D mask
+    that the packed path gives ALBERT does such a read (transformers checks it on the host);
+    the static half's 4-D mask does not."""
+    config = json.loads((random_model_dir / "config.json").read_text(encoding="utf-8"))
+    torch.save({}, tmp_path / "empty.pth")
+    model = build_kmodel(config, tmp_path / "empty.pth").to("meta")
+    batch, width = 2, 64
+    ids = torch.ones((batch, width), dtype=torch.long, device="meta")
+    lengths = torch.full((batch,), width, dtype=torch.long, device="meta")
+    styles, speeds = torch.zeros((batch, 256), device="meta"), torch.ones(batch, device="meta")
+    with torch.inference_mode():
+        d, duration, text = StaticText(model).compute(ids, lengths, styles, speeds)
+        assert (d.shape, duration.shape, text.shape) == ((2, 64, 640), (2, 64), (2, 512, 64))
+        with pytest.raises(RuntimeError, match="meta"):
+            model.bert(ids, attention_mask=torch.ones((batch, width), device="meta").int())

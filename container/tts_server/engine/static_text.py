@@ -26,11 +26,12 @@ def _one_way(lstm: Any, suffix: str) -> Any:
     """A unidirectional copy of one direction of a single-layer bidirectional LSTM."""
     import torch
 
-    one = torch.nn.LSTM(lstm.input_size, lstm.hidden_size, 1, batch_first=True)
+    device = lstm.weight_ih_l0.device
+    one = torch.nn.LSTM(lstm.input_size, lstm.hidden_size, 1, batch_first=True, device=device)
     with torch.no_grad():
         for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
             getattr(one, name).copy_(getattr(lstm, name + suffix))
-    one = one.to(lstm.weight_ih_l0.device).eval()
+    one.eval()
     one.flatten_parameters()
     return one
 
