@@ -12,8 +12,12 @@ batch of mixed lengths takes, so a lone item is computed as if padded; the parit
 by how much that moves it). One graph per (batch size, bucket), captured on first use (or in
 `warm`), all from one memory pool: the engine runs one pass at a time, so graphs never run
 together, and each keeps its own inputs and outputs alive. What a graph cannot hold stays
-eager: the text half (packed LSTMs take their lengths on the host) and the iSTFT (torch.istft
-checks its window on the host).
+eager: kokoro's packed LSTMs (their lengths on the host), the alignment (its width is the
+frame count, read on the host) and the iSTFT (torch.istft checks its window on the host).
+
+`GraphedText` does the same for the text half, computed without packing
+(`static_text`) so that its shapes depend only on the batch size and a bucket of tokens
+(`$ENGINE_TEXT_GRAPHS=1`, with the synthesis graphs' batch bound).
 
 Use: `GraphedSynthesis(model, chain, dtype, max_batch)`; `fits(batch, frames)` says whether a
 pass goes through it; `spectrum(shared, asr, styles, frames)` is `synthesize_spectrum`
@@ -145,3 +149,76 @@ class GraphedSynthesis:
         per_frame, pad = divmod(length, bucket)
         spectrum = captured.spectrum[..., : per_frame * total + pad]
         return spectrum, captured.f0[:, : 2 * total]
+
+
+@dataclass(slots=True)
+class _CapturedText:
+    """One text-half graph and the tensors it reads and writes."""
+
+    graph: torch.cuda.CUDAGraph
+    ids: Tensor
+    lengths: Tensor
+    styles: Tensor
+    speeds: Tensor
+    d: Tensor
+    duration: Tensor
+    text: Tensor
+
+
+class GraphedText:
+    """The text half (`static_text.StaticText`: ALBERT, duration encoder and head, text
+    encoder, no packed LSTMs) as CUDA graphs, one per (batch size, token bucket), for
+    batches of at most `max_batch` items. Its own memory pool: its outputs are read after
+    the synthesis graphs of the same pass were captured or replayed."""
+
+    def __init__(self, static: Any, max_batch: int) -> None:
+        self.static = static
+        self.max_batch = max_batch
+        self._pool = torch.cuda.graph_pool_handle()
+        self._side = torch.cuda.Stream()  # one stream for all warm-ups (see GraphedSynthesis)
+        self._graphs: dict[tuple[int, int], _CapturedText] = {}
+
+    @property
+    def captured(self) -> int:
+        return len(self._graphs)
+
+    def fits(self, batch: int, width: int) -> bool:
+        return batch <= self.max_batch and self.static.fits(batch, width)
+
+    def capture(self, batch: int, bucket: int) -> _CapturedText:
+        """Record the graph of (batch, bucket) after two eager runs on the side stream, under
+        inference mode (see `GraphedSynthesis.capture`). Warm-up inputs: every item the full
+        bucket long, so no row is all padding."""
+        with torch.inference_mode():
+            device = self.static.model.device
+            ids = torch.ones((batch, bucket), dtype=torch.long, device=device)
+            lengths = torch.full((batch,), bucket, dtype=torch.long, device=device)
+            styles = torch.zeros((batch, 256), device=device)
+            speeds = torch.ones((batch,), device=device)
+            self._side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self._side):
+                for _ in range(2):
+                    self.static.compute(ids, lengths, styles, speeds)
+            torch.cuda.current_stream().wait_stream(self._side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+                d, duration, text = self.static.compute(ids, lengths, styles, speeds)
+        captured = _CapturedText(graph, ids, lengths, styles, speeds, d, duration, text)
+        self._graphs[(batch, bucket)] = captured
+        return captured
+
+    def run(
+        self, ids: Tensor, lengths: Tensor, styles: Tensor, speeds: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """`StaticText.run` replayed: the graph's own outputs cut to the batch's width, valid
+        until the next replay of that graph."""
+        batch, width = ids.shape
+        bucket = self.static.bucket(width)
+        captured = self._graphs.get((batch, bucket)) or self.capture(batch, bucket)
+        captured.ids.zero_()
+        captured.ids[:, :width].copy_(ids)
+        captured.lengths.copy_(lengths)
+        captured.styles.copy_(styles)
+        captured.speeds.copy_(speeds)
+        captured.graph.replay()
+        return captured.d[:, :width], captured.duration[:, :width], captured.text[..., :width]

@@ -17,7 +17,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,8 +38,10 @@ MAX_BATCH_ENV = "ENGINE_MAX_BATCH"
 DTYPE_ENV = "ENGINE_DTYPE"  # float32 | bfloat16 | float16: the synthesis half's arithmetic
 COMPILE_ENV = "ENGINE_COMPILE"  # 1: torch.compile the synthesis half; 0: eager
 GRAPHS_ENV = "ENGINE_CUDA_GRAPHS"  # 0: off; N: CUDA graphs for the synthesis half of batches <= N
+TEXT_GRAPHS_ENV = "ENGINE_TEXT_GRAPHS"  # 1: the text half of those batches graphed too
 DTYPES = ("float32", "bfloat16", "float16")
 WARM_GRAPH_FRAMES = 512  # warm() captures graphs of buckets up to 12.8 s of audio
+WARM_TEXT_TOKENS = 256  # and text-half graphs of buckets up to 256 token ids
 REPO_ID = "hexgrad/Kokoro-82M"  # only a label for KModel; with config + model it never downloads
 
 
@@ -141,6 +143,7 @@ class PassOptions:
     dtype: str = "float32"  # one of DTYPES (autocast below fp32; the harmonic source stays fp32)
     chain: Callable[..., Any] | None = None  # masked_decoder.adain_act, or it compiled
     graphs: Any | None = None  # a cuda_graphs.GraphedSynthesis, for the batches it fits
+    text: Any | None = None  # static_text.StaticText or cuda_graphs.GraphedText: no packing
 
 
 def _to_host(tensors: Sequence[Any]) -> list[np.ndarray]:
@@ -196,16 +199,9 @@ def forward_batch(
     batch = len(items)
     ids, lengths, styles, speeds, padding = _batch_inputs(items, device)
     width = int(lengths.max())
-    prosody_style = styles[:, 128:]
 
     with torch.inference_mode():
-        bert = model.bert(ids, attention_mask=(~padding).int())
-        d_en = model.bert_encoder(bert).transpose(-1, -2)
-        d = model.predictor.text_encoder(d_en, prosody_style, lengths, padding)
-        packed = pack_padded_sequence(d, lengths, batch_first=True, enforce_sorted=False)
-        x, _ = model.predictor.lstm(packed)
-        x, _ = pad_packed_sequence(x, batch_first=True, total_length=width)
-        duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(dim=-1) / speeds[:, None]
+        d, duration, text = _text_half(model, ids, lengths, styles, speeds, padding, options)
         if forced_durations is None:
             frames_per_token = torch.round(duration).clamp(min=1).long()
         else:
@@ -228,7 +224,6 @@ def forward_batch(
             return torch.gather(per_token, 2, index) * real
 
         en = aligned(d.transpose(-1, -2))
-        text = model.text_encoder(ids, lengths, padding)  # token axis: masks itself
         packed = pack_padded_sequence(
             en.transpose(-1, -2), frames_host, batch_first=True, enforce_sorted=False
         )
@@ -246,6 +241,36 @@ def forward_batch(
         out_durations.append(durations_np[row, : len(it.token_ids) + 2].astype(np.int64))
         out_f0.append(f0_np[row, : 2 * count].copy())
     return out_audio, out_durations, out_f0
+
+
+def _text_half(
+    model: Any,
+    ids: Any,
+    lengths: Any,
+    styles: Any,
+    speeds: Any,
+    padding: Any,
+    options: PassOptions,
+) -> tuple[Any, Any, Any]:
+    """ALBERT, the duration encoder and head, and the text encoder: d (B, W, C), unrounded
+    durations (B, W) and the text encoder's output (B, C', W). From `options.text` (padded
+    to a bucket, no packing; graphed on a GPU) when the batch fits it, else kokoro's modules
+    with packed LSTMs (`lengths` on the host)."""
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    batch, width = ids.shape
+    if options.text is not None and options.text.fits(batch, width):
+        lengths_device = lengths.to(ids.device, non_blocking=True)
+        return options.text.run(ids, lengths_device, styles, speeds)
+    bert = model.bert(ids, attention_mask=(~padding).int())
+    d_en = model.bert_encoder(bert).transpose(-1, -2)
+    d = model.predictor.text_encoder(d_en, styles[:, 128:], lengths, padding)
+    packed = pack_padded_sequence(d, lengths, batch_first=True, enforce_sorted=False)
+    x, _ = model.predictor.lstm(packed)
+    x, _ = pad_packed_sequence(x, batch_first=True, total_length=width)
+    duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(dim=-1) / speeds[:, None]
+    return d, duration, model.text_encoder(ids, lengths, padding)  # token axis: masks itself
 
 
 def _spectrum(
@@ -291,7 +316,8 @@ def planned_settings(device: str, max_batch: int) -> dict[str, str]:
     `$ENGINE_DTYPE` and `$ENGINE_COMPILE` override. `$ENGINE_CUDA_GRAPHS=N` (off by default;
     a GPU only) replays the synthesis half of batches of up to N from CUDA graphs
     (`cuda_graphs`); the key is in the settings only when it is on, so artifacts of builds
-    without it keep their fingerprints. `$ENGINE_FP32_GROUPS` (below float32 only) keeps the
+    without it keep their fingerprints; `$ENGINE_TEXT_GRAPHS=1` graphs the text half of the
+    same batches too (`static_text`), likewise keyed only when on. `$ENGINE_FP32_GROUPS` (below float32 only) keeps the
     named layer groups of `precision.GROUPS` in float32.
     """
     gpu = device.startswith("cuda")
@@ -316,6 +342,11 @@ def planned_settings(device: str, max_batch: int) -> dict[str, str]:
         if not gpu:
             raise EngineError(f"{GRAPHS_ENV}={graphs} needs a CUDA device; unset it on a CPU")
         settings["TORCH_CUDA_GRAPHS"] = str(int(graphs))
+    text_graphs = _env_choice(TEXT_GRAPHS_ENV, ("0", "1"), "0")
+    if text_graphs == "1":
+        if int(graphs) == 0:
+            raise EngineError(f"{TEXT_GRAPHS_ENV}=1 needs {GRAPHS_ENV}=N (its batch bound)")
+        settings["TORCH_TEXT_GRAPHS"] = "1"
     return settings
 
 
@@ -374,15 +405,19 @@ class TorchBackend(Backend):
         if self._settings["TORCH_COMPILE"] == "1":
             from tts_server.engine.compile_cache import compiled_adain_act
 
-            self.options = PassOptions(self.options.dtype, compiled_adain_act())
+            self.options = replace(self.options, chain=compiled_adain_act())
         if "TORCH_CUDA_GRAPHS" in self._settings:
-            from tts_server.engine.cuda_graphs import GraphedSynthesis
+            self.options = self._graphed(self.options, int(self._settings["TORCH_CUDA_GRAPHS"]))
 
-            graphs = GraphedSynthesis(
-                self.model, self.options.chain, self.options.dtype,
-                int(self._settings["TORCH_CUDA_GRAPHS"]),
-            )  # fmt: skip
-            self.options = PassOptions(self.options.dtype, self.options.chain, graphs)
+    def _graphed(self, options: PassOptions, max_batch: int) -> PassOptions:
+        from tts_server.engine.cuda_graphs import GraphedSynthesis, GraphedText
+        from tts_server.engine.static_text import StaticText
+
+        graphs = GraphedSynthesis(self.model, options.chain, options.dtype, max_batch)
+        text = None
+        if self._settings.get("TORCH_TEXT_GRAPHS") == "1":
+            text = GraphedText(StaticText(self.model), max_batch)
+        return replace(options, graphs=graphs, text=text)
 
     @staticmethod
     def default_max_batch(device: str) -> int:
@@ -409,8 +444,9 @@ class TorchBackend(Backend):
 
     def warm(self) -> float:
         """Run the warm-up batches (compiling, when on), then capture the CUDA graphs of
-        every batch size they cover up to `WARM_GRAPH_FRAMES` (longer ones are captured on
-        first use); seconds taken."""
+        every batch size they cover up to `WARM_GRAPH_FRAMES` frames and, when the text half
+        is graphed, `WARM_TEXT_TOKENS` token ids (longer ones are captured on first use);
+        seconds taken."""
         started = time.perf_counter()
         style = next(iter(self.voices.values()))
         for batch in warmup_items(self.vocab, style):
@@ -425,6 +461,12 @@ class TorchBackend(Backend):
                     graphs.bucket_frames, WARM_GRAPH_FRAMES + 1, graphs.bucket_frames
                 ):
                     graphs.capture(size, bucket, shared_dim, asr_dim)
+        text = self.options.text
+        if text is not None:
+            step = text.static.bucket_tokens
+            for size in range(1, text.max_batch + 1):
+                for bucket in range(step, WARM_TEXT_TOKENS + 1, step):
+                    text.capture(size, bucket)
         return time.perf_counter() - started
 
     def infer(self, items: Sequence[InferenceItem]) -> list[InferenceOutput]:
