@@ -38,6 +38,7 @@ FINDING_ORDER = (
     "surge_survival",
     "rule_comparison",
     "aws_semantics",
+    "ramp_rate",
     "scale_in_safety",
     "fleet_sizing",
     "slo_budget",

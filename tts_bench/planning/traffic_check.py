@@ -57,6 +57,7 @@ def with_check(
     """The plan with the check recorded and the `rule_comparison` finding it decides."""
     rules = sorted({r.rule for s in seeds for r in s.rules}, key=lambda r: r != plan.rule)
     sets = list(dict.fromkeys(r.aws_semantics for s in seeds for r in s.rules))
+    hours = [s.oracle_instance_hours for s in seeds]
     check = TrafficCheck(
         traffic=traffic,
         trace_sha256=trace_sha256,
@@ -64,22 +65,39 @@ def with_check(
         shed_budget=check_budget(budget),
         seeds=list(seeds),
         mean=[mean_figures(seeds, rule, semantics) for semantics in sets for rule in rules],
+        oracle_instance_hours=(
+            None if None in hours else round(statistics.mean(hours), 3)  # type: ignore[type-var]
+        ),
     )
     findings = [f for f in plan.findings if f.name not in ("rule_comparison", "aws_semantics")]
     findings.append(rule_comparison(plan.rule, check))
     if len(check.semantics) > 1:
         findings.append(semantics_comparison(check))
     findings.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
-    extra = {"traffic_check": check.model_dump(mode="json", exclude={"seeds", "mean"})}
-    extra["traffic_check"]["seeds"] = [s.seed for s in check.seeds]
-    return plan.model_copy(
-        update={
-            "traffic_check": check,
-            "findings": findings,
-            "feasible": not any(f.verdict is Verdict.STOP for f in findings),
-            "plan_id": plan_id(plan.inputs, dict(plan.sources), plan.fingerprint, plan.rule, extra),
-        }
+    return identified(
+        plan.model_copy(
+            update={
+                "traffic_check": check,
+                "findings": findings,
+                "feasible": not any(f.verdict is Verdict.STOP for f in findings),
+            }
+        )
     )
+
+
+def identified(plan: PlanArtifact) -> PlanArtifact:
+    """The plan with its id over its inputs and what `--traffic` and `--schedule` added (a plan
+    with neither keeps the id `derive_plan` gave it)."""
+    extra: dict[str, object] = {}
+    if (check := plan.traffic_check) is not None:
+        extra["traffic_check"] = check.model_dump(mode="json", exclude={"seeds", "mean"})
+        extra["traffic_check"]["seeds"] = [s.seed for s in check.seeds]  # type: ignore[index]
+    if (schedule := plan.schedule) is not None:
+        extra["schedule"] = schedule.model_dump(mode="json", exclude={"minute_rps"})
+    if not extra:
+        return plan
+    plan_id_ = plan_id(plan.inputs, dict(plan.sources), plan.fingerprint, plan.rule, extra)
+    return plan.model_copy(update={"plan_id": plan_id_})
 
 
 def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
@@ -99,6 +117,11 @@ def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
         if own
         else f"the {rule} rule was not simulated"
     )
+    oracle = check.oracle_instance_hours
+    if own and oracle:
+        figures["oracle_instance_hours"] = oracle
+        figures["x_oracle"] = round(own.instance_hours / oracle, 3)
+        text += f", {own.instance_hours / oracle:.3f} × oracle ({oracle:,.1f})"
     for other in others:
         ratio = own.instance_hours / other.instance_hours if own and other.instance_hours else None
         figures[f"{other.rule}_shed_share"] = other.shed_share
@@ -106,6 +129,7 @@ def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
         text += (
             f"; the {other.rule} rule would shed {100 * other.shed_share:.4f} % on "
             f"{other.instance_hours:,.1f} instance-hours"
+            + (f", {other.instance_hours / oracle:.3f} × oracle" if oracle else "")
             + (f" (this plan ×{ratio:.3f})" if ratio else "")
         )
     over = own is None or own.shed_share > check.shed_budget

@@ -10,8 +10,9 @@ Every day is simulated under both variant sets of AWS's open points (`documented
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,15 +24,18 @@ from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.aws.semantics import DOCUMENTED, PESSIMISTIC, AwsSemantics
 from tts_bench.planning.plan import derive_plan
+from tts_bench.planning.schedule.attach import with_schedule
 from tts_bench.planning.steps import PlanRequest
 from tts_bench.planning.traffic_check import with_check
 from tts_bench.simulate.deploy_shape import scaling_shape
+from tts_bench.simulate.oracle import minute_rates, oracle_fleet
 from tts_bench.simulate.policies import parse_policy
 from tts_bench.simulate.replay import run_fleet_model
 from tts_bench.simulate.service import service_curves
 from tts_bench.simulate.traffic import Traffic, load_trace, parse_synthetic, synthetic_traffic
 
 SECONDS_PER_HOUR = 3600.0
+MINUTE_S = 60
 CHECK_SEMANTICS: tuple[AwsSemantics, ...] = (DOCUMENTED, PESSIMISTIC)
 
 
@@ -60,6 +64,25 @@ class CheckTraffic:
         shape = parse_synthetic(self.spec or "")
         duration = self.duration_s or shape.default_duration_s(hold_s)
         return synthetic_traffic(shape, duration, hold_s, rng)
+
+    def forecast(self, plan: PlanArtifact) -> tuple[str, list[float], str | None]:
+        """What a schedule is made from: a description, each minute's expected rate, and the
+        trace's sha256. A synthetic day's expected rate without its `+surge` (the surprise the
+        headroom is for, not part of the forecast); a trace's per-minute counts."""
+        if self.trace is not None:
+            rates, _ = minute_rates(self.build(plan, np.random.default_rng(0)))
+            return f"trace {self.trace.name}", rates.tolist(), sha256_file(self.trace)
+        shape = parse_synthetic(self.spec or "")
+        base = replace(shape, surge_ratio=1.0, surge_at_s=math.inf)
+        duration = self.duration_s or shape.default_duration_s(plan.inputs.planned_total_s)
+        seconds = np.arange(math.ceil(duration)) + 0.5
+        per_second = base.rate_rps(seconds, 0.0)
+        minutes = math.ceil(len(per_second) / MINUTE_S)
+        padded = np.pad(per_second, (0, minutes * MINUTE_S - len(per_second)))
+        counts = padded.reshape(minutes, MINUTE_S).sum(axis=1)
+        lengths = np.minimum(MINUTE_S, len(per_second) - MINUTE_S * np.arange(minutes))
+        spec = self.spec.split("+surge")[0] if self.spec else ""
+        return spec, (counts / lengths).tolist(), None
 
 
 def day_figures(
@@ -91,18 +114,22 @@ def check_seeds(
     plans: Sequence[PlanArtifact], qmax: QmaxArtifact, traffic: CheckTraffic, seeds: Sequence[int]
 ) -> list[SeedCheck]:
     """Every plan over every seed's day under each variant set (the same arrivals for each
-    plan and set of a seed)."""
-    return [
-        SeedCheck(
-            seed=seed,
-            rules=[
-                day_figures(plan, qmax, traffic, seed, semantics)
-                for semantics in CHECK_SEMANTICS
-                for plan in plans
-            ],
-        )
-        for seed in seeds
-    ]
+    plan and set of a seed), and the clairvoyant fleet on that day at the fleet plan's levels."""
+    levels = next((p.fleet for p in plans if p.fleet is not None), None)
+    checks = []
+    for seed in seeds:
+        oracle = None
+        if levels is not None:
+            day = traffic.build(plans[0], np.random.default_rng(seed))
+            fleet = oracle_fleet(day, levels.scale_out_rps, levels.planned_total_s)
+            oracle = round(fleet.instance_hours, 3)
+        rules = [
+            day_figures(plan, qmax, traffic, seed, semantics)
+            for semantics in CHECK_SEMANTICS
+            for plan in plans
+        ]
+        checks.append(SeedCheck(seed=seed, rules=rules, oracle_instance_hours=oracle))
+    return checks
 
 
 def checked_plan(
@@ -114,10 +141,14 @@ def checked_plan(
     traffic: CheckTraffic,
     seeds: int,
     budget: float,
+    schedule: bool = False,
 ) -> PlanArtifact:
-    """`plan` checked on `seeds` simulated days beside its other rule's twin (same inputs)."""
+    """`plan` checked on `seeds` simulated days beside its other rule's twin (same inputs);
+    with `schedule`, the plan first gets the schedule the day gives (the twin none)."""
     if seeds < 1:
         raise TtsBenchError(f"--seeds {seeds} must be at least 1")
+    if schedule:
+        plan = with_schedule(plan, *traffic.forecast(plan))
     other = "published" if plan.rule == "fleet" else "fleet"
     twin = derive_plan(qmax, ttotal, request.model_copy(update={"rule": other}), sources)
     days = check_seeds([plan, twin], qmax, traffic, range(1, seeds + 1))

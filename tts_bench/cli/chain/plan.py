@@ -66,6 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--traffic-trace", type=Path, metavar="FILE", help="check the plan on a trace instead"
     )
     p.add_argument(
+        "--schedule",
+        action="store_true",
+        help="with --traffic or --traffic-trace: add scheduled MinCapacity steps a planned "
+        "T_total ahead of the ramps the reactive rule cannot follow (fleet rule; times in UTC)",
+    )
+    p.add_argument(
         "--seeds", type=int, default=5, help="simulated days for the check, seeds 1..N (default 5)"
     )
     p.add_argument(
@@ -92,12 +98,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def traffic_check(args: argparse.Namespace, request: PlanRequest):  # -> PlanCheck | None
     """The `--traffic` check, refused in one line before anything runs when its flags are bad."""
+    from tts_bench.errors import TtsBenchError
     from tts_bench.planning.traffic_check import check_budget, default_traffic
 
     check_budget(args.shed_budget)
     if args.traffic is None and args.traffic_trace is None:
+        if args.schedule:
+            raise TtsBenchError(
+                "--schedule is made from the day: give --traffic or --traffic-trace"
+            )
         return None
-    from tts_bench.errors import TtsBenchError
+    if args.schedule and request.rule != "fleet":
+        raise TtsBenchError(
+            "--schedule needs the fleet rule's load level λ_out; drop --rule published"
+        )
 
     if args.seeds < 1:
         raise TtsBenchError(f"--seeds {args.seeds} must be at least 1")
@@ -116,8 +130,9 @@ def traffic_check(args: argparse.Namespace, request: PlanRequest):  # -> PlanChe
 
     def check(plan, qmax, ttotal, sources):  # type: ignore[no-untyped-def]
         return checked_plan(
-            plan, qmax, ttotal, request, sources, traffic, args.seeds, args.shed_budget
-        )
+            plan, qmax, ttotal, request, sources, traffic, args.seeds, args.shed_budget,
+            args.schedule,
+        )  # fmt: skip
 
     return check
 
