@@ -294,16 +294,32 @@ def _traffic_check(p: PlanArtifact) -> Html:
     check = p.traffic_check
     if check is None:
         return Html("")
+    oracle = check.oracle_instance_hours
     return table(
-        ["rule", "requests", "shed share", "instance-hours", "peak instances"],
+        ["rule", "AWS", "requests", "shed share", "instance-hours", "× oracle", "peak instances"],
         [
-            [m.rule, number(m.requests, ",.0f"), number(100 * m.shed_share, ".4f", "%"),
-             number(m.instance_hours, ",.0f"), number(m.peak_instances, ".0f")]
+            [m.rule, m.aws_semantics or "-", number(m.requests, ",.0f"),
+             number(100 * m.shed_share, ".4f", "%"), number(m.instance_hours, ",.0f"),
+             number(m.instance_hours / oracle if oracle else None, ".3f"),
+             number(m.peak_instances, ".0f")]
             for m in check.mean
         ],
         f"Simulated on {check.traffic}, mean of {len(check.seeds)} seeds "
-        f"(shed budget {check.shed_budget:g})",
+        f"(shed budget {check.shed_budget:g}; the clairvoyant fleet "
+        + (f"{oracle:,.0f} instance-hours)" if oracle else "not recorded)"),
     )  # fmt: skip
+
+
+def _schedule(p: PlanArtifact) -> Html:
+    schedule = p.schedule
+    if schedule is None:
+        return Html("")
+    return table(
+        ["UTC (+00:00), daily", "MinCapacity"],
+        [[s.at_utc, s.min_capacity] for s in schedule.steps],
+        f"Scheduled actions from {schedule.traffic} (rates sha256 "
+        f"{schedule.minute_rps_sha256[:12]}), {schedule.lead_s:g} s ahead",
+    )
 
 
 def _printed_plan(p: PlanArtifact, others: Sequence[Item]) -> Html:
@@ -351,7 +367,7 @@ def plan_part(item: Item, p: PlanArtifact, others: Sequence[Item]) -> Html:
     )
     parts = [
         key_values(summary), _deployed_numbers(p), policies, _fleet_levels(p), findings,
-        _traffic_check(p), _printed_plan(p, others),
+        _traffic_check(p), _schedule(p), _printed_plan(p, others),
     ]  # fmt: skip
     return subsection(item.path.name, *parts, id_=item.anchor)
 
@@ -397,15 +413,19 @@ def simulation_part(item: Item, a: SimulationArtifact) -> Html:
         ("price per instance-hour", number(i.price_per_hour_usd, "g", "USD")),
         ("over the SLO when", i.over_slo_rule),
     ]
+    oracle = a.oracle_instance_hours
     policies = table(
-        ["policy", "requests", "shed", "over the SLO", "instance-hours", "cost", "peak instances"],
+        ["policy", "requests", "shed", "over the SLO", "instance-hours", "× oracle", "cost",
+         "peak instances"],
         [
             [p.policy, f"{p.requests:,}", f"{p.shed:,} ({100 * p.shed_share:.4f} %)",
              f"{p.over_slo:,} ({100 * p.over_slo_share:.4f} %)", number(p.instance_hours, ",.1f"),
+             number(p.instance_hours / oracle if oracle else None, ".3f"),
              number(p.cost_usd, ",.0f", "USD"), p.peak_instances]
             for p in a.policies
         ],
-        "Policies side by side on the same traffic",
+        "Policies side by side on the same traffic"
+        + (f" (the clairvoyant fleet: {oracle:,.1f} instance-hours)" if oracle else ""),
     )  # fmt: skip
     return subsection(
         item.path.name, key_values(summary), _plot(item, "Simulated timeline"), policies,
