@@ -195,3 +195,45 @@ def test_schedule_flags_are_refused_in_one_line(capsys, tmp_path, extra, expecte
     )  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert code == 2 and expected in err and "\n" not in err, err
+
+
+def test_a_missed_forecast_moves_and_scales_the_day() -> None:
+    from tts_bench.simulate.check import MissedShape
+    from tts_bench.simulate.traffic import parse_synthetic
+
+    base = parse_synthetic("diurnal:10:100:7200")
+    fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
+    missed = MissedShape(**fields, shift_s=1800.0, scale=1.2)
+    t = np.array([0.0, 1800.0, 3600.0, 5400.0])
+    assert missed.rate_rps(t, 0.0) == pytest.approx(1.2 * base.rate_rps(t - 1800.0, 0.0))
+    # The peak (at half the period) comes 30 minutes later.
+    assert missed.rate_rps(np.array([5400.0]), 0.0)[0] == pytest.approx(120.0)
+
+
+def test_forecast_errors_are_simulated_recorded_and_rederived(capsys, tmp_path) -> None:
+    from tts_bench.cli import main
+
+    for source in (REFERENCE_QMAX, REFERENCE_TTOTAL):
+        shutil.copy(source, tmp_path / source.name)
+    code = main(
+        ["plan", "--qmax", str(tmp_path / REFERENCE_QMAX.name),
+         "--ttotal", str(tmp_path / REFERENCE_TTOTAL.name), "--peak-rps", "60",
+         "--trough-rps", "2", "--traffic", "diurnal:2:60:3600", "--schedule",
+         "--forecast-errors", "--seeds", "1", "--json", "--out", str(tmp_path)]
+    )  # fmt: skip
+    plan = PlanArtifact.model_validate(json.loads(capsys.readouterr().out))
+    check = plan.traffic_check
+    assert code in (0, 1) and check is not None and check.forecast_errors is not None
+    pairs = [(r.shift_s, r.scale, r.aws_semantics) for r in check.forecast_errors]
+    assert pairs == [
+        (shift, scale, semantics)
+        for shift, scale in ((-1800.0, 1.0), (1800.0, 1.0), (0.0, 0.8), (0.0, 1.2))
+        for semantics in ("documented", "pessimistic")
+    ]
+    assert plan.finding("forecast_error") is not None
+    (path,) = tmp_path.glob("plan-*.json")
+    folder = ArtifactFolder(tmp_path)
+    assert "re-derived from" in folder.check(path).line()
+    _edit(path, lambda d: d["traffic_check"]["forecast_errors"][0].update(shed_share=0.5))
+    with pytest.raises(TtsBenchError, match="plan_id|forecast"):
+        folder.check(path)

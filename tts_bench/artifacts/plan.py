@@ -234,6 +234,18 @@ class SeedCheck(_Strict):
     )
 
 
+class ForecastError(_Strict):
+    """`plan --schedule --forecast-errors`: the scheduled plan on the day it was told, shifted
+    or scaled, mean over the check's seeds under one variant set of AWS."""
+
+    shift_s: float = Field(description="the day comes this much later (negative: earlier)")
+    scale: PositiveFloat = Field(description="its load times this")
+    aws_semantics: str
+    shed_share: NonNegativeFloat
+    instance_hours: NonNegativeFloat
+    oracle_instance_hours: NonNegativeFloat
+
+
 class TrafficCheck(_Strict):
     """`plan --traffic`: both rules' plans simulated over the same days. Never changes a
     deployed number; a mean shed share above the budget makes the plan `stop`."""
@@ -247,6 +259,7 @@ class TrafficCheck(_Strict):
     oracle_instance_hours: NonNegativeFloat | None = Field(
         default=None, exclude_if=_absent, description="the clairvoyant fleet, mean over seeds"
     )
+    forecast_errors: list[ForecastError] | None = Field(default=None, exclude_if=_absent)
 
     def mean_of(self, rule: str, semantics: str = "documented") -> RuleFigures | None:
         """A rule's mean under a variant set (a check from before the sets: its only one)."""

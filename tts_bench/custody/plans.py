@@ -68,7 +68,7 @@ def rederive(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) -> 
         return derived
     return with_check(
         derived, check.traffic, check.seeds, check.shed_budget, check.duration_s,
-        check.trace_sha256,
+        check.trace_sha256, check.forecast_errors,
     )  # fmt: skip
 
 

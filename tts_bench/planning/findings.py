@@ -39,6 +39,7 @@ FINDING_ORDER = (
     "rule_comparison",
     "aws_semantics",
     "ramp_rate",
+    "forecast_error",
     "scale_in_safety",
     "fleet_sizing",
     "slo_budget",

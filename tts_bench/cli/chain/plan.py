@@ -72,6 +72,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "T_total ahead of the ramps the reactive rule cannot follow (fleet rule; times in UTC)",
     )
     p.add_argument(
+        "--forecast-errors",
+        action="store_true",
+        help="with --schedule: also simulate the day shifted ±30 min and its load ×0.8 and ×1.2 "
+        "(the same schedule; 16 more simulated days per seed)",
+    )
+    p.add_argument(
         "--seeds", type=int, default=5, help="simulated days for the check, seeds 1..N (default 5)"
     )
     p.add_argument(
@@ -102,6 +108,8 @@ def traffic_check(args: argparse.Namespace, request: PlanRequest):  # -> PlanChe
     from tts_bench.planning.traffic_check import check_budget, default_traffic
 
     check_budget(args.shed_budget)
+    if args.forecast_errors and not args.schedule:
+        raise TtsBenchError("--forecast-errors judges a schedule: add --schedule")
     if args.traffic is None and args.traffic_trace is None:
         if args.schedule:
             raise TtsBenchError(
@@ -131,7 +139,7 @@ def traffic_check(args: argparse.Namespace, request: PlanRequest):  # -> PlanChe
     def check(plan, qmax, ttotal, sources):  # type: ignore[no-untyped-def]
         return checked_plan(
             plan, qmax, ttotal, request, sources, traffic, args.seeds, args.shed_budget,
-            args.schedule,
+            args.schedule, args.forecast_errors,
         )  # fmt: skip
 
     return check
