@@ -235,5 +235,5 @@ def test_forecast_errors_are_simulated_recorded_and_rederived(capsys, tmp_path) 
     folder = ArtifactFolder(tmp_path)
     assert "re-derived from" in folder.check(path).line()
     _edit(path, lambda d: d["traffic_check"]["forecast_errors"][0].update(shed_share=0.5))
-    with pytest.raises(TtsBenchError, match="plan_id|forecast"):
+    with pytest.raises(TtsBenchError, match=r"plan_id|forecast"):
         folder.check(path)
