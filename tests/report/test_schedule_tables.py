@@ -10,7 +10,8 @@ from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.schedule.attach import with_schedule
 from tts_bench.planning.steps import PlanRequest
 from tts_bench.planning.traffic_check import with_check
-from tts_bench.report.sections import _schedule, _traffic_check
+from tts_bench.report.plan_tables import schedule_table as _schedule
+from tts_bench.report.plan_tables import traffic_check_table as _traffic_check
 
 
 def _figures(rule: str, hours: float) -> RuleFigures:

@@ -36,6 +36,7 @@ from tts_bench.report.page import (
     table,
     yes_no,
 )
+from tts_bench.report.plan_tables import schedule_table, traffic_check_table
 
 Artifact = (
     QmaxArtifact
@@ -290,38 +291,6 @@ def _fleet_levels(p: PlanArtifact) -> Html:
     return table(["level", "value", "derivation"], rows, "Fleet rule: load levels")
 
 
-def _traffic_check(p: PlanArtifact) -> Html:
-    check = p.traffic_check
-    if check is None:
-        return Html("")
-    oracle = check.oracle_instance_hours
-    return table(
-        ["rule", "AWS", "requests", "shed share", "instance-hours", "× oracle", "peak instances"],
-        [
-            [m.rule, m.aws_semantics or "-", number(m.requests, ",.0f"),
-             number(100 * m.shed_share, ".4f", "%"), number(m.instance_hours, ",.0f"),
-             number(m.instance_hours / oracle if oracle else None, ".3f"),
-             number(m.peak_instances, ".0f")]
-            for m in check.mean
-        ],
-        f"Simulated on {check.traffic}, mean of {len(check.seeds)} seeds "
-        f"(shed budget {check.shed_budget:g}; the clairvoyant fleet "
-        + (f"{oracle:,.0f} instance-hours)" if oracle else "not recorded)"),
-    )  # fmt: skip
-
-
-def _schedule(p: PlanArtifact) -> Html:
-    schedule = p.schedule
-    if schedule is None:
-        return Html("")
-    return table(
-        ["UTC (+00:00), daily", "MinCapacity"],
-        [[s.at_utc, s.min_capacity] for s in schedule.steps],
-        f"Scheduled actions from {schedule.traffic} (rates sha256 "
-        f"{schedule.minute_rps_sha256[:12]}), {schedule.lead_s:g} s ahead",
-    )
-
-
 def _printed_plan(p: PlanArtifact, others: Sequence[Item]) -> Html:
     """The plan as `tts-bench plan` printed it, when both its sources are among the files."""
     by_hash = {o.sha256: o.artifact for o in others}
@@ -367,7 +336,7 @@ def plan_part(item: Item, p: PlanArtifact, others: Sequence[Item]) -> Html:
     )
     parts = [
         key_values(summary), _deployed_numbers(p), policies, _fleet_levels(p), findings,
-        _traffic_check(p), _schedule(p), _printed_plan(p, others),
+        traffic_check_table(p), schedule_table(p), _printed_plan(p, others),
     ]  # fmt: skip
     return subsection(item.path.name, *parts, id_=item.anchor)
 

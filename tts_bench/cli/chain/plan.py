@@ -53,6 +53,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="plan from artifacts of different fingerprints (a warning instead of a refusal)",
     )
+    add_traffic_options(p)
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("measurements"),
+        help="where to write the plan (default measurements/)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan artifact as JSON and nothing else on stdout",
+    )
+    p.set_defaults(handler=run)
+
+
+def add_traffic_options(p: argparse.ArgumentParser) -> None:
+    """`--traffic`/`--traffic-trace` and what goes with them: the check, the schedule, the
+    forecast errors."""
     traffic = p.add_mutually_exclusive_group()
     traffic.add_argument(
         "--traffic",
@@ -88,18 +106,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="mean shed share over the seeds past which the plan is stop "
         f"(default {DEFAULT_SHED_BUDGET:g})",
     )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("measurements"),
-        help="where to write the plan (default measurements/)",
-    )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print the plan artifact as JSON and nothing else on stdout",
-    )
-    p.set_defaults(handler=run)
 
 
 def traffic_check(args: argparse.Namespace, request: PlanRequest):  # -> PlanCheck | None
