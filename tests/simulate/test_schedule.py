@@ -237,3 +237,20 @@ def test_forecast_errors_are_simulated_recorded_and_rederived(capsys, tmp_path) 
     _edit(path, lambda d: d["traffic_check"]["forecast_errors"][0].update(shed_share=0.5))
     with pytest.raises(TtsBenchError, match=r"plan_id|forecast"):
         folder.check(path)
+
+
+def test_ramp_rate_by_hand_on_the_tiny_day() -> None:
+    from tts_bench.planning.schedule.ramp import ramp_rate
+
+    found = ramp_rate(TINY_DAY, TINY, scheduled=False)
+    # 1.25 per two minutes is 11.80 % a minute; minutes 1 and 2 see ×6 within two: 144.95 %.
+    assert found.verdict == "warn"
+    assert found.figure("follows_percent_per_minute") == pytest.approx(
+        100 * (1.25**0.5 - 1), abs=1e-3
+    )
+    assert found.figure("faster_minutes") == 2
+    assert found.figure("fastest_percent_per_minute") == pytest.approx(100 * (6**0.5 - 1), abs=1e-3)
+    assert found.figure("fastest_at_fleet_size") == 1
+    assert "between 00:01 and 00:03 UTC" in found.message
+    assert ramp_rate(TINY_DAY, TINY, scheduled=True).verdict == "ok"
+    assert ramp_rate(np.full(10, 50.0), TINY, scheduled=False).verdict == "ok"

@@ -45,7 +45,7 @@ def ramp_rate(rates_rps: np.ndarray, fleet: DayFleet, scheduled: bool) -> Findin
     sizes = ", ".join(
         f"{n}: {follows:.2f}–{percent_per_minute(s * n / (n - 1), lead):.2f}"
         if n > 1
-        else f"1: {follows:.2f} and more below λ_out"
+        else f"1: {follows:.2f} up (a lone instance sized for less than λ_out follows more)"
         for n in SIZES
     )
     figures: dict[str, object] = {
