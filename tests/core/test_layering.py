@@ -278,6 +278,8 @@ INNER: dict[str, dict[str, frozenset[str]]] = {
         "": frozenset({"aws", "rounding"}),
         "rounding": frozenset(),
         "aws": frozenset({"rounding"}),
+        # The schedule reads the plan's findings and id; nothing at the top imports it.
+        "schedule": frozenset({"", "rounding"}),
     },
     "measure": {
         "": frozenset({"transport"}),

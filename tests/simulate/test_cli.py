@@ -73,6 +73,8 @@ def test_writes_the_artifact_and_its_plot_and_prints_the_table(capsys, tmp_path)
     assert lines[0].endswith("× oracle") and float(lines[1].split()[-1]) > 0
     assert lines[2].startswith("oracle: ") and "λ_out 13.776 rps each" in lines[2]
     (written,) = tmp_path.glob("simulate-kokoro-82m-g5xlarge-8b1b96bc-*.json")
+    # The artifact records the clairvoyant fleet, for the report's × oracle column.
+    assert json.loads(written.read_text(encoding="utf-8"))["oracle_instance_hours"] > 0
     artifact = load_artifact(written, SimulationArtifact)
     assert artifact.policies[0].policy == "naive" and artifact.policies[0].cost_usd is None
     assert set(artifact.inputs.files) == {"plan", "qmax", "ttotal"}

@@ -222,9 +222,28 @@ class RuleFigures(_Strict):
     )
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class SeedCheck(_Strict):
     seed: int
     rules: list[RuleFigures] = Field(min_length=1)
+    oracle_instance_hours: NonNegativeFloat | None = Field(
+        default=None, exclude_if=_absent, description="the clairvoyant fleet on this seed's day"
+    )
+
+
+class ForecastError(_Strict):
+    """`plan --schedule --forecast-errors`: the scheduled plan on the day it was told, shifted
+    or scaled, mean over the check's seeds under one variant set of AWS."""
+
+    shift_s: float = Field(description="the day comes this much later (negative: earlier)")
+    scale: PositiveFloat = Field(description="its load times this")
+    aws_semantics: str
+    shed_share: NonNegativeFloat
+    instance_hours: NonNegativeFloat
+    oracle_instance_hours: NonNegativeFloat
 
 
 class TrafficCheck(_Strict):
@@ -237,6 +256,10 @@ class TrafficCheck(_Strict):
     shed_budget: float = Field(gt=0, lt=1)
     seeds: list[SeedCheck] = Field(min_length=1)
     mean: list[RuleFigures] = Field(min_length=1)
+    oracle_instance_hours: NonNegativeFloat | None = Field(
+        default=None, exclude_if=_absent, description="the clairvoyant fleet, mean over seeds"
+    )
+    forecast_errors: list[ForecastError] | None = Field(default=None, exclude_if=_absent)
 
     def mean_of(self, rule: str, semantics: str = "documented") -> RuleFigures | None:
         """A rule's mean under a variant set (a check from before the sets: its only one)."""
@@ -249,6 +272,41 @@ class TrafficCheck(_Strict):
     def semantics(self) -> list[str]:
         """The variant sets it was simulated under, in order (`documented` first)."""
         return list(dict.fromkeys(r.aws_semantics or "documented" for r in self.mean))
+
+
+# Application Auto Scaling holds at most 200 scheduled actions per scalable target (its quotas
+# page: "Scheduled actions per scalable target 200", not adjustable).
+MAX_SCHEDULED_ACTIONS: Final = 200
+_SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class ScheduledStep(_Strict):
+    """One scheduled action: MinCapacity from `at_s` on (a daily cron at `at_utc`)."""
+
+    at_s: NonNegativeInt = Field(description="seconds from the day's start, a whole minute")
+    at_utc: str = Field(pattern=r"^\d{2}:\d{2}$", description="HH:MM, UTC (+00:00)")
+    min_capacity: PositiveInt
+
+
+class Schedule(_Strict):
+    """`plan --schedule`: MinCapacity steps ahead of the ramps the reactive rule cannot follow,
+    with the inputs they are re-derived from (planning/schedule, docs/simulation.md)."""
+
+    traffic: str = Field(description="the spec or trace the day was read from")
+    trace_sha256: _SHA256 | None = None
+    minute_rps: list[NonNegativeFloat] = Field(
+        min_length=1, description="each minute's expected offered rate, the schedule's input"
+    )
+    minute_rps_sha256: _SHA256 = Field(description="sha256 of minute_rps as canonical JSON")
+    utc_offset: Literal["+00:00"] = Field(
+        default="+00:00", description="the day starts at 00:00 UTC; times are UTC"
+    )
+    per_instance_rps: PositiveFloat = Field(description="λ_out: the load each instance holds")
+    lead_s: PositiveFloat = Field(description="how long before a needed minute its step acts")
+    steps: list[ScheduledStep] = Field(min_length=1, max_length=MAX_SCHEDULED_ACTIONS)
+    instance_minutes: NonNegativeInt = Field(
+        description="the floor the steps hold, summed over the day's minutes"
+    )
 
 
 class PlanArtifact(_Strict):
@@ -277,6 +335,8 @@ class PlanArtifact(_Strict):
     )
     fleet: FleetLevels | None = Field(default=None, description="the fleet rule's levels")
     traffic_check: TrafficCheck | None = None
+    # Omitted when absent, so a plan without a schedule serializes as it did before it.
+    schedule: Schedule | None = Field(default=None, exclude_if=_absent)
     findings: list[Finding]
     inputs: PlanInputs
     sources: dict[Literal["qmax", "ttotal"], SourceArtifact]

@@ -65,6 +65,11 @@ class SimulationArtifact(_Strict):
     fingerprint: Fingerprint | None
     policies: list[PolicyOutcome] = Field(min_length=1)
     inputs: SimulationInputs
+    # The clairvoyant fleet on the same arrivals (docs/simulation.md); omitted when the fleet
+    # rule gives no λ_out, and absent from simulations written before it.
+    oracle_instance_hours: NonNegativeFloat | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
     provenance: Provenance
 
     @model_validator(mode="after")

@@ -6,8 +6,10 @@ pack's and `tts-bench verify`'s one rule for a plan.
 2. The plan is derived again (`planning.plan.derive_plan`) from those two artifacts with the
    plan's recorded operator inputs (peak and trough, SLO, surge ratio, floor, mismatch
    allowance) and rule; a `plan --traffic` check is applied again from the figures it recorded
-   (`traffic_check.with_check`), which never moves a deployed number. One derivation, no
-   simulation: the fleet rule's tuned constants are fixed in code.
+   (`traffic_check.with_check`), which never moves a deployed number; a `--schedule`'s steps
+   are derived again from the per-minute rates the plan records (`planning.schedule`), so a
+   hand-edited step, or rates that no longer match their sha256, is a difference. One
+   derivation, no simulation: the fleet rule's tuned constants are fixed in code.
 3. `compare_plans` walks both, field by field: every deployed number and its units, the deploy
    shape, `feasible`, every finding's verdict and figures, `plan_id`, `provenance.kind`. Not
    compared (`PLAN_EXEMPT`): when and by what the plan was written, where its sources lay, a
@@ -28,6 +30,7 @@ from tts_bench.custody.differences import Difference, exempt_paths, first_differ
 from tts_bench.custody.outcome import Checked, CustodyError, Sources
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.plan import derive_plan
+from tts_bench.planning.schedule.attach import with_schedule
 from tts_bench.planning.steps import request_of
 from tts_bench.planning.traffic_check import with_check
 
@@ -56,12 +59,16 @@ def rederive(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) -> 
     derived = derive_plan(
         qmax, ttotal, request, dict(plan.sources), created_at=plan.provenance.created_at
     )
+    if (schedule := plan.schedule) is not None:
+        derived = with_schedule(
+            derived, schedule.traffic, schedule.minute_rps, schedule.trace_sha256
+        )
     check = plan.traffic_check
     if check is None:
         return derived
     return with_check(
         derived, check.traffic, check.seeds, check.shed_budget, check.duration_s,
-        check.trace_sha256,
+        check.trace_sha256, check.forecast_errors,
     )  # fmt: skip
 
 

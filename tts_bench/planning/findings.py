@@ -38,6 +38,8 @@ FINDING_ORDER = (
     "surge_survival",
     "rule_comparison",
     "aws_semantics",
+    "ramp_rate",
+    "forecast_error",
     "scale_in_safety",
     "fleet_sizing",
     "slo_budget",

@@ -5,7 +5,13 @@ from __future__ import annotations
 import math
 
 from tts_bench.artifacts.cloudwatch import CloudWatchUnits
-from tts_bench.artifacts.plan import PlanArtifact, StepSpec, TargetTrackingSpec, Verdict
+from tts_bench.artifacts.plan import (
+    PlanArtifact,
+    Schedule,
+    StepSpec,
+    TargetTrackingSpec,
+    Verdict,
+)
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning.deploy import deploy_shape_of
@@ -100,10 +106,24 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
         ]
     lines += ["", "Deploy shape"]
     lines += [f"  {_policy(spec)}" for spec in deploy_shape_of(plan).policies]
+    if plan.schedule is not None:
+        lines += ["", *_schedule(plan.schedule)]
     lines += ["", "Findings (worst first)"]
     lines += [f"  {_MARK[f.verdict]} {f.name:<16} {f.message}" for f in plan.findings]
     lines += ["", f"Feasible: {'yes' if plan.feasible else 'NO (a finding is stop)'}"]
     return "\n".join(lines)
+
+
+def _schedule(schedule: Schedule) -> list[str]:
+    """The scheduled actions, one line each, times in UTC (a daily cron)."""
+    lines = [
+        f"Schedule ({len(schedule.steps)} scheduled actions, daily, UTC {schedule.utc_offset}; "
+        f"from {schedule.traffic}, {len(schedule.minute_rps)} minutes, sha256 "
+        f"{schedule.minute_rps_sha256[:12]}; {schedule.lead_s:g} s ahead at "
+        f"{schedule.per_instance_rps:.3f} rps per instance)"
+    ]
+    lines += [f"  {s.at_utc} UTC  MinCapacity {s.min_capacity}" for s in schedule.steps]
+    return lines
 
 
 def _q_max_interval(qmax: QmaxArtifact) -> str:

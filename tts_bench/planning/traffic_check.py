@@ -12,12 +12,21 @@ import statistics
 from collections.abc import Sequence
 from typing import Final
 
-from tts_bench.artifacts.plan import PlanArtifact, RuleFigures, SeedCheck, TrafficCheck, Verdict
+from tts_bench.artifacts.plan import (
+    ForecastError,
+    PlanArtifact,
+    RuleFigures,
+    SeedCheck,
+    TrafficCheck,
+    Verdict,
+)
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.findings import FINDING_ORDER, finding
 from tts_bench.planning.plan import plan_id
 
 DEFAULT_SEEDS: Final = 5
+# A wrong forecast may shed this many times the budget before `forecast_error` warns.
+FORECAST_BUDGET_FACTOR: Final = 5
 DAY_S: Final = 86_400
 
 
@@ -53,10 +62,12 @@ def mean_figures(
 def with_check(
     plan: PlanArtifact, traffic: str, seeds: Sequence[SeedCheck], budget: float,
     duration_s: float, trace_sha256: str | None = None,
+    forecast: Sequence[ForecastError] | None = None,
 ) -> PlanArtifact:  # fmt: skip
     """The plan with the check recorded and the `rule_comparison` finding it decides."""
     rules = sorted({r.rule for s in seeds for r in s.rules}, key=lambda r: r != plan.rule)
     sets = list(dict.fromkeys(r.aws_semantics for s in seeds for r in s.rules))
+    hours = [s.oracle_instance_hours for s in seeds]
     check = TrafficCheck(
         traffic=traffic,
         trace_sha256=trace_sha256,
@@ -64,22 +75,43 @@ def with_check(
         shed_budget=check_budget(budget),
         seeds=list(seeds),
         mean=[mean_figures(seeds, rule, semantics) for semantics in sets for rule in rules],
+        oracle_instance_hours=(
+            None if None in hours else round(statistics.mean(hours), 3)  # type: ignore[type-var]
+        ),
+        forecast_errors=list(forecast) if forecast is not None else None,
     )
-    findings = [f for f in plan.findings if f.name not in ("rule_comparison", "aws_semantics")]
+    replaced = ("rule_comparison", "aws_semantics", "forecast_error")
+    findings = [f for f in plan.findings if f.name not in replaced]
     findings.append(rule_comparison(plan.rule, check))
     if len(check.semantics) > 1:
         findings.append(semantics_comparison(check))
+    if check.forecast_errors:
+        findings.append(forecast_error(check.forecast_errors, check.shed_budget))
     findings.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
-    extra = {"traffic_check": check.model_dump(mode="json", exclude={"seeds", "mean"})}
-    extra["traffic_check"]["seeds"] = [s.seed for s in check.seeds]
-    return plan.model_copy(
-        update={
-            "traffic_check": check,
-            "findings": findings,
-            "feasible": not any(f.verdict is Verdict.STOP for f in findings),
-            "plan_id": plan_id(plan.inputs, dict(plan.sources), plan.fingerprint, plan.rule, extra),
-        }
+    return identified(
+        plan.model_copy(
+            update={
+                "traffic_check": check,
+                "findings": findings,
+                "feasible": not any(f.verdict is Verdict.STOP for f in findings),
+            }
+        )
     )
+
+
+def identified(plan: PlanArtifact) -> PlanArtifact:
+    """The plan with its id over its inputs and what `--traffic` and `--schedule` added (a plan
+    with neither keeps the id `derive_plan` gave it)."""
+    extra: dict[str, object] = {}
+    if (check := plan.traffic_check) is not None:
+        extra["traffic_check"] = check.model_dump(mode="json", exclude={"seeds", "mean"})
+        extra["traffic_check"]["seeds"] = [s.seed for s in check.seeds]  # type: ignore[index]
+    if (schedule := plan.schedule) is not None:
+        extra["schedule"] = schedule.model_dump(mode="json", exclude={"minute_rps"})
+    if not extra:
+        return plan
+    plan_id_ = plan_id(plan.inputs, dict(plan.sources), plan.fingerprint, plan.rule, extra)
+    return plan.model_copy(update={"plan_id": plan_id_})
 
 
 def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
@@ -99,6 +131,11 @@ def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
         if own
         else f"the {rule} rule was not simulated"
     )
+    oracle = check.oracle_instance_hours
+    if own and oracle:
+        figures["oracle_instance_hours"] = oracle
+        figures["x_oracle"] = round(own.instance_hours / oracle, 3)
+        text += f", {own.instance_hours / oracle:.3f} × oracle ({oracle:,.1f})"
     for other in others:
         ratio = own.instance_hours / other.instance_hours if own and other.instance_hours else None
         figures[f"{other.rule}_shed_share"] = other.shed_share
@@ -106,6 +143,7 @@ def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
         text += (
             f"; the {other.rule} rule would shed {100 * other.shed_share:.4f} % on "
             f"{other.instance_hours:,.1f} instance-hours"
+            + (f", {other.instance_hours / oracle:.3f} × oracle" if oracle else "")
             + (f" (this plan ×{ratio:.3f})" if ratio else "")
         )
     over = own is None or own.shed_share > check.shed_budget
@@ -115,6 +153,29 @@ def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
         text + ("; over the shed budget" if over else ""),
         **figures,  # type: ignore[arg-type]
     )
+
+
+def forecast_error(rows: Sequence[ForecastError], budget: float):  # -> Finding
+    """The scheduled plan on its day shifted and scaled: `warn` when a wrong forecast sheds
+    more than `FORECAST_BUDGET_FACTOR` × the budget on the mean (issue 37: 0.05 % for 0.01 %)."""
+    allowed = FORECAST_BUDGET_FACTOR * budget
+    figures: dict[str, object] = {"forecast_shed_budget": allowed}
+    parts = []
+    for row in rows:
+        day = f"{row.shift_s / 60:+.0f} min" if row.shift_s else f"×{row.scale:g} load"
+        key = f"shift_{row.shift_s / 60:+.0f}min" if row.shift_s else f"scale_{row.scale:g}"
+        figures[f"{key}_{row.aws_semantics}_shed_share"] = row.shed_share
+        ratio = (
+            row.instance_hours / row.oracle_instance_hours if row.oracle_instance_hours else None
+        )
+        figures[f"{key}_{row.aws_semantics}_x_oracle"] = round(ratio, 3) if ratio else None
+        parts.append(
+            f"{day} under {row.aws_semantics}: {100 * row.shed_share:.4f} % shed, "
+            + (f"{ratio:.3f} × oracle" if ratio else "no oracle")
+        )
+    over = [r for r in rows if r.shed_share > allowed]
+    text = f"the schedule on a wrong forecast (budget {100 * allowed:.4f} %): " + "; ".join(parts)
+    return finding("forecast_error", Verdict.WARN if over else Verdict.OK, text, **figures)  # type: ignore[arg-type]
 
 
 def semantics_comparison(check: TrafficCheck):  # -> Finding

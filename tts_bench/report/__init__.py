@@ -5,7 +5,8 @@
   tables, figures embedded as data URIs, the page with its inline CSS and a content policy
   that lets it load nothing;
 - `sections`: one section per kind of artifact (ladder, T_total, plan, surge, simulation,
-  rehearsal) and the provenance of every file;
+  rehearsal) and the provenance of every file; `plan_tables` the plan part's tables of what
+  `plan --traffic` and `--schedule` added (× oracle, the scheduled actions);
 - `build`: reads the artifacts, draws the plots `measure.plots` draws, and writes the page.
 
 May import: `artifacts`, `planning` (the plan as `tts-bench plan` prints it), `measure` (its

@@ -36,6 +36,7 @@ from tts_bench.report.page import (
     table,
     yes_no,
 )
+from tts_bench.report.plan_tables import schedule_table, traffic_check_table
 
 Artifact = (
     QmaxArtifact
@@ -290,22 +291,6 @@ def _fleet_levels(p: PlanArtifact) -> Html:
     return table(["level", "value", "derivation"], rows, "Fleet rule: load levels")
 
 
-def _traffic_check(p: PlanArtifact) -> Html:
-    check = p.traffic_check
-    if check is None:
-        return Html("")
-    return table(
-        ["rule", "requests", "shed share", "instance-hours", "peak instances"],
-        [
-            [m.rule, number(m.requests, ",.0f"), number(100 * m.shed_share, ".4f", "%"),
-             number(m.instance_hours, ",.0f"), number(m.peak_instances, ".0f")]
-            for m in check.mean
-        ],
-        f"Simulated on {check.traffic}, mean of {len(check.seeds)} seeds "
-        f"(shed budget {check.shed_budget:g})",
-    )  # fmt: skip
-
-
 def _printed_plan(p: PlanArtifact, others: Sequence[Item]) -> Html:
     """The plan as `tts-bench plan` printed it, when both its sources are among the files."""
     by_hash = {o.sha256: o.artifact for o in others}
@@ -351,7 +336,7 @@ def plan_part(item: Item, p: PlanArtifact, others: Sequence[Item]) -> Html:
     )
     parts = [
         key_values(summary), _deployed_numbers(p), policies, _fleet_levels(p), findings,
-        _traffic_check(p), _printed_plan(p, others),
+        traffic_check_table(p), schedule_table(p), _printed_plan(p, others),
     ]  # fmt: skip
     return subsection(item.path.name, *parts, id_=item.anchor)
 
@@ -397,15 +382,19 @@ def simulation_part(item: Item, a: SimulationArtifact) -> Html:
         ("price per instance-hour", number(i.price_per_hour_usd, "g", "USD")),
         ("over the SLO when", i.over_slo_rule),
     ]
+    oracle = a.oracle_instance_hours
     policies = table(
-        ["policy", "requests", "shed", "over the SLO", "instance-hours", "cost", "peak instances"],
+        ["policy", "requests", "shed", "over the SLO", "instance-hours", "× oracle", "cost",
+         "peak instances"],
         [
             [p.policy, f"{p.requests:,}", f"{p.shed:,} ({100 * p.shed_share:.4f} %)",
              f"{p.over_slo:,} ({100 * p.over_slo_share:.4f} %)", number(p.instance_hours, ",.1f"),
+             number(p.instance_hours / oracle if oracle else None, ".3f"),
              number(p.cost_usd, ",.0f", "USD"), p.peak_instances]
             for p in a.policies
         ],
-        "Policies side by side on the same traffic",
+        "Policies side by side on the same traffic"
+        + (f" (the clairvoyant fleet: {oracle:,.1f} instance-hours)" if oracle else ""),
     )  # fmt: skip
     return subsection(
         item.path.name, key_values(summary), _plot(item, "Simulated timeline"), policies,

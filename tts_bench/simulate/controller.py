@@ -15,6 +15,14 @@ finish off the books). The endpoint is Updating from a capacity change until its
 (a scale-out) or for the set's `scale_in_updating_s` (a scale-in); where the set says a change
 is refused then, the action fails (a failed scaling activity: no cooldown, tried again at the
 alarm's next invocation) and is counted in `refusals`.
+
+Scheduled actions (a plan made with `--schedule`) set MinCapacity at their times of day, daily.
+AWS: "If current capacity is less than the specified minimum capacity, Application Auto Scaling
+scales out (increases capacity) to the specified minimum capacity" (Application Auto Scaling
+user guide, "How scheduled scaling for Application Auto Scaling works"); a lower minimum
+removes nothing, the policies scale in as before, within the new bounds. A scheduled scale-out
+refused while the endpoint is Updating is tried again each 10 s window (assumption: AWS says
+only that capacity is brought within the bounds whenever a policy is invoked).
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.policies import Policy
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
+
+DAY_S = 86_400.0  # a schedule's actions recur daily (a cron at their time of day)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,29 @@ class Controller:
         }
         self._alarms = alarms
         self.actions: list[tuple[float, aws_scaling.Action]] = []  # (when, what), in order
+        self.min_now = policy.scheduled_min_at_start()
+        self._next_step = 1 if policy.schedule else 0  # the step at 00:00 holds from the start
+        self._day_s = 0.0
+
+    def _hold_schedule(self, now_s: float) -> None:
+        """Apply the scheduled actions due by `now_s`, and scale out to a minimum not held."""
+        steps = self.policy.schedule
+        while steps:
+            if self._next_step == len(steps):
+                self._next_step, self._day_s = 0, self._day_s + DAY_S
+            at_s, minimum = steps[self._next_step]
+            if self._day_s + at_s > now_s:
+                break
+            self.min_now = min(minimum, self.policy.max_instances)
+            self._next_step += 1
+        if self.desired >= self.min_now:
+            return
+        action = aws_scaling.Action("scheduled", "MinCapacity", self.desired, self.min_now)
+        if self.shape.semantics.refuse_while_updating and now_s < self.updating_until_s:
+            self.refusals.append((now_s, action))
+            return
+        self.actions.append((now_s, action))
+        self._apply(action, now_s)
 
     def next_serving_s(self) -> float:
         return self.launching[0] if self.launching else math.inf
@@ -76,6 +109,7 @@ class Controller:
     def on_window(self, window: Window) -> Decision:
         if not self.policy.scales:
             return Decision(0)
+        self._hold_schedule(window.end_s)
         start_s = window.end_s - self.shape.metric_period_s
         self._windows[CONCURRENT_REQUESTS_PER_MODEL].append(
             aws_scaling.Datapoint(start_s, window.concurrency)
@@ -90,7 +124,7 @@ class Controller:
         }
         if not readings:
             return Decision(0)
-        bounds = (self.policy.min_instances, self.policy.max_instances)
+        bounds = (max(self.policy.min_instances, self.min_now), self.policy.max_instances)
         action = self.engine.decide(window.end_s, readings, self.desired, bounds)
         if action is None:
             return Decision(0)

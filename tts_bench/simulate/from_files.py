@@ -198,6 +198,7 @@ def simulate_from_files(request: SimulationRequest) -> Simulation:
         )
         if path is not None
     }
+    oracle = oracle_for(inputs, traffic)
     artifact = SimulationArtifact(
         fingerprint=inputs.plan.fingerprint,
         policies=[policy_outcome(run, request.price_per_hour_usd) for run in runs],
@@ -212,6 +213,7 @@ def simulate_from_files(request: SimulationRequest) -> Simulation:
             files=files,
             aws_semantics=AwsSemanticsRecord(**request.semantics.record()),
         ),
+        oracle_instance_hours=round(oracle.instance_hours, 3) if oracle else None,
         provenance=Provenance.now(
             "simulated",
             source=f"plan {inputs.plan.plan_id} over {request.synthetic or traffic.description}",
@@ -229,4 +231,4 @@ def simulate_from_files(request: SimulationRequest) -> Simulation:
     png = plot_timeline(
         runs, inputs.plan.c_scale_max, inputs.shape.queue_max_depth, title, path.with_suffix(".png")
     )
-    return Simulation(artifact, path, png, runs, oracle_for(inputs, traffic))
+    return Simulation(artifact, path, png, runs, oracle)

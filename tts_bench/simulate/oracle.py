@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tts_bench.planning.schedule.day import instances_needed
 from tts_bench.simulate.traffic import Traffic
 
 MINUTE_S = 60.0
@@ -49,11 +50,6 @@ def minute_rates(traffic: Traffic) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.full(minutes, MINUTE_S)
     lengths[-1] = traffic.duration_s - MINUTE_S * (minutes - 1)
     return arrivals / lengths, lengths
-
-
-def instances_needed(rates_rps: np.ndarray, per_instance_rps: float) -> np.ndarray:
-    """The fewest instances holding each rate at `per_instance_rps` each, at least one."""
-    return np.maximum(1, np.ceil(rates_rps / per_instance_rps - 1e-9)).astype(np.int64)
 
 
 def oracle_fleet(traffic: Traffic, per_instance_rps: float, lead_s: float) -> OracleFleet:

@@ -45,6 +45,12 @@ class Policy:
     min_instances: int
     max_instances: int
     rules: tuple[aws_scaling.Rule, ...] = ()
+    # The plan's scheduled actions: (seconds into the day, MinCapacity), repeated daily.
+    schedule: tuple[tuple[float, int], ...] = ()
+
+    def scheduled_min_at_start(self) -> int:
+        """MinCapacity at time 0: the first step's (a schedule always has one at 00:00)."""
+        return self.schedule[0][1] if self.schedule else self.min_instances
 
 
 def burst_rule(shape: ScalingShape, curves: ServiceCurves) -> aws_scaling.StepRule:
@@ -73,7 +79,12 @@ def parse_policy(
 ) -> Policy:
     """One `--policy` value; an unknown one is a one-line `TtsBenchError`."""
     if name == "plan":
-        return Policy("plan", True, shape.min_instances, shape.max_instances, shape.rules)
+        schedule = (
+            tuple((float(s.at_s), s.min_capacity) for s in plan.schedule.steps)
+            if plan.schedule
+            else ()
+        )
+        return Policy("plan", True, shape.min_instances, shape.max_instances, shape.rules, schedule)
     if name == "naive":
         sizing = plan.finding("fleet_sizing")
         naive = sizing.figure("naive_max_instances") if sizing else None

@@ -63,7 +63,9 @@ def initial_instances(policy: Policy, traffic: Traffic, sizing_rps: float) -> in
     if not policy.scales or sizing_rps <= 0:
         return policy.min_instances
     needed = ceil9(traffic.rate_at_start_rps() / sizing_rps)
-    return min(max(needed, policy.min_instances), policy.max_instances)
+    # A schedule ran the day before: its minimum at 00:00 is held from the start.
+    floor = max(policy.min_instances, policy.scheduled_min_at_start())
+    return min(max(needed, floor), policy.max_instances)
 
 
 def replay(

@@ -53,29 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="plan from artifacts of different fingerprints (a warning instead of a refusal)",
     )
-    traffic = p.add_mutually_exclusive_group()
-    traffic.add_argument(
-        "--traffic",
-        nargs="?",
-        const=BARE_TRAFFIC,
-        metavar="SPEC",
-        help="check the plan on simulated days and record both rules' figures; bare: a day "
-        "from --trough-rps to --peak-rps with a --surge-ratio surge at the steepest point",
-    )
-    traffic.add_argument(
-        "--traffic-trace", type=Path, metavar="FILE", help="check the plan on a trace instead"
-    )
-    p.add_argument(
-        "--seeds", type=int, default=5, help="simulated days for the check, seeds 1..N (default 5)"
-    )
-    p.add_argument(
-        "--shed-budget",
-        type=float,
-        default=DEFAULT_SHED_BUDGET,
-        metavar="FRACTION",
-        help="mean shed share over the seeds past which the plan is stop "
-        f"(default {DEFAULT_SHED_BUDGET:g})",
-    )
+    add_traffic_options(p)
     p.add_argument(
         "--out",
         type=Path,
@@ -90,14 +68,64 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def add_traffic_options(p: argparse.ArgumentParser) -> None:
+    """`--traffic`/`--traffic-trace` and what goes with them: the check, the schedule, the
+    forecast errors."""
+    traffic = p.add_mutually_exclusive_group()
+    traffic.add_argument(
+        "--traffic",
+        nargs="?",
+        const=BARE_TRAFFIC,
+        metavar="SPEC",
+        help="check the plan on simulated days and record both rules' figures; bare: a day "
+        "from --trough-rps to --peak-rps with a --surge-ratio surge at the steepest point",
+    )
+    traffic.add_argument(
+        "--traffic-trace", type=Path, metavar="FILE", help="check the plan on a trace instead"
+    )
+    p.add_argument(
+        "--schedule",
+        action="store_true",
+        help="with --traffic or --traffic-trace: add scheduled MinCapacity steps a planned "
+        "T_total ahead of the ramps the reactive rule cannot follow (fleet rule; times in UTC)",
+    )
+    p.add_argument(
+        "--forecast-errors",
+        action="store_true",
+        help="with --schedule: also simulate the day shifted ±30 min and its load ×0.8 and ×1.2 "
+        "(the same schedule; 16 more simulated days per seed)",
+    )
+    p.add_argument(
+        "--seeds", type=int, default=5, help="simulated days for the check, seeds 1..N (default 5)"
+    )
+    p.add_argument(
+        "--shed-budget",
+        type=float,
+        default=DEFAULT_SHED_BUDGET,
+        metavar="FRACTION",
+        help="mean shed share over the seeds past which the plan is stop "
+        f"(default {DEFAULT_SHED_BUDGET:g})",
+    )
+
+
 def traffic_check(args: argparse.Namespace, request: PlanRequest):  # -> PlanCheck | None
     """The `--traffic` check, refused in one line before anything runs when its flags are bad."""
+    from tts_bench.errors import TtsBenchError
     from tts_bench.planning.traffic_check import check_budget, default_traffic
 
     check_budget(args.shed_budget)
+    if args.forecast_errors and not args.schedule:
+        raise TtsBenchError("--forecast-errors judges a schedule: add --schedule")
     if args.traffic is None and args.traffic_trace is None:
+        if args.schedule:
+            raise TtsBenchError(
+                "--schedule is made from the day: give --traffic or --traffic-trace"
+            )
         return None
-    from tts_bench.errors import TtsBenchError
+    if args.schedule and request.rule != "fleet":
+        raise TtsBenchError(
+            "--schedule needs the fleet rule's load level λ_out; drop --rule published"
+        )
 
     if args.seeds < 1:
         raise TtsBenchError(f"--seeds {args.seeds} must be at least 1")
@@ -116,8 +144,9 @@ def traffic_check(args: argparse.Namespace, request: PlanRequest):  # -> PlanChe
 
     def check(plan, qmax, ttotal, sources):  # type: ignore[no-untyped-def]
         return checked_plan(
-            plan, qmax, ttotal, request, sources, traffic, args.seeds, args.shed_budget
-        )
+            plan, qmax, ttotal, request, sources, traffic, args.seeds, args.shed_budget,
+            args.schedule, args.forecast_errors,
+        )  # fmt: skip
 
     return check
 

@@ -1,0 +1,256 @@
+"""`plan --schedule` (issue 37): the steps a day gives, computed by hand on a tiny day; their
+properties on any day; the simulator applying them; custody refusing a hand-edited schedule."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import MEASUREMENTS, REFERENCE_QMAX, REFERENCE_TTOTAL
+from tests.simulate.conftest import request_for, traffic_of
+from tts_bench.artifacts.files import load_artifact
+from tts_bench.artifacts.plan import MAX_SCHEDULED_ACTIONS, PlanArtifact
+from tts_bench.custody.folder import ArtifactFolder
+from tts_bench.custody.gate import evaluate
+from tts_bench.deployment import OperatorBounds
+from tts_bench.errors import TtsBenchError
+from tts_bench.planning.from_files import plan_from_files
+from tts_bench.planning.gate import GateCondition, GateQuery
+from tts_bench.planning.schedule.attach import with_schedule
+from tts_bench.planning.schedule.day import instances_needed, unfollowable
+from tts_bench.planning.schedule.steps import (
+    DayFleet,
+    Step,
+    floor_per_minute,
+    merged_steps,
+    schedule_steps,
+)
+from tts_bench.planning.steps import PlanRequest
+from tts_bench.simulate.from_files import load_inputs
+from tts_bench.simulate.policies import parse_policy
+from tts_bench.simulate.replay import run_fleet_model
+
+FLEET_PLAN = MEASUREMENTS / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json"
+# λ_out 10 rps, surge 1.25, a lead of two minutes, 1 to 10 instances.
+TINY = DayFleet(
+    per_instance_rps=10.0, surge_ratio=1.25, lead_s=120.0, min_instances=1, max_instances=10
+)
+TINY_DAY = np.array([5.0, 5, 5, 30, 30, 30, 5, 5])
+
+
+def test_a_tiny_day_by_hand() -> None:
+    # Needs 1 1 1 3 3 3 1 1. A fleet of one serves 12.5 rps with its headroom; minutes 1 and 2
+    # see 30 within the next two minutes: too fast. They cover minutes 2–4, which want 1 3 3;
+    # a step acts two minutes ahead, so the floor is 1 3 3 3 3 1 1 1.
+    assert instances_needed(TINY_DAY, 10.0).tolist() == [1, 1, 1, 3, 3, 3, 1, 1]
+    assert np.flatnonzero(unfollowable(TINY_DAY, 10.0, 1.25, 2)).tolist() == [1, 2]
+    assert floor_per_minute(TINY_DAY, TINY).tolist() == [1, 3, 3, 3, 3, 1, 1, 1]
+    # Merging the first two runs costs 2 instance-minutes, the last two 4: over 1 % of the 14
+    # the day needs, so the three runs stay three steps.
+    assert schedule_steps(TINY_DAY, TINY) == [Step(0, 1), Step(1, 3), Step(5, 1)]
+    # With room for 7 extra instance-minutes both merges are taken, cheapest first (2, then 4).
+    need = instances_needed(TINY_DAY, 10.0)
+    floor = floor_per_minute(TINY_DAY, TINY)
+    assert merged_steps(floor, need, tolerance=0.5) == [Step(0, 3)]
+    assert merged_steps(floor, need, tolerance=2 / 14) == [Step(0, 3), Step(5, 1)]
+
+
+def test_a_day_the_rule_follows_gets_only_the_floor() -> None:
+    slow = np.linspace(100, 103, 30)  # 0.1 % a minute
+    assert schedule_steps(slow, TINY) == [Step(0, 1)]
+
+
+def _expand(steps: list[Step], minutes: int) -> np.ndarray:
+    held = np.zeros(minutes, dtype=np.int64)
+    for step in steps:
+        held[step.start_minute :] = step.min_capacity
+    return held
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rates=st.lists(st.floats(0, 400, allow_nan=False), min_size=1, max_size=300),
+    lead_s=st.floats(30, 900),
+    surge=st.floats(1.05, 1.45),
+)
+def test_the_steps_hold_the_floor_within_the_bounds(rates, lead_s, surge) -> None:
+    day = np.array(rates)
+    fleet = replace(TINY, lead_s=lead_s, surge_ratio=surge, max_instances=30)
+    steps = schedule_steps(day, fleet)
+    held = _expand(steps, len(day))
+    floor = floor_per_minute(day, fleet)
+    assert steps[0].start_minute == 0 and len(steps) <= MAX_SCHEDULED_ACTIONS
+    assert (held >= floor).all() and held.min() >= 1 and held.max() <= 30
+    # The merge's extra stays within its tolerance of the day's need.
+    need = instances_needed(day, fleet.per_instance_rps)
+    extra = np.maximum(held, need).sum() - np.maximum(floor, need).sum()
+    assert extra <= 0.01 * need.sum() + 1e-9
+
+
+def test_the_simulator_scales_out_to_a_scheduled_minimum_and_keeps_the_policy(tmp_path) -> None:
+    inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
+    policy = parse_policy("plan", inputs.plan, inputs.shape, inputs.curves)
+    policy = replace(policy, schedule=((0.0, 1), (600.0, 8), (900.0, 1)))
+    traffic = traffic_of("steady:5", 1500.0, inputs, seed=3)
+    run = run_fleet_model(
+        inputs.curves, inputs.shape, policy, traffic, inputs.throughput_at_trigger_rps,
+        np.random.default_rng(3),
+    )  # fmt: skip
+    scheduled = [(t, a) for t, a in run.actions if a.policy == "scheduled"]
+    assert [(t, a.after) for t, a in scheduled] == [(600.0, 8)]
+    line = run.timeline
+    during = (line.end_s >= 600) & (line.end_s < 900)
+    assert (line.desired[during] >= 8).all()
+    # The launched instances serve one start-up later.
+    serving = line.end_s[line.in_service >= 8]
+    assert serving.size and serving[0] >= 600 + inputs.shape.start_delay_s
+    # A lower minimum removes nothing at once: the policy's own scale-in does, later.
+    assert line.desired[np.searchsorted(line.end_s, 900.0)] >= 8
+
+
+@pytest.fixture
+def scheduled_plan(tmp_path: Path) -> Path:
+    for source in (REFERENCE_QMAX, REFERENCE_TTOTAL):
+        shutil.copy(source, tmp_path / source.name)
+    request = PlanRequest(peak_rps=400, trough_rps=10, rule="fleet")
+    rates = [10.0] * 5 + [300.0] * 20 + [10.0] * 5
+
+    def schedule(plan, *_):  # type: ignore[no-untyped-def]
+        return with_schedule(plan, "a hand-made day", rates)
+
+    qmax, ttotal = tmp_path / REFERENCE_QMAX.name, tmp_path / REFERENCE_TTOTAL.name
+    return plan_from_files(qmax, ttotal, request, tmp_path, schedule).path
+
+
+def _edit(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def test_a_scheduled_plan_rederives(scheduled_plan: Path) -> None:
+    plan = load_artifact(scheduled_plan, PlanArtifact)
+    assert plan.schedule is not None and len(plan.schedule.steps) >= 2
+    assert plan.finding("ramp_rate") is not None
+    assert "re-derived from" in ArtifactFolder(scheduled_plan.parent).check(scheduled_plan).line()
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (
+            lambda d: d["schedule"]["steps"][1].update(min_capacity=2),
+            "schedule.steps[1].min_capacity",
+        ),
+        (lambda d: d["schedule"]["steps"][1].update(at_s=0, at_utc="00:00"), "schedule.steps[1]"),
+        (lambda d: d["schedule"]["minute_rps"].__setitem__(7, 30.0), "plan_id"),
+    ],
+    ids=["min-capacity", "time", "rates"],
+)
+def test_a_hand_edited_schedule_is_refused_by_verify_and_the_gate(
+    scheduled_plan: Path, change, named: str
+) -> None:
+    _edit(scheduled_plan, change)
+    with pytest.raises(TtsBenchError) as refused:
+        ArtifactFolder(scheduled_plan.parent).check(scheduled_plan)
+    assert named in str(refused.value)
+    plan = load_artifact(scheduled_plan, PlanArtifact)
+    fp = plan.fingerprint
+    assert fp is not None
+    result = evaluate(
+        scheduled_plan.parent,
+        GateQuery(model=fp.model, instance_type=fp.instance_type, image_digest=fp.image_digest,
+                  bounds=OperatorBounds(min_instances=1, max_instances=40), rule="fleet"),
+    )  # fmt: skip
+    assert result.condition is GateCondition.NOT_REDERIVED and named in result.reason
+
+
+def test_a_plan_without_a_schedule_writes_no_schedule_field() -> None:
+    assert '"schedule"' not in FLEET_PLAN.read_text(encoding="utf-8")
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    assert "schedule" not in plan.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--schedule"], "--schedule is made from the day: give --traffic or --traffic-trace"),
+        (["--schedule", "--traffic", "steady:5", "--rule", "published"], "needs the fleet rule"),
+        (["--schedule", "--traffic", "diurnal:1:5:172800"], "a daily schedule takes 1 to 1440"),
+    ],
+)
+def test_schedule_flags_are_refused_in_one_line(capsys, tmp_path, extra, expected) -> None:
+    from tts_bench.cli import main
+
+    code = main(
+        ["plan", "--qmax", str(REFERENCE_QMAX), "--ttotal", str(REFERENCE_TTOTAL),
+         "--peak-rps", "40", "--seeds", "1", "--out", str(tmp_path), *extra]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and expected in err and "\n" not in err, err
+
+
+def test_a_missed_forecast_moves_and_scales_the_day() -> None:
+    from tts_bench.simulate.check import MissedShape
+    from tts_bench.simulate.traffic import parse_synthetic
+
+    base = parse_synthetic("diurnal:10:100:7200")
+    fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
+    missed = MissedShape(**fields, shift_s=1800.0, scale=1.2)
+    t = np.array([0.0, 1800.0, 3600.0, 5400.0])
+    assert missed.rate_rps(t, 0.0) == pytest.approx(1.2 * base.rate_rps(t - 1800.0, 0.0))
+    # The peak (at half the period) comes 30 minutes later.
+    assert missed.rate_rps(np.array([5400.0]), 0.0)[0] == pytest.approx(120.0)
+
+
+def test_forecast_errors_are_simulated_recorded_and_rederived(capsys, tmp_path) -> None:
+    from tts_bench.cli import main
+
+    for source in (REFERENCE_QMAX, REFERENCE_TTOTAL):
+        shutil.copy(source, tmp_path / source.name)
+    code = main(
+        ["plan", "--qmax", str(tmp_path / REFERENCE_QMAX.name),
+         "--ttotal", str(tmp_path / REFERENCE_TTOTAL.name), "--peak-rps", "60",
+         "--trough-rps", "2", "--traffic", "diurnal:2:60:3600", "--schedule",
+         "--forecast-errors", "--seeds", "1", "--json", "--out", str(tmp_path)]
+    )  # fmt: skip
+    plan = PlanArtifact.model_validate(json.loads(capsys.readouterr().out))
+    check = plan.traffic_check
+    assert code in (0, 1) and check is not None and check.forecast_errors is not None
+    pairs = [(r.shift_s, r.scale, r.aws_semantics) for r in check.forecast_errors]
+    assert pairs == [
+        (shift, scale, semantics)
+        for shift, scale in ((-1800.0, 1.0), (1800.0, 1.0), (0.0, 0.8), (0.0, 1.2))
+        for semantics in ("documented", "pessimistic")
+    ]
+    assert plan.finding("forecast_error") is not None
+    (path,) = tmp_path.glob("plan-*.json")
+    folder = ArtifactFolder(tmp_path)
+    assert "re-derived from" in folder.check(path).line()
+    _edit(path, lambda d: d["traffic_check"]["forecast_errors"][0].update(shed_share=0.5))
+    with pytest.raises(TtsBenchError, match=r"plan_id|forecast"):
+        folder.check(path)
+
+
+def test_ramp_rate_by_hand_on_the_tiny_day() -> None:
+    from tts_bench.planning.schedule.ramp import ramp_rate
+
+    found = ramp_rate(TINY_DAY, TINY, scheduled=False)
+    # 1.25 per two minutes is 11.80 % a minute; minutes 1 and 2 see ×6 within two: 144.95 %.
+    assert found.verdict == "warn"
+    assert found.figure("follows_percent_per_minute") == pytest.approx(
+        100 * (1.25**0.5 - 1), abs=1e-3
+    )
+    assert found.figure("faster_minutes") == 2
+    assert found.figure("fastest_percent_per_minute") == pytest.approx(100 * (6**0.5 - 1), abs=1e-3)
+    assert found.figure("fastest_at_fleet_size") == 1
+    assert "between 00:01 and 00:03 UTC" in found.message
+    assert ramp_rate(TINY_DAY, TINY, scheduled=True).verdict == "ok"
+    assert ramp_rate(np.full(10, 50.0), TINY, scheduled=False).verdict == "ok"
