@@ -17,6 +17,7 @@ import argparse
 import ctypes
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -92,10 +93,11 @@ def drive(seconds: float, wave_rps: float) -> None:
             counts["failed"] += 1
 
     t0 = time.monotonic()
-    with ThreadPoolExecutor(48) as pool:
-        while (elapsed := time.monotonic() - t0) < seconds:
-            pool.submit(one)
-            time.sleep(1 / (wave_rps if int(elapsed // 60) % 2 == 0 else 1.0))
+    pool = ThreadPoolExecutor(48)
+    while (elapsed := time.monotonic() - t0) < seconds:
+        pool.submit(one)
+        time.sleep(1 / (wave_rps if int(elapsed // 60) % 2 == 0 else 1.0))
+    pool.shutdown(wait=True, cancel_futures=True)  # what has not started by now is not sent
     print(json.dumps(counts), flush=True)
 
 
@@ -133,13 +135,14 @@ def main() -> int:
     if args.drive:
         drive(args.seconds, args.wave_rps)
         return 0
-    from tts_bench.cli import main as tts_bench
-
     # The cloud prints `export K=V` for its clients once it is up: read there, for the child.
     exports = threading.Event()
     sys.stdout = _Exports(sys.stdout, exports)
     threading.Thread(target=watch, args=(args.seconds, args.wave_rps, exports), daemon=True).start()
-    return tts_bench(CLOUD_ARGS)
+    # `python -m tts_bench local-cloud …` run in this process, as a user runs the command.
+    sys.argv = ["tts-bench", *CLOUD_ARGS]
+    runpy.run_module("tts_bench", run_name="__main__")
+    return 0
 
 
 CLOUD_ENV: dict[str, str] = {}
