@@ -36,6 +36,12 @@ def put(moto: MotoHost, clock: retention.MovedClock, hours: range) -> None:
         cloudwatch.put_metric_data(Namespace=retention.NAMESPACE, MetricData=data)
 
 
+def reading(moto: MotoHost) -> tuple[int, int, int]:
+    """(traced bytes, datapoints moto holds, Python blocks) after a collection."""
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0], len(retention.stored(moto)), sys.getallocatedblocks()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", type=int, default=6, help="metric series the cloud publishes")
@@ -47,19 +53,9 @@ def main() -> None:
     tracemalloc.start()
     try:
         put(moto, clock, range(0, 10))
-        gc.collect()
-        bytes_a, held_a, blocks_a = (
-            tracemalloc.get_traced_memory()[0],
-            len(retention.stored(moto)),
-            sys.getallocatedblocks(),
-        )
+        bytes_a, held_a, blocks_a = reading(moto)
         put(moto, clock, range(10, 30))
-        gc.collect()
-        bytes_b, held_b, blocks_b = (
-            tracemalloc.get_traced_memory()[0],
-            len(retention.stored(moto)),
-            sys.getallocatedblocks(),
-        )
+        bytes_b, held_b, blocks_b = reading(moto)
     finally:
         moto.stop()
     added = held_b - held_a
