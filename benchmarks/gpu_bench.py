@@ -426,6 +426,14 @@ def refined_grid(last_pass: int, first_fail: int, step: float) -> list[int]:
     return rungs
 
 
+def narrowing_grid(last_pass: int, first_fail: int, count: int) -> list[int]:
+    """Up to `count` rungs strictly between a bracket's ends, evenly spaced in ratio: a second
+    scout over a bracket too wide for fine steps (run 8's 1..288 became 94 fine rungs, 17 min)."""
+    ratio = (first_fail / last_pass) ** (1 / (count + 1))
+    inner = {round(last_pass * ratio**k) for k in range(1, count + 1)}
+    return sorted(r for r in inner if last_pass < r < first_fail)
+
+
 def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[int],  # type: ignore[no-untyped-def]
                 hold: tuple[float, float, float], out: Path) -> Path:  # fmt: skip
     from tts_bench.artifacts.fingerprint import Transport
@@ -485,6 +493,25 @@ def device_ladders(args: argparse.Namespace) -> int:
                                 scout_hold, args.out / f"scout-{args.label}{mode}")  # fmt: skip
             last_pass, first_fail = _bracket(scout)
             log(f"{mode}: scout bracket {last_pass}..{first_fail}")
+            narrowing = 0
+            while (
+                last_pass is not None and first_fail is not None
+                and len(refined_grid(last_pass, first_fail, args.step)) > args.max_fine_rungs
+            ):  # fmt: skip
+                inner = narrowing_grid(last_pass, first_fail, args.narrowing_rungs)
+                if not inner:
+                    break
+                narrowing += 1
+                scout = _run_ladder(args, server, ping, f"{args.label}{mode}-scout{narrowing}",
+                                    inner, scout_hold,
+                                    args.out / f"scout{narrowing}-{args.label}{mode}")  # fmt: skip
+                inner_pass, inner_fail = _bracket(scout)
+                if inner_pass is None and inner_fail is None:
+                    break  # no rung decided anything: keep the bracket we have
+                # A narrowing rung that fails moves the top down; one that passes, the bottom up.
+                last_pass = inner_pass if inner_pass is not None else last_pass
+                first_fail = inner_fail if inner_fail is not None else first_fail
+                log(f"{mode}: scout {narrowing} bracket {last_pass}..{first_fail}")
             if last_pass is None or first_fail is None:
                 grid = coarse
             else:
@@ -703,6 +730,11 @@ def main() -> int:
         "--fine-below", type=float, default=0.1,
         help="fine rungs start this far (relative) below the scout's last pass",
     )  # fmt: skip
+    lad.add_argument(
+        "--max-fine-rungs", type=int, default=16,
+        help="a wider bracket is first narrowed by another scout, so the final ladder fits a call",
+    )  # fmt: skip
+    lad.add_argument("--narrowing-rungs", type=int, default=5, help="rungs of each such scout")
     lad.set_defaults(handler=device_ladders)
 
     srv = sub.add_parser("served", help="served audio-s/s from bytes, stalls, both Q_max")
