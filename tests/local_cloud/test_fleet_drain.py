@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tts_bench.local_cloud.errors import NoInstanceError
-from tts_bench.local_cloud.instances.fleet import Fleet, Instance, InstanceState
+from tts_bench.local_cloud.instances.fleet import GONE_KEPT, Fleet, Instance, InstanceState
 
 
 class Server:
@@ -98,3 +98,29 @@ def test_a_request_that_never_ends_holds_the_drain_only_its_deadline() -> None:
     fleet.drain(instance)
     until(lambda: instance.state == InstanceState.STOPPED)  # stopped with it still in flight
     assert instance.in_flight == 1
+
+
+def test_a_fleet_that_scales_out_and_in_all_day_holds_only_its_live_servers() -> None:
+    """Issue 40's soak: the curve cloud's memory grew with every instance it had ever started,
+    each stopped one still holding its server (a curve server's queue and its random draws)."""
+    servers: list[Server] = []
+
+    def launch(env: dict[str, str], log_path: Path | None, on_line: Any) -> Server:
+        servers.append(Server())
+        return servers[-1]
+
+    fleet = Fleet(
+        "e", "v", Shipper(), [], {}, say=lambda _line: None, on_change=lambda: None,
+        launch=launch, routed_wait_s=0.0,
+    )  # fmt: skip
+    started = [fleet.spawn({}, 1, 0.0, 5.0) for _ in range(GONE_KEPT + 40)]
+    until(lambda: all(i.state == InstanceState.IN_SERVICE for i in started))
+    for instance in started[:-1]:  # scale in to one
+        fleet.drain(instance)
+    until(lambda: all(i.state == InstanceState.STOPPED for i in started[:-1]))
+    assert all(i.server is None for i in started[:-1])  # nothing of a stopped server is held
+    assert started[-1].server is servers[-1]
+    kept = fleet.instances()
+    assert len(kept) == GONE_KEPT + 1  # the newest stopped records and the live one
+    assert started[-1] in kept and started[0] not in kept
+    assert fleet.pick() is started[-1]
