@@ -202,3 +202,30 @@ def test_a_request_the_chain_finishes_before_its_first_chunk_is_due_leaves_then(
     took, kinds, in_flight = asyncio.run(one_request())
     assert kinds == ["chunk", "done"] and in_flight == 0
     assert took < 1.0  # not the 5 s the first chunk would otherwise have waited
+
+
+def test_a_connection_closing_before_the_first_chunk_frees_the_queue_without_an_error() -> None:
+    """Issue 40's soak: a connection already closing when the first chunk was due (its instance
+    stopping, or its client gone) left an 'Error handling request' traceback in the cloud's log.
+    As in the container, that is a client gone: the handler answers quietly, the queue goes on."""
+    from unittest import mock
+
+    from aiohttp.http_writer import StreamWriter
+    from aiohttp.test_utils import make_mocked_request
+
+    from tts_bench.local_cloud.instances.curve_instance import CurveIdentity, CurveState, _serve
+
+    model = CurveModel(Curve((1.0, 2.0), (1.0, 1.0)), first_chunk_s=0.05, service="deterministic")
+    identity = CurveIdentity("m", "ml.g5.xlarge", "sha256:" + "0" * 64, {}, 1.0)
+
+    async def serve_on_a_closing_connection() -> tuple[int, CurveState]:
+        state = CurveState(model, identity, CurveQueue(model, np.random.default_rng(1)), 1)
+        protocol = mock.Mock(transport=mock.Mock(is_closing=lambda: True))
+        writer = StreamWriter(protocol, asyncio.get_running_loop())
+        request = make_mocked_request("POST", "/invocations", writer=writer, protocol=protocol)
+        response = await _serve(request, state, {"context_id": "c", "transcript": "t"})
+        return response.status, state
+
+    status, state = asyncio.run(serve_on_a_closing_connection())
+    assert status in (200, 499)  # whatever it had begun; aiohttp sends nothing more
+    assert state.queue.occupancy == 0

@@ -282,6 +282,7 @@ async def _serve(
 ) -> web.StreamResponse:
     context_id = str(data["context_id"])
     job = state.queue.join()
+    response: web.StreamResponse | None = None
     try:
         started = await job.started
         loop = asyncio.get_running_loop()
@@ -314,6 +315,8 @@ async def _serve(
         await response.write(_line(done))
         await response.write_eof()
         return response
+    except ConnectionResetError:  # its client left: as the container, nothing more to send
+        return response or web.Response(status=499)
     finally:
         state.queue.leave(job)
 
