@@ -8,7 +8,11 @@ itself again as a child (`--drive`) that sends load waves through boto3's respon
 `--wave-rps` good requests/s for a minute, then 1/s for a minute. Python blocks that grow while
 the arena's in-use bytes stay flat point at Python objects, not at malloc fragmentation.
 
-    PYTHONPATH=.:container python benchmarks/curve_cloud_growth.py [--seconds 600] [--wave-rps 8]
+    PYTHONPATH=.:container python benchmarks/curve_cloud_growth.py [--seconds 600] [--wave-rps 8] [--census]
+
+`--census` also says which Python objects grow: the gc's container objects counted by type, and
+tracemalloc's lines (started at a quarter of the run, so warm-up is not counted), each compared
+between the half-way mark and the end. Both slow the cloud; read its growth rates beside them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -101,7 +107,26 @@ def drive(seconds: float, wave_rps: float) -> None:
     print(json.dumps(counts), flush=True)
 
 
-def watch(seconds: float, wave_rps: float, exports: threading.Event) -> None:
+def census() -> Counter[str]:
+    """The gc's tracked objects by type (containers only: str, bytes and ints are not tracked)."""
+    import gc
+
+    gc.collect()
+    return Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+
+
+def print_growth(before: Counter[str], after: Counter[str], snaps: list[Any]) -> None:
+    grown = Counter({k: after[k] - before[k] for k in after if after[k] > before[k]})
+    print("objects that grew over the second half (type: count added):", file=sys.stderr)
+    for name, added in grown.most_common(15):
+        print(f"  {name}: +{added} ({before[name]} -> {after[name]})", file=sys.stderr)
+    if len(snaps) == 2:
+        print("allocations that grew over the second half (tracemalloc, by line):", file=sys.stderr)
+        for stat in snaps[1].compare_to(snaps[0], "lineno")[:15]:
+            print(f"  {stat}", file=sys.stderr)
+
+
+def watch(seconds: float, wave_rps: float, exports: threading.Event, by_type: bool) -> None:
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = _MallInfo2
     exports.wait()
@@ -109,10 +134,23 @@ def watch(seconds: float, wave_rps: float, exports: threading.Event) -> None:
     child = subprocess.Popen([sys.executable, __file__, "--drive", "--seconds", str(seconds),
                               "--wave-rps", str(wave_rps)], env={**os.environ, **CLOUD_ENV})  # fmt: skip
     samples = []
+    counts: list[Counter[str]] = []
+    snaps: list[Any] = []
     while time.monotonic() - t0 < seconds:
         time.sleep(15)
         samples.append(sample(libc, t0))
         print(json.dumps(samples[-1]), file=sys.stderr, flush=True)
+        elapsed = time.monotonic() - t0
+        if by_type and not tracemalloc.is_tracing() and elapsed >= seconds / 4:
+            tracemalloc.start()
+        if by_type and not counts and elapsed >= seconds / 2:
+            counts.append(census())
+            snaps.append(tracemalloc.take_snapshot())
+    if by_type and counts:
+        counts.append(census())
+        snaps.append(tracemalloc.take_snapshot())
+        tracemalloc.stop()
+        print_growth(counts[0], counts[1], snaps)
     try:
         child.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -130,6 +168,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="load and sampling time")
     parser.add_argument("--wave-rps", type=float, default=8.0, help="good requests/s in a wave")
+    parser.add_argument("--census", action="store_true", help="which objects grow (slower)")
     parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.drive:
@@ -138,7 +177,9 @@ def main() -> int:
     # The cloud prints `export K=V` for its clients once it is up: read there, for the child.
     exports = threading.Event()
     sys.stdout = _Exports(sys.stdout, exports)
-    threading.Thread(target=watch, args=(args.seconds, args.wave_rps, exports), daemon=True).start()
+    threading.Thread(
+        target=watch, args=(args.seconds, args.wave_rps, exports, args.census), daemon=True
+    ).start()
     # `python -m tts_bench local-cloud …` run in this process, as a user runs the command.
     sys.argv = ["tts-bench", *CLOUD_ARGS]
     runpy.run_module("tts_bench", run_name="__main__")
