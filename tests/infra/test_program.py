@@ -164,6 +164,15 @@ def test_the_image_is_pinned_by_digest_and_routing_is_least_outstanding(
     assert one(reference_run, "aws:sagemaker/endpoint:Endpoint")["name"] == ENDPOINT
 
 
+def test_a_plan_without_a_schedule_deploys_no_scheduled_action(
+    reference_run: Recording, reference_plan: PlanArtifact
+) -> None:
+    assert reference_plan.schedule is None
+    types = {r.type for r in reference_run.resources}
+    assert "aws:appautoscaling/scheduledAction:ScheduledAction" not in types
+    assert types >= SCALING_TYPES
+
+
 def test_components_parent_their_children(reference_run: Recording) -> None:
     components = {r.urn: r for r in reference_run.resources if not r.custom}
     assert {r.type for r in components.values()} == {
