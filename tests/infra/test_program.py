@@ -224,6 +224,30 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
     assert TAG_PLAN_ID not in model["tags"]
 
 
+def test_a_scheduled_plan_deploys_its_actions_and_an_edited_one_none(
+    tmp_path: Path, scheduled_fleet_plan: PlanArtifact
+) -> None:
+    """The program deploys a `--schedule` plan's actions; a plan whose step was edited by hand
+    no longer follows from its recorded day, so the gate deploys no scaling at all."""
+    scheduled = "aws:appautoscaling/scheduledAction:ScheduledAction"
+    (tmp_path / "as-planned").mkdir()
+    recording = run(copy_program(tmp_path / "as-planned", [scheduled_fleet_plan], planRule="fleet"))
+    actions = sorted((r.name, r.properties["schedule"]) for r in recording.resources
+                     if r.type == scheduled)  # fmt: skip
+    assert actions == [
+        (f"{ENDPOINT}-AllTraffic-schedule-{hhmm}", cron)
+        for hhmm, cron in (("0000", "cron(0 0 * * ? *)"), ("0021", "cron(21 0 * * ? *)"),
+                           ("0039", "cron(39 0 * * ? *)"))
+    ]  # fmt: skip
+    data = scheduled_fleet_plan.model_dump(mode="json")
+    data["schedule"]["steps"][1]["min_capacity"] = 30
+    edited = PlanArtifact.model_validate(data)
+    (tmp_path / "edited").mkdir()
+    recording = run(copy_program(tmp_path / "edited", [edited], planRule="fleet"))
+    assert not [r.name for r in recording.resources if r.type in {*SCALING_TYPES, scheduled}]
+    assert "schedule.steps[1].min_capacity" in warnings(recording)
+
+
 def test_an_emulated_plan_gates_the_local_clouds_deploy_only(
     program_copy: Callable[..., Path], emulated_plan: PlanArtifact
 ) -> None:

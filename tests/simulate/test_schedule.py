@@ -172,6 +172,16 @@ def test_a_hand_edited_schedule_is_refused_by_verify_and_the_gate(
     assert result.condition is GateCondition.NOT_REDERIVED and named in result.reason
 
 
+def test_tts_bench_verify_names_the_edited_step(scheduled_plan: Path, capsys) -> None:
+    from tts_bench.cli import main
+
+    assert main(["verify", str(scheduled_plan)]) == 0
+    _edit(scheduled_plan, lambda d: d["schedule"]["steps"][1].update(min_capacity=2))
+    assert main(["verify", str(scheduled_plan)]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("FAIL") and "schedule.steps[1].min_capacity" in out
+
+
 def test_a_plan_without_a_schedule_writes_no_schedule_field() -> None:
     assert '"schedule"' not in FLEET_PLAN.read_text(encoding="utf-8")
     plan = load_artifact(FLEET_PLAN, PlanArtifact)
