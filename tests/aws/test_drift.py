@@ -226,7 +226,7 @@ def test_a_fleet_deployment_is_clean_against_its_plan_and_a_published_one_is_not
     assert "plan-mismatch" in out and "scale-in step: deployed (none)" in out
 
 
-SCHEDULED_DAY = [10.0] * 30 + [300.0] * 20 + [10.0] * 30
+SCHEDULED_DAY = [10.0] * 60 + [300.0] * 20 + [10.0] * 80
 
 
 @pytest.fixture

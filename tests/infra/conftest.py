@@ -156,8 +156,8 @@ def program_copy(tmp_path: Path, emulated_folder: Path) -> Callable[..., Path]:
     return make
 
 
-# A day the fleet rule cannot follow: 10 requests/s, then 300 from minute 30 to 50.
-SCHEDULED_DAY = [10.0] * 30 + [300.0] * 20 + [10.0] * 30
+# A day the fleet rule cannot follow: 10 requests/s, then 300 from minute 60 to 80.
+SCHEDULED_DAY = [10.0] * 60 + [300.0] * 20 + [10.0] * 80
 
 
 @pytest.fixture(scope="session")

@@ -249,7 +249,7 @@ def test_a_scheduled_plan_deploys_a_scheduled_action_per_step(
          {"minCapacity": 1, "maxCapacity": 20}),
         ("speech-AllTraffic-schedule-0021", "cron(21 0 * * ? *)", "Etc/UTC",
          {"minCapacity": 20, "maxCapacity": 20}),
-        ("speech-AllTraffic-schedule-0039", "cron(39 0 * * ? *)", "Etc/UTC",
+        ("speech-AllTraffic-schedule-0139", "cron(39 1 * * ? *)", "Etc/UTC",
          {"minCapacity": 1, "maxCapacity": 20}),
     ]  # fmt: skip
     assert [s.min_capacity for s in plan.schedule.steps] == [1, 22, 1]  # type: ignore[union-attr]

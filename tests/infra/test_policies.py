@@ -686,7 +686,7 @@ def _edited(index: int, path: str, value: Any) -> Callable[[list[dict[str, Any]]
         ),
         (_edited(2, "a.timezone", "Europe/Paris"), "timezone Europe/Paris != the plan's Etc/UTC"),
         (_edited(0, "a.endTime", "2027-01-01T00:00:00Z"), "schedule-0000 endTime 2027-01-01"),
-        (lambda a: a.pop(2), "no scheduled action speech-AllTraffic-schedule-0039"),
+        (lambda a: a.pop(2), "no scheduled action speech-AllTraffic-schedule-0139"),
         (
             _edited(2, "a.name", "speech-AllTraffic-schedule-2300"),
             "scheduled action speech-AllTraffic-schedule-2300 is not in the plan",
@@ -729,7 +729,7 @@ def test_a_plan_without_a_schedule_refuses_a_scheduled_action(
     assert sorted(v for v in violations if "scheduled action" in v) == [
         f"{RID}: scheduled action speech-AllTraffic-schedule-{hhmm} is not in the plan (the "
         f"plan has no schedule) (plan {plain.plan_id}, {FLEET_PLAN.name})"
-        for hhmm in ("0000", "0021", "0039")
+        for hhmm in ("0000", "0021", "0139")
     ], violations
     assert validate(scaling_plan.POLICY, _scheduled_stack(plain).args()) == []
 

@@ -237,7 +237,7 @@ def test_a_scheduled_plan_deploys_its_actions_and_an_edited_one_none(
     assert actions == [
         (f"{ENDPOINT}-AllTraffic-schedule-{hhmm}", cron)
         for hhmm, cron in (("0000", "cron(0 0 * * ? *)"), ("0021", "cron(21 0 * * ? *)"),
-                           ("0039", "cron(39 0 * * ? *)"))
+                           ("0139", "cron(39 1 * * ? *)"))
     ]  # fmt: skip
     data = scheduled_fleet_plan.model_dump(mode="json")
     data["schedule"]["steps"][1]["min_capacity"] = 30

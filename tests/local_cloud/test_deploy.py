@@ -207,7 +207,7 @@ def test_a_scheduled_plans_actions_are_deployed_and_a_plan_without_removes_them(
     fleet = load_artifact(
         REPO_ROOT / "measurements" / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
     )
-    plan = with_schedule(fleet, "a day", [10.0] * 30 + [300.0] * 20 + [10.0] * 30)
+    plan = with_schedule(fleet, "a day", [10.0] * 60 + [300.0] * 20 + [10.0] * 80)
     program = copy_program(tmp_path, [plan], planRule="fleet", maxInstances=20)
     deployment = deployment_from_recording(record(program, "dev"), DIGEST, None, "abc1234")
     assert [
@@ -218,7 +218,7 @@ def test_a_scheduled_plans_actions_are_deployed_and_a_plan_without_removes_them(
          {"MinCapacity": 1, "MaxCapacity": 20}),
         (f"{ENDPOINT}-AllTraffic-schedule-0021", "cron(21 0 * * ? *)", "Etc/UTC",
          {"MinCapacity": 20, "MaxCapacity": 20}),
-        (f"{ENDPOINT}-AllTraffic-schedule-0039", "cron(39 0 * * ? *)", "Etc/UTC",
+        (f"{ENDPOINT}-AllTraffic-schedule-0139", "cron(39 1 * * ? *)", "Etc/UTC",
          {"MinCapacity": 1, "MaxCapacity": 20}),
     ]  # fmt: skip
 

@@ -62,6 +62,28 @@ def test_a_tiny_day_by_hand() -> None:
     assert merged_steps(floor, need, tolerance=2 / 14) == [Step(0, 3), Step(5, 1)]
 
 
+def test_a_want_is_held_either_side_of_its_minute() -> None:
+    # Held two minutes: the wants 0 0 1 3 3 0 0 0 become 1 3 3 3 3 3 3 0; a lead of two
+    # minutes ahead makes every minute but the last 3.
+    fleet = replace(TINY, hold_s=120.0)
+    assert floor_per_minute(TINY_DAY, fleet).tolist() == [3, 3, 3, 3, 3, 3, 3, 1]
+    assert schedule_steps(TINY_DAY, fleet) == [Step(0, 3), Step(7, 1)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rates=st.lists(st.floats(0, 400, allow_nan=False), min_size=1, max_size=200),
+    hold_minutes=st.integers(1, 40),
+)
+def test_a_held_floor_covers_the_unheld_one_around_each_minute(rates, hold_minutes) -> None:
+    day = np.array(rates)
+    plain = floor_per_minute(day, TINY)
+    held = floor_per_minute(day, replace(TINY, hold_s=60.0 * hold_minutes))
+    for m in range(len(day)):
+        window = plain[max(0, m - hold_minutes) : m + hold_minutes + 1]
+        assert held[m] >= window.max()
+
+
 def test_a_day_the_rule_follows_gets_only_the_floor() -> None:
     slow = np.linspace(100, 103, 30)  # 0.1 % a minute
     assert schedule_steps(slow, TINY) == [Step(0, 1)]
@@ -120,7 +142,8 @@ def scheduled_plan(tmp_path: Path) -> Path:
     for source in (REFERENCE_QMAX, REFERENCE_TTOTAL):
         shutil.copy(source, tmp_path / source.name)
     request = PlanRequest(peak_rps=400, trough_rps=10, rule="fleet")
-    rates = [10.0] * 5 + [300.0] * 20 + [10.0] * 5
+    # A day longer than its ±30 min hold, so its steps are more than one.
+    rates = [10.0] * 60 + [300.0] * 20 + [10.0] * 80
 
     def schedule(plan, *_):  # type: ignore[no-untyped-def]
         return with_schedule(plan, "a hand-made day", rates)
