@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tts_bench.errors import TtsBenchError
@@ -115,9 +115,3 @@ def held_at(
     for _, action in due(actions, since_s, at_s):
         low, high, _ = run_action(action, low, high, low)
     return low, high
-
-
-def seconds_of_day(unix_s: float, timezone: str | None = None) -> float:
-    """Seconds past midnight of `unix_s` in `timezone` (UTC without one)."""
-    moment = datetime.fromtimestamp(unix_s, _zone(timezone) if timezone else UTC)
-    return moment.hour * 3600 + moment.minute * 60 + moment.second + moment.microsecond / 1e6
