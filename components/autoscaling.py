@@ -3,8 +3,10 @@
 Every construct comes from the plan's deploy shape (`planning.deploy.deploy_shape_of`): the
 published rule's target tracking on the high-resolution concurrency metric (scale-in disabled)
 with a step scale-in on its own alarm, or the fleet rule's target tracking on invocations per
-instance (scale-in by its own alarm) with a burst step on the concurrency metric. Every number
-comes from the plan.
+instance (scale-in by its own alarm) with a burst step on the concurrency metric. A plan made
+with `--schedule` adds its scheduled actions (`planning.deploy.scheduled_actions_of`: a daily
+cron per step setting MinCapacity, in the time zone the plan states); a plan without one deploys
+none. Every number comes from the plan.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from tts_bench.deployment import (
     resource_id,
     step_alarm_name,
 )
-from tts_bench.planning.deploy import deploy_shape_of
+from tts_bench.planning.deploy import deploy_shape_of, scheduled_actions_of
 from tts_bench.telemetry import DIMENSIONS, SAGEMAKER_NAMESPACE
 
 TT = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs
 TT_METRIC = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs
 STEP = aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs
 STEP_ADJUSTMENT = aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs
+TARGET_ACTION = aws.appautoscaling.ScheduledActionScalableTargetActionArgs
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,8 @@ def _bound(value: float | None) -> str | None:
 
 class EndpointAutoscaling(pulumi.ComponentResource):
     """The scalable target (plan min/max clamped into the operator's bounds, tagged with the plan
-    id, image digest and bounds) and each scaling policy of the plan's deploy shape, a step
-    policy with its alarm."""
+    id, image digest and bounds), each scaling policy of the plan's deploy shape, a step
+    policy with its alarm, and the plan's scheduled actions if it has a schedule."""
 
     def __init__(
         self, name: str, args: EndpointAutoscalingArgs, opts: pulumi.ResourceOptions | None = None
@@ -91,6 +94,22 @@ class EndpointAutoscaling(pulumi.ComponentResource):
                 self.policies[spec.role] = self._tracking(name, args, spec)
             else:
                 self.policies[spec.role], self.alarms[spec.role] = self._step(name, args, spec)
+        self.scheduled_actions = [
+            aws.appautoscaling.ScheduledAction(
+                f"{name}-{action.name.removeprefix(f'{endpoint}-')}",
+                name=action.name,
+                service_namespace=SERVICE_NAMESPACE,
+                scalable_dimension=SCALABLE_DIMENSION,
+                resource_id=target_id,
+                schedule=action.schedule,
+                timezone=action.timezone,
+                scalable_target_action=TARGET_ACTION(
+                    min_capacity=action.min_capacity, max_capacity=action.max_capacity
+                ),
+                opts=self._after_target(),
+            )
+            for action in scheduled_actions_of(plan, args.bounds, endpoint, variant)
+        ]
         self.target_tracking = next(
             (p for r, p in self.policies.items() if r.endswith("-target")), None
         )

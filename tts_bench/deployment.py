@@ -88,6 +88,11 @@ def step_alarm_name(endpoint: str, variant: str, role: str) -> str:
     return f"{endpoint}-{variant}-{_STEP_ALARMS[role]}"
 
 
+def scheduled_action_name(endpoint: str, variant: str, at_utc: str) -> str:
+    """A plan's scheduled action by its time of day (`HH:MM`): one per minute, so unique."""
+    return f"{endpoint}-{variant}-schedule-{at_utc.replace(':', '')}"
+
+
 def target_tracking_policy_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
     return policy_name(endpoint, variant, "concurrency-target")
 

@@ -7,6 +7,7 @@ SAGEMAKER_ENDPOINT_CONFIG: Final = "aws:sagemaker/endpointConfiguration:Endpoint
 SAGEMAKER_ENDPOINT: Final = "aws:sagemaker/endpoint:Endpoint"
 SCALABLE_TARGET: Final = "aws:appautoscaling/target:Target"
 SCALING_POLICY: Final = "aws:appautoscaling/policy:Policy"
+SCHEDULED_ACTION: Final = "aws:appautoscaling/scheduledAction:ScheduledAction"
 METRIC_ALARM: Final = "aws:cloudwatch/metricAlarm:MetricAlarm"
 S3_BUCKET: Final = "aws:s3/bucket:Bucket"
 S3_ENCRYPTION: Final = (

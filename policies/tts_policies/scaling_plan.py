@@ -4,7 +4,8 @@ For each SageMaker scalable target in the stack, the rule finds the variant's Mo
 the endpoint and its configuration), reads the image digest, the model id tag and the instance
 type from literals, applies the same gate as the program (`tts_bench.custody.gate`: the plan
 selected, then re-derived from the qmax and ttotal it names) to the plans folder, and compares
-every deployed number with the plan's.
+every deployed number with the plan's, its scheduled actions included: exactly the plan's
+schedule (`planning.deploy.scheduled_actions_of`), none for a plan without one.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from tts_bench.deployment import (
     step_alarm_name,
 )
 from tts_bench.planning.aws.scaling import PREDEFINED_METRICS
-from tts_bench.planning.deploy import deploy_shape_of
+from tts_bench.planning.deploy import deploy_shape_of, scheduled_actions_of
 from tts_bench.planning.gate import GateQuery, GateResult, performance_env_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 from tts_policies.preview_values import read, unknowns_reported
@@ -54,6 +55,7 @@ from tts_policies.resource_types import (
     SAGEMAKER_MODEL,
     SCALABLE_TARGET,
     SCALING_POLICY,
+    SCHEDULED_ACTION,
 )
 
 NAME = "sagemaker-scaling-requires-measured-plan"
@@ -127,6 +129,7 @@ class Deployed:
     target: PolicyResource
     model: PolicyResource
     resources: Sequence[PolicyResource]
+    bounds: OperatorBounds
 
 
 def _deployed(
@@ -184,7 +187,7 @@ def _deployed(
     except ValueError as exc:
         report(f"{rid}: missing plan: cannot form the plan query ({exc})")
         return None
-    return Deployed(rid, endpoint, variant, digest, target, model, resources), query
+    return Deployed(rid, endpoint, variant, digest, target, model, resources, bounds), query
 
 
 def _check_target(
@@ -214,6 +217,7 @@ def _compare(plan: PlanArtifact, gate: GateResult, deployed: Deployed) -> list[s
         *_tag_problems(plan, deployed),
         *_capacity_problems(gate, deployed),
         *_policy_problems(plan, deployed),
+        *_schedule_problems(plan, deployed),
         *_container_problems(plan, deployed),
     ]
 
@@ -258,6 +262,43 @@ def _policy_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
             problems += _step_problems(spec, policy, deployed)
     problems += [f"scaling policy {n} is not in the plan" for n in policies if n not in planned]
     return problems
+
+
+def _schedule_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
+    """The target's scheduled actions, found by name: the plan's schedule exactly, no other."""
+    actions = {
+        read(a.props, "name", default=None): a
+        for a in _by_type(deployed.resources, SCHEDULED_ACTION)
+        if read(a.props, "resourceId", default=None) == deployed.rid
+    }
+    planned = scheduled_actions_of(plan, deployed.bounds, deployed.endpoint, deployed.variant)
+    problems = []
+    for spec in planned:
+        action = actions.get(spec.name)
+        if action is None:
+            problems.append(f"no scheduled action {spec.name} ({spec.schedule}) of the plan")
+            continue
+        props = action.props
+        for key, value, want in (
+            ("schedule", read(props, "schedule", default=None), spec.schedule),
+            ("timezone", read(props, "timezone", default=None) or "UTC", spec.timezone),
+            ("startTime", read(props, "startTime", default=None), None),
+            ("endTime", read(props, "endTime", default=None), None),
+        ):
+            if value != want:
+                problems.append(f"scheduled action {spec.name} {key} {value} != the plan's {want}")
+        for key, want in (("minCapacity", spec.min_capacity), ("maxCapacity", spec.max_capacity)):
+            value = read(props, "scalableTargetAction", key, default=None)
+            if want is None or not _same(value, want):
+                problems.append(
+                    f"scheduled action {spec.name} {key} {value} != the plan's, clamped into "
+                    f"the operator bounds ({want})"
+                )
+    names = {spec.name for spec in planned}
+    why = "" if plan.schedule else " (the plan has no schedule)"
+    return problems + [
+        f"scheduled action {n} is not in the plan{why}" for n in actions if n not in names
+    ]
 
 
 def _tracking_problems(
@@ -407,17 +448,18 @@ def validate(args: StackValidationArgs, report_violation: ReportViolation) -> No
             _check_target(
                 target, args.resources, folder, lambda m, urn=target.urn: report_violation(m, urn)
             )
-    for policy in _by_type(args.resources, SCALING_POLICY):
-        with unknowns_reported(report_violation, f"scaling policy {policy.name}", policy.urn):
-            if read(policy.props, "serviceNamespace", default=None) != SERVICE_NAMESPACE:
-                continue
-            rid = read(policy.props, "resourceId")
-            if rid not in target_ids:
-                report_violation(
-                    f"scaling policy {policy.name} on {rid}: missing plan: no scalable target of this "
-                    "stack carries a measured plan for it",
-                    policy.urn,
-                )
+    for kind, words in ((SCALING_POLICY, "scaling policy"), (SCHEDULED_ACTION, "scheduled action")):
+        for resource in _by_type(args.resources, kind):
+            with unknowns_reported(report_violation, f"{words} {resource.name}", resource.urn):
+                if read(resource.props, "serviceNamespace", default=None) != SERVICE_NAMESPACE:
+                    continue
+                rid = read(resource.props, "resourceId")
+                if rid not in target_ids:
+                    report_violation(
+                        f"{words} {resource.name} on {rid}: missing plan: no scalable target of "
+                        "this stack carries a measured plan for it",
+                        resource.urn,
+                    )
 
 
 POLICY = StackValidationPolicy(
@@ -425,8 +467,9 @@ POLICY = StackValidationPolicy(
     description=(
         "Requires SageMaker scaling resources to follow a feasible measured plan for the deployed "
         "image and the stack's plan rule, re-derived from the artifacts it names: every policy of its deploy shape (type, metric, "
-        "target, steps, cooldowns) and every alarm (metric, statistic, period, datapoints, "
-        "threshold), the queue bound and clamped min/max."
+        "target, steps, cooldowns), every alarm (metric, statistic, period, datapoints, "
+        "threshold), its scheduled actions (none without a schedule), the queue bound and "
+        "clamped min/max."
     ),
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate,

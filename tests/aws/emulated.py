@@ -319,6 +319,37 @@ class EmulatedAws:
                 edit.get(f"{spec.role}.alarm", {}),
             )  # fmt: skip
 
+    def schedule(
+        self,
+        plan: PlanArtifact,
+        *,
+        endpoint: str = ENDPOINT,
+        edit: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """The plan's scheduled actions as the stack deploys them (`edit` replaces request
+        fields by action name), and the target's min at the step in effect now, as AWS leaves
+        it once the last action ran."""
+        from datetime import UTC, datetime
+
+        from tts_bench.aws.validate import scheduled_min
+        from tts_bench.planning.deploy import scheduled_actions_of
+
+        aas = self.client("application-autoscaling")
+        actions = scheduled_actions_of(plan, None, endpoint)
+        for action in actions:
+            aas.put_scheduled_action(
+                **{
+                    "ServiceNamespace": SERVICE_NAMESPACE, "ResourceId": resource_id(endpoint),
+                    "ScalableDimension": SCALABLE_DIMENSION, "ScheduledActionName": action.name,
+                    "Schedule": action.schedule, "Timezone": action.timezone,
+                    "ScalableTargetAction": {"MinCapacity": action.min_capacity,
+                                             "MaxCapacity": action.max_capacity},
+                    **(edit or {}).get(action.name, {}),
+                }
+            )  # fmt: skip
+        low = scheduled_min(actions, plan.min_instances, plan.max_instances, datetime.now(UTC))
+        self.target(endpoint, min_capacity=low, max_capacity=plan.max_instances)
+
     # ------------------------------------------------------------------ reading
 
     def scaling(self, endpoint: str = ENDPOINT) -> dict[str, Any]:

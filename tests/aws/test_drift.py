@@ -224,3 +224,64 @@ def test_a_fleet_deployment_is_clean_against_its_plan_and_a_published_one_is_not
     assert code == 1
     assert "orphan-policy" in out and "speech-kokoro-82m-AllTraffic-invocations-target" in out
     assert "plan-mismatch" in out and "scale-in step: deployed (none)" in out
+
+
+SCHEDULED_DAY = [10.0] * 60 + [300.0] * 20 + [10.0] * 80
+
+
+@pytest.fixture
+def scheduled(reference_plan_path: Path, tmp_path: Path) -> tuple[PlanArtifact, Path]:
+    """The fleet plan with the schedule of a hand-made day, in a file of its own."""
+    from tts_bench.planning.schedule.attach import with_schedule
+
+    fleet = load_artifact(reference_plan_path.parent / FLEET_PLAN_NAME, PlanArtifact)
+    plan = with_schedule(fleet, "a hand-made day", SCHEDULED_DAY)
+    path = tmp_path / "plan-scheduled.json"
+    path.write_text(plan.model_dump_json(), encoding="utf-8")
+    return plan, path
+
+
+def test_a_scheduled_deployment_is_clean_against_its_plan(
+    aws: EmulatedAws, scheduled: tuple[PlanArtifact, Path], capsys
+) -> None:
+    plan, path = scheduled
+    aws.deploy_shape(plan)
+    aws.schedule(plan)
+    code, out, _ = drift(capsys, "--plan", str(path))
+    assert (code, out.splitlines()[-1].split()[0]) == (0, "preflight-ok"), out
+
+
+def test_a_scheduled_action_other_than_the_plans_is_drift(
+    aws: EmulatedAws, scheduled: tuple[PlanArtifact, Path], capsys
+) -> None:
+    plan, path = scheduled
+    aws.deploy_shape(plan)
+    name = f"{ENDPOINT}-AllTraffic-schedule-0021"
+    aws.schedule(
+        plan, edit={name: {"ScalableTargetAction": {"MinCapacity": 9, "MaxCapacity": 363}}}
+    )
+    code, out, _ = drift(capsys, "--plan", str(path))
+    assert code == 1 and "plan-mismatch" in out, out
+    assert "cron(21 0 * * ? *) Etc/UTC min 9 max 363" in out, out
+    assert "cron(21 0 * * ? *) Etc/UTC min 22 max 363" in out, out
+
+
+def test_scheduled_actions_against_a_plan_without_a_schedule_are_drift(
+    aws: EmulatedAws, scheduled: tuple[PlanArtifact, Path], reference_plan_path: Path, capsys
+) -> None:
+    plan, _ = scheduled
+    aws.deploy_shape(plan)
+    aws.schedule(plan)
+    aws.target(min_capacity=plan.min_instances)
+    code, out, _ = drift(capsys, "--plan", str(reference_plan_path.parent / FLEET_PLAN_NAME))
+    assert code == 1 and "scheduled actions: deployed cron(0 0 * * ? *)" in out, out
+    assert "says none" in out, out
+
+
+def test_a_deployment_missing_its_schedule_is_drift(
+    aws: EmulatedAws, scheduled: tuple[PlanArtifact, Path], capsys
+) -> None:
+    plan, path = scheduled
+    aws.deploy_shape(plan)  # no scheduled actions
+    code, out, _ = drift(capsys, "--plan", str(path))
+    assert code == 1 and "scheduled actions: deployed (none)" in out, out

@@ -7,7 +7,9 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -198,3 +200,42 @@ def test_an_unwritable_record_changes_nothing(
     ):
         pass
     assert scaled.scaling() == PRIOR
+
+
+def _put_at(aws: EmulatedAws, name: str, when: datetime, low: int) -> None:
+    aws.client("application-autoscaling").put_scheduled_action(
+        ServiceNamespace="sagemaker",
+        ResourceId="endpoint/speech-kokoro-82m/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        ScheduledActionName=name,
+        Schedule=f"at({when:%Y-%m-%dT%H:%M:%S})",
+        Timezone="UTC",
+        ScalableTargetAction={"MinCapacity": low, "MaxCapacity": 4},
+    )
+
+
+def test_a_scheduled_action_due_while_frozen_is_held_after_the_restore(
+    scaled: EmulatedAws, records: FreezeRecords
+) -> None:
+    """AWS skips a scheduled action due while scheduled scaling is suspended: the restore puts
+    back the min it would have set (and the count within it), not the recorded min; one not
+    yet due changes nothing."""
+    lines: list[str] = []
+    with frozen_scaling(AwsSession.from_environment(), ENDPOINT, log=lines.append) as record:
+        due_at = record.frozen_at + timedelta(seconds=1)
+        _put_at(scaled, "morning", due_at, 3)
+        _put_at(scaled, "tomorrow", due_at + timedelta(days=1), 4)
+        time.sleep(max(0.0, due_at.timestamp() - time.time() + 0.1))
+    assert scaled.scaling() == {**PRIOR, "min": 3, "desired": 3}
+    assert any("did not run (morning)" in line for line in lines), lines
+
+
+def test_a_schedule_suspended_before_the_freeze_stays_as_recorded(
+    scaled: EmulatedAws, records: FreezeRecords
+) -> None:
+    scaled.target(suspended={"ScheduledScalingSuspended": True})
+    with frozen_scaling(AwsSession.from_environment(), ENDPOINT, log=quiet) as record:
+        due_at = record.frozen_at + timedelta(seconds=1)
+        _put_at(scaled, "morning", due_at, 3)
+        time.sleep(max(0.0, due_at.timestamp() - time.time() + 0.1))
+    assert scaled.scaling() == {**PRIOR, "suspended": ["ScheduledScalingSuspended"]}

@@ -134,3 +134,51 @@ def test_a_curve_request_counts_for_the_requests_it_stands_for() -> None:
     figures = metrics.close_window(START)
     assert figures.invocations == 240 and figures.invocations_per_instance == pytest.approx(60)
     assert figures.answered == 0
+
+
+def _schedule(windows: Windows, name: str, cron: str, low: int) -> None:
+    windows.aws.client("application-autoscaling").put_scheduled_action(
+        ServiceNamespace="sagemaker",
+        ResourceId=f"endpoint/{ENDPOINT}/variant/{DEFAULT_VARIANT}",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        ScheduledActionName=name,
+        Schedule=cron,
+        Timezone="Etc/UTC",
+        ScalableTargetAction={"MinCapacity": low, "MaxCapacity": 363},
+    )
+
+
+def _target(windows: Windows) -> tuple[int, int]:
+    (target,) = windows.aws.client("application-autoscaling").describe_scalable_targets(
+        ServiceNamespace="sagemaker"
+    )["ScalableTargets"]
+    return target["MinCapacity"], target["MaxCapacity"]
+
+
+def test_scheduled_actions_run_at_their_time_on_the_clouds_clock(windows: Windows) -> None:
+    """START is 08:00 UTC. At 08:02 the minimum becomes 6 and the fleet scales out to it; at
+    08:05 it drops to 1 and nothing is removed (the policies scale in, later)."""
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    _schedule(windows, "up", "cron(2 8 * * ? *)", 6)
+    _schedule(windows, "down", "cron(5 8 * * ? *)", 1)
+    windows.scaler.reload()
+    steady = 0.95 * plan.scaling_target_value  # per instance-minute: between both alarms
+    windows.run(110, steady, 1.0)
+    assert (_target(windows), windows.desired()) == ((1, 363), 2)
+    windows.run(20, steady, 1.0)  # the window ending at 08:02:00 runs "up"
+    assert (_target(windows), windows.desired()) == ((6, 363), 6)
+    windows.run(180, steady, 1.0)
+    assert (_target(windows), windows.desired()) == ((1, 363), 6)
+    # Recorded as a scaling activity of the action, at the window's end.
+    assert [d[1:] for d in windows.scaler.decisions] == [("up", 2, 6)]
+    assert windows.scaler.decisions[0][0] == START + 120
+
+
+def test_a_suspended_schedule_skips_its_action_for_good(windows: Windows) -> None:
+    windows.aws.target(suspended={"ScheduledScalingSuspended": True})
+    _schedule(windows, "up", "cron(1 8 * * ? *)", 6)
+    windows.scaler.reload()
+    windows.run(90, 1.0, 1.0)
+    windows.aws.target(suspended={"ScheduledScalingSuspended": False})
+    windows.run(60, 1.0, 1.0)
+    assert _target(windows)[0] == 1 and windows.desired() <= 2

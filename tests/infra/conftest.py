@@ -154,3 +154,18 @@ def program_copy(tmp_path: Path, emulated_folder: Path) -> Callable[..., Path]:
         return copy_program(tmp_path, plans, (*SOURCE_FOLDERS, emulated_folder), **config)
 
     return make
+
+
+# A day the fleet rule cannot follow: 10 requests/s, then 300 from minute 60 to 80.
+SCHEDULED_DAY = [10.0] * 60 + [300.0] * 20 + [10.0] * 80
+
+
+@pytest.fixture(scope="session")
+def scheduled_fleet_plan(reference_plan_path: Path) -> PlanArtifact:
+    """The committed fleet plan with the schedule `SCHEDULED_DAY` gives (`plan --schedule`)."""
+    from tts_bench.planning.schedule.attach import with_schedule
+
+    fleet = load_artifact(
+        reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    return with_schedule(fleet, "a hand-made day", SCHEDULED_DAY)

@@ -4,6 +4,7 @@ way: assertions inside `Output.all(...).apply`, and a count proving that they ra
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pulumi
@@ -190,3 +191,95 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
 
     build()
     assert CHECKS_RUN == ["fleet"]
+
+
+class Recorder(Echo):
+    """Echo that keeps every resource registered: (type, name, inputs)."""
+
+    def __init__(self) -> None:
+        self.resources: list[tuple[str, str, dict[str, Any]]] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append((args.typ, args.name, dict(args.inputs)))
+        return super().new_resource(args)
+
+
+SCHEDULED_ACTION = "aws:appautoscaling/scheduledAction:ScheduledAction"
+
+
+def _registered(plan: PlanArtifact, bounds: OperatorBounds) -> list[tuple[str, str, dict]]:
+    from components import EndpointAutoscaling, EndpointAutoscalingArgs
+
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(recorder, project="tts-bench", stack="test", preview=False)
+
+    @pulumi.runtime.test
+    def build() -> None:
+        EndpointAutoscaling(
+            "speech",
+            EndpointAutoscalingArgs(
+                endpoint_name="speech",
+                variant_name="AllTraffic",
+                plan=plan,
+                bounds=bounds,
+                image_digest="sha256:" + "0" * 64,
+                tags={},
+            ),
+        )
+
+    build()
+    return recorder.resources
+
+
+def test_a_scheduled_plan_deploys_a_scheduled_action_per_step(
+    scheduled_fleet_plan: PlanArtifact,
+) -> None:
+    """Each step a daily cron in UTC at its time on the variant's target, MinCapacity the
+    step's clamped into the operator's bounds (22 → 20 here), MaxCapacity the target's."""
+    plan = scheduled_fleet_plan
+    resources = _registered(plan, OperatorBounds(min_instances=1, max_instances=20))
+    actions = sorted(
+        (inputs for typ, _, inputs in resources if typ == SCHEDULED_ACTION),
+        key=lambda a: a["name"],
+    )
+    assert [
+        (a["name"], a["schedule"], a["timezone"], a["scalableTargetAction"]) for a in actions
+    ] == [
+        ("speech-AllTraffic-schedule-0000", "cron(0 0 * * ? *)", "Etc/UTC",
+         {"minCapacity": 1, "maxCapacity": 20}),
+        ("speech-AllTraffic-schedule-0021", "cron(21 0 * * ? *)", "Etc/UTC",
+         {"minCapacity": 20, "maxCapacity": 20}),
+        ("speech-AllTraffic-schedule-0139", "cron(39 1 * * ? *)", "Etc/UTC",
+         {"minCapacity": 1, "maxCapacity": 20}),
+    ]  # fmt: skip
+    assert [s.min_capacity for s in plan.schedule.steps] == [1, 22, 1]  # type: ignore[union-attr]
+    assert {a["resourceId"] for a in actions} == {"endpoint/speech/variant/AllTraffic"}
+    assert {a["scalableDimension"] for a in actions} == {"sagemaker:variant:DesiredInstanceCount"}
+
+
+def test_a_plan_without_a_schedule_deploys_as_before(
+    reference_plan_path, scheduled_fleet_plan: PlanArtifact
+) -> None:
+    """No scheduled action, and every other resource exactly as the scheduled plan's twin
+    registers it but for the plan id: the schedule adds its actions and changes nothing else."""
+    from tts_bench.artifacts.files import load_artifact
+
+    plan = load_artifact(
+        reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    assert plan.schedule is None
+    bounds = OperatorBounds(min_instances=1, max_instances=20)
+    without = _registered(plan, bounds)
+    assert SCHEDULED_ACTION not in {typ for typ, _, _ in without}
+    assert len(without) == 5  # the component, the target, two policies, the burst alarm
+    scheduled = [r for r in _registered(scheduled_fleet_plan, bounds) if r[0] != SCHEDULED_ACTION]
+
+    def comparable(
+        resources: list[tuple[str, str, dict]], plan_id: str
+    ) -> list[tuple[str, str, str]]:
+        return sorted(
+            (typ, name, json.dumps(inputs, sort_keys=True, default=str).replace(plan_id, "ID"))
+            for typ, name, inputs in resources
+        )
+
+    assert comparable(scheduled, scheduled_fleet_plan.plan_id) == comparable(without, plan.plan_id)

@@ -626,3 +626,135 @@ def test_the_pack_lists_every_rule_once_with_a_kebab_case_name() -> None:
     names = [p.name for p in POLICIES]
     assert len(names) == len(set(names)) == 6
     assert all(n == n.lower() and " " not in n for n in names)
+
+
+SCHEDULED_ACTION = "aws:appautoscaling/scheduledAction:ScheduledAction"
+
+
+def _scheduled_stack(
+    plan: PlanArtifact, actions: list[dict[str, Any]] | None = None, plan_id: str | None = None
+) -> Stack:
+    """The fleet stack for `plan` (its id on the target) with `actions` as scheduled actions,
+    by default those the program deploys for it."""
+    from tts_bench.deployment import OperatorBounds
+    from tts_bench.planning.deploy import scheduled_actions_of
+
+    stack = deployment(
+        _then(_fleet, _set("target.tags.tts-bench:plan-id", plan_id or plan.plan_id))
+    )
+    if actions is None:
+        bounds = OperatorBounds(min_instances=1, max_instances=20)
+        actions = [
+            {
+                "name": a.name,
+                "serviceNamespace": "sagemaker",
+                "scalableDimension": "sagemaker:variant:DesiredInstanceCount",
+                "resourceId": RID,
+                "schedule": a.schedule,
+                "timezone": a.timezone,
+                "scalableTargetAction": {
+                    "minCapacity": float(a.min_capacity or 0),
+                    "maxCapacity": float(a.max_capacity or 0),
+                },
+            }
+            for a in scheduled_actions_of(plan, bounds, "speech")
+        ]
+    for index, props in enumerate(actions):
+        stack.add(SCHEDULED_ACTION, f"schedule-{index}", props)
+    return stack
+
+
+def _edited(index: int, path: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def change(actions: list[dict[str, Any]]) -> None:
+        _set(path, value)({"a": actions[index]})  # type: ignore[dict-item]
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (None, None),
+        (
+            _edited(1, "a.scalableTargetAction.minCapacity", 12.0),
+            "scheduled action speech-AllTraffic-schedule-0021 minCapacity 12.0 != the plan's, "
+            "clamped into the operator bounds (20)",
+        ),
+        (
+            _edited(1, "a.schedule", "cron(30 0 * * ? *)"),
+            "schedule-0021 schedule cron(30 0 * * ? *) != the plan's cron(21 0 * * ? *)",
+        ),
+        (_edited(2, "a.timezone", "Europe/Paris"), "timezone Europe/Paris != the plan's Etc/UTC"),
+        (_edited(0, "a.endTime", "2027-01-01T00:00:00Z"), "schedule-0000 endTime 2027-01-01"),
+        (lambda a: a.pop(2), "no scheduled action speech-AllTraffic-schedule-0139"),
+        (
+            _edited(2, "a.name", "speech-AllTraffic-schedule-2300"),
+            "scheduled action speech-AllTraffic-schedule-2300 is not in the plan",
+        ),
+    ],
+    ids=["as-planned", "min", "time", "zone", "end", "missing", "extra"],
+)
+def test_scheduled_actions_are_the_plans_schedule(
+    change: Any,
+    expected: str | None,
+    scheduled_fleet_plan: PlanArtifact,
+    plans_dir: Callable[..., Path],
+) -> None:
+    config = {"plansDir": str(plans_dir(scheduled_fleet_plan))}
+    planned = _scheduled_stack(scheduled_fleet_plan).resources
+    actions = [dict(copy.deepcopy(r.props)) for r in planned if r.resource_type == SCHEDULED_ACTION]
+    assert len(actions) == 3
+    if change:
+        change(actions)
+    violations = validate(
+        scaling_plan.POLICY, _scheduled_stack(scheduled_fleet_plan, actions).args(config)
+    )
+    if expected is None:
+        assert violations == []
+    else:
+        assert any(expected in v for v in violations), violations
+
+
+def test_a_plan_without_a_schedule_refuses_a_scheduled_action(
+    scheduled_fleet_plan: PlanArtifact,
+) -> None:
+    """The committed fleet plan has no schedule: the scheduled plan's actions on its stack are
+    refused, each by name."""
+    from tts_bench.artifacts.files import load_artifact
+
+    plain = load_artifact(FLEET_PLAN, PlanArtifact)
+    scheduled = _scheduled_stack(scheduled_fleet_plan).resources
+    actions = [dict(r.props) for r in scheduled if r.resource_type == SCHEDULED_ACTION]
+    violations = validate(scaling_plan.POLICY, _scheduled_stack(plain, actions).args())
+    assert sorted(v for v in violations if "scheduled action" in v) == [
+        f"{RID}: scheduled action speech-AllTraffic-schedule-{hhmm} is not in the plan (the "
+        f"plan has no schedule) (plan {plain.plan_id}, {FLEET_PLAN.name})"
+        for hhmm in ("0000", "0021", "0139")
+    ], violations
+    assert validate(scaling_plan.POLICY, _scheduled_stack(plain).args()) == []
+
+
+def test_a_scheduled_action_without_a_planned_target_is_refused() -> None:
+    stack = Stack()
+    stack.add(
+        SCHEDULED_ACTION,
+        "lone",
+        {"serviceNamespace": "sagemaker", "resourceId": RID, "schedule": "cron(0 6 * * ? *)"},
+    )
+    violations = validate(scaling_plan.POLICY, stack.args())
+    assert any("scheduled action lone on" in v and "missing plan" in v for v in violations)
+
+
+def test_a_hand_edited_schedule_is_refused_by_the_pack(
+    scheduled_fleet_plan: PlanArtifact, plans_dir: Callable[..., Path]
+) -> None:
+    """A plan whose step was edited (and the stack deployed from the edit) does not follow from
+    its recorded day: the gate's custody refuses it, naming the field."""
+    data = scheduled_fleet_plan.model_dump(mode="json")
+    data["schedule"]["steps"][1]["min_capacity"] = 15
+    edited = PlanArtifact.model_validate(data)
+    config = {"plansDir": str(plans_dir(edited))}
+    violations = validate(scaling_plan.POLICY, _scheduled_stack(edited).args(config))
+    assert any("missing plan" in v and "schedule.steps[1].min_capacity" in v for v in violations), (
+        violations
+    )

@@ -164,6 +164,15 @@ def test_the_image_is_pinned_by_digest_and_routing_is_least_outstanding(
     assert one(reference_run, "aws:sagemaker/endpoint:Endpoint")["name"] == ENDPOINT
 
 
+def test_a_plan_without_a_schedule_deploys_no_scheduled_action(
+    reference_run: Recording, reference_plan: PlanArtifact
+) -> None:
+    assert reference_plan.schedule is None
+    types = {r.type for r in reference_run.resources}
+    assert "aws:appautoscaling/scheduledAction:ScheduledAction" not in types
+    assert types >= SCALING_TYPES
+
+
 def test_components_parent_their_children(reference_run: Recording) -> None:
     components = {r.urn: r for r in reference_run.resources if not r.custom}
     assert {r.type for r in components.values()} == {
@@ -213,6 +222,30 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
     model = one(recording, "aws:sagemaker/model:Model")
     assert ENV_MAX_QUEUE_DEPTH not in model["primaryContainer"].get("environment", {})
     assert TAG_PLAN_ID not in model["tags"]
+
+
+def test_a_scheduled_plan_deploys_its_actions_and_an_edited_one_none(
+    tmp_path: Path, scheduled_fleet_plan: PlanArtifact
+) -> None:
+    """The program deploys a `--schedule` plan's actions; a plan whose step was edited by hand
+    no longer follows from its recorded day, so the gate deploys no scaling at all."""
+    scheduled = "aws:appautoscaling/scheduledAction:ScheduledAction"
+    (tmp_path / "as-planned").mkdir()
+    recording = run(copy_program(tmp_path / "as-planned", [scheduled_fleet_plan], planRule="fleet"))
+    actions = sorted((r.name, r.properties["schedule"]) for r in recording.resources
+                     if r.type == scheduled)  # fmt: skip
+    assert actions == [
+        (f"{ENDPOINT}-AllTraffic-schedule-{hhmm}", cron)
+        for hhmm, cron in (("0000", "cron(0 0 * * ? *)"), ("0021", "cron(21 0 * * ? *)"),
+                           ("0139", "cron(39 1 * * ? *)"))
+    ]  # fmt: skip
+    data = scheduled_fleet_plan.model_dump(mode="json")
+    data["schedule"]["steps"][1]["min_capacity"] = 30
+    edited = PlanArtifact.model_validate(data)
+    (tmp_path / "edited").mkdir()
+    recording = run(copy_program(tmp_path / "edited", [edited], planRule="fleet"))
+    assert not [r.name for r in recording.resources if r.type in {*SCALING_TYPES, scheduled}]
+    assert "schedule.steps[1].min_capacity" in warnings(recording)
 
 
 def test_an_emulated_plan_gates_the_local_clouds_deploy_only(

@@ -191,3 +191,58 @@ def test_apply_creates_it_in_moto_and_hands_capacity_changes_over(
     variant = sm.describe_endpoint(EndpointName=ENDPOINT)["ProductionVariants"][0]
     # moto would jump to 3 at once; the count stays what runs until the fleet says otherwise.
     assert (variant["DesiredInstanceCount"], variant["CurrentInstanceCount"]) == (3, 1)
+
+
+def test_a_scheduled_plans_actions_are_deployed_and_a_plan_without_removes_them(
+    moto: MotoHost, tmp_path
+) -> None:
+    """The program's scheduled actions for a `--schedule` plan go to moto as recorded (where
+    the cloud's Autoscaler runs them); a redeploy of a plan without a schedule removes them."""
+    from tests.infra.conftest import copy_program
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.artifacts.plan import PlanArtifact
+    from tts_bench.infra.preview import record
+    from tts_bench.planning.schedule.attach import with_schedule
+
+    fleet = load_artifact(
+        REPO_ROOT / "measurements" / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    plan = with_schedule(fleet, "a day", [10.0] * 60 + [300.0] * 20 + [10.0] * 80)
+    program = copy_program(tmp_path, [plan], planRule="fleet", maxInstances=20)
+    deployment = deployment_from_recording(record(program, "dev"), DIGEST, None, "abc1234")
+    assert [
+        (a["ScheduledActionName"], a["Schedule"], a["Timezone"], a["ScalableTargetAction"])
+        for a in sorted(deployment.scheduled_actions, key=lambda a: a["ScheduledActionName"])
+    ] == [
+        (f"{ENDPOINT}-AllTraffic-schedule-0000", "cron(0 0 * * ? *)", "Etc/UTC",
+         {"MinCapacity": 1, "MaxCapacity": 20}),
+        (f"{ENDPOINT}-AllTraffic-schedule-0021", "cron(21 0 * * ? *)", "Etc/UTC",
+         {"MinCapacity": 20, "MaxCapacity": 20}),
+        (f"{ENDPOINT}-AllTraffic-schedule-0139", "cron(39 1 * * ? *)", "Etc/UTC",
+         {"MinCapacity": 1, "MaxCapacity": 20}),
+    ]  # fmt: skip
+
+    def client(service: str) -> Any:
+        return boto3.client(
+            service, region_name=REGION, endpoint_url=moto.url,
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )  # fmt: skip
+
+    def deployed() -> list[str]:
+        return sorted(
+            a["ScheduledActionName"]
+            for a in client("application-autoscaling").describe_scheduled_actions(
+                ServiceNamespace="sagemaker"
+            )["ScheduledActions"]
+        )
+
+    apply_deployment(deployment, client, endpoint_exists=False, switch_config=lambda _: None)
+    assert deployed() == sorted(a["ScheduledActionName"] for a in deployment.scheduled_actions)
+    (tmp_path / "plain").mkdir()
+    plain = deployment_from_recording(
+        record(copy_program(tmp_path / "plain", [fleet], planRule="fleet", maxInstances=20), "dev"),
+        DIGEST, None, "abc1235",
+    )  # fmt: skip
+    assert plain.scheduled_actions == []
+    apply_deployment(plain, client, endpoint_exists=True, switch_config=lambda _: None)
+    assert deployed() == []

@@ -62,6 +62,28 @@ def test_a_tiny_day_by_hand() -> None:
     assert merged_steps(floor, need, tolerance=2 / 14) == [Step(0, 3), Step(5, 1)]
 
 
+def test_a_want_is_held_either_side_of_its_minute() -> None:
+    # Held two minutes: the wants 0 0 1 3 3 0 0 0 become 1 3 3 3 3 3 3 0; a lead of two
+    # minutes ahead makes every minute but the last 3.
+    fleet = replace(TINY, hold_s=120.0)
+    assert floor_per_minute(TINY_DAY, fleet).tolist() == [3, 3, 3, 3, 3, 3, 3, 1]
+    assert schedule_steps(TINY_DAY, fleet) == [Step(0, 3), Step(7, 1)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rates=st.lists(st.floats(0, 400, allow_nan=False), min_size=1, max_size=200),
+    hold_minutes=st.integers(1, 40),
+)
+def test_a_held_floor_covers_the_unheld_one_around_each_minute(rates, hold_minutes) -> None:
+    day = np.array(rates)
+    plain = floor_per_minute(day, TINY)
+    held = floor_per_minute(day, replace(TINY, hold_s=60.0 * hold_minutes))
+    for m in range(len(day)):
+        window = plain[max(0, m - hold_minutes) : m + hold_minutes + 1]
+        assert held[m] >= window.max()
+
+
 def test_a_day_the_rule_follows_gets_only_the_floor() -> None:
     slow = np.linspace(100, 103, 30)  # 0.1 % a minute
     assert schedule_steps(slow, TINY) == [Step(0, 1)]
@@ -120,7 +142,8 @@ def scheduled_plan(tmp_path: Path) -> Path:
     for source in (REFERENCE_QMAX, REFERENCE_TTOTAL):
         shutil.copy(source, tmp_path / source.name)
     request = PlanRequest(peak_rps=400, trough_rps=10, rule="fleet")
-    rates = [10.0] * 5 + [300.0] * 20 + [10.0] * 5
+    # A day longer than its ±30 min hold, so its steps are more than one.
+    rates = [10.0] * 60 + [300.0] * 20 + [10.0] * 80
 
     def schedule(plan, *_):  # type: ignore[no-untyped-def]
         return with_schedule(plan, "a hand-made day", rates)
@@ -170,6 +193,16 @@ def test_a_hand_edited_schedule_is_refused_by_verify_and_the_gate(
                   bounds=OperatorBounds(min_instances=1, max_instances=40), rule="fleet"),
     )  # fmt: skip
     assert result.condition is GateCondition.NOT_REDERIVED and named in result.reason
+
+
+def test_tts_bench_verify_names_the_edited_step(scheduled_plan: Path, capsys) -> None:
+    from tts_bench.cli import main
+
+    assert main(["verify", str(scheduled_plan)]) == 0
+    _edit(scheduled_plan, lambda d: d["schedule"]["steps"][1].update(min_capacity=2))
+    assert main(["verify", str(scheduled_plan)]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("FAIL") and "schedule.steps[1].min_capacity" in out
 
 
 def test_a_plan_without_a_schedule_writes_no_schedule_field() -> None:

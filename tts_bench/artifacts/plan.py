@@ -303,6 +303,9 @@ class Schedule(_Strict):
     )
     per_instance_rps: PositiveFloat = Field(description="λ_out: the load each instance holds")
     lead_s: PositiveFloat = Field(description="how long before a needed minute its step acts")
+    hold_s: NonNegativeFloat = Field(
+        default=0.0, description="how long either side of a needed minute its step holds"
+    )
     steps: list[ScheduledStep] = Field(min_length=1, max_length=MAX_SCHEDULED_ACTIONS)
     instance_minutes: NonNegativeInt = Field(
         description="the floor the steps hold, summed over the day's minutes"

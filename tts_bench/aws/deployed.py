@@ -99,6 +99,19 @@ class ScalingPolicy(_Frozen):
     alarm_names: tuple[str, ...] = ()
 
 
+class DeployedScheduledAction(_Frozen):
+    """A scheduled action on a scalable target (DescribeScheduledActions)."""
+
+    name: str
+    resource_id: str
+    schedule: str
+    timezone: str | None = None  # None: AWS's default, UTC
+    min_capacity: int | None = None
+    max_capacity: int | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+
 class Alarm(_Frozen):
     name: str
     state: str
@@ -140,6 +153,7 @@ class DeployedSnapshot(_Frozen):
     # Variants of the other endpoints that targets or policies point at; None: no such endpoint.
     other_endpoints: dict[str, tuple[str, ...] | None]
     read_at: datetime
+    scheduled_actions: tuple[DeployedScheduledAction, ...] = ()
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -154,6 +168,10 @@ class DeployedSnapshot(_Frozen):
 
     def policy(self, name: str, variant: str = DEFAULT_VARIANT) -> ScalingPolicy | None:
         return next((p for p in self.policies_on(variant) if p.name == name), None)
+
+    def scheduled_on(self, variant: str = DEFAULT_VARIANT) -> tuple[DeployedScheduledAction, ...]:
+        rid = resource_id(self.endpoint, variant)
+        return tuple(a for a in self.scheduled_actions if a.resource_id == rid)
 
     def alarms_of(self, policy: ScalingPolicy) -> tuple[Alarm, ...]:
         """Alarms that drive `policy`: listed on it, or naming its ARN among their actions."""
@@ -247,6 +265,7 @@ def read_snapshot(session: AwsSession, endpoint: str) -> DeployedSnapshot:
         alarms=_read_alarms(session, policies),
         other_endpoints=_other_endpoints(session, endpoint, targets, policies),
         read_at=datetime.now(UTC),
+        scheduled_actions=_read_scheduled_actions(session),
     )
 
 
@@ -321,6 +340,30 @@ def _read_policies(session: AwsSession) -> tuple[ScalingPolicy, ...]:
             ServiceNamespace=SERVICE_NAMESPACE,
         )
         if p.get("ScalableDimension") == SCALABLE_DIMENSION
+    )
+
+
+def _read_scheduled_actions(session: AwsSession) -> tuple[DeployedScheduledAction, ...]:
+    """Every scheduled action on a SageMaker variant of the region."""
+    return tuple(
+        DeployedScheduledAction(
+            name=a["ScheduledActionName"],
+            resource_id=a["ResourceId"],
+            schedule=a["Schedule"],
+            timezone=a.get("Timezone"),
+            min_capacity=(a.get("ScalableTargetAction") or {}).get("MinCapacity"),
+            max_capacity=(a.get("ScalableTargetAction") or {}).get("MaxCapacity"),
+            start_time=a.get("StartTime"),
+            end_time=a.get("EndTime"),
+        )
+        for a in session.paginate(
+            "application-autoscaling",
+            "describe_scheduled_actions",
+            "ScheduledActions",
+            resource=f"SageMaker scheduled actions in {session.region}",
+            ServiceNamespace=SERVICE_NAMESPACE,
+        )
+        if a.get("ScalableDimension", SCALABLE_DIMENSION) == SCALABLE_DIMENSION
     )
 
 

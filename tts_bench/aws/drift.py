@@ -3,7 +3,8 @@
 `check_drift` is pure rules over a `DeployedSnapshot`; `read_and_check` is the thin edge that
 reads the snapshot with boto3 (read-only). Errors: orphaned scalable targets or policies,
 scaling left suspended, a scaling alarm stuck in INSUFFICIENT_DATA, and (with a plan) a
-scaling setting that differs from the plan. Warning: desired capacity outside min/max.
+scaling setting that differs from the plan, its scheduled actions and the min instances its
+schedule holds now included. Warning: desired capacity outside min/max.
 """
 
 from __future__ import annotations
@@ -215,14 +216,16 @@ def _plan_mismatches(
     snapshot: DeployedSnapshot, plan: PlanArtifact, bounds: OperatorBounds | None, variant: str
 ) -> list[DriftFinding]:
     clamped = " (clamped into --bounds)" if bounds else ""
-    instances = (Setting.MIN_INSTANCES, Setting.MAX_INSTANCES)
+    instances = (Setting.MIN_INSTANCES, Setting.MAX_INSTANCES, Setting.SCHEDULE)
+    now = f", its schedule's step at {snapshot.read_at:%H:%M} UTC," if plan.schedule else ""
     return [
         DriftFinding(
             rule=Rule.PLAN_MISMATCH,
             severity=Severity.ERROR,
             resource=row.where,
             message=f"{row.setting.value}: deployed {format_value(row.deployed)}, plan "
-            f"{plan.plan_id}{clamped if row.setting in instances else ''} says "
+            f"{plan.plan_id}{clamped if row.setting in instances else ''}"
+            f"{now if row.setting is Setting.MIN_INSTANCES else ''} says "
             f"{format_value(row.planned)}; deploy the plan (`pulumi up`) or pass the plan it "
             "was deployed from",
         )

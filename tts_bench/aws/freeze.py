@@ -11,6 +11,12 @@ recorded state on a normal end, on an exception, on SIGINT and on SIGTERM/SIGHUP
 `Terminated`, a `SystemExit`, so `finally` blocks run), then removes the record. Signals that
 arrive while restoring are held until the restore is done. `thaw` restores a record left
 behind; with no record it un-suspends all scaling and leaves min/max as they are.
+
+Scheduled actions due while the freeze held scheduled scaling suspended did not run, and AWS
+does not run them on resume. So a restore puts back the min/max the target's schedule holds
+now (each action due since the freeze run over the recorded bounds, `planning.aws.scheduled`),
+not the recorded ones, and the desired count within them: otherwise a measurement over a
+scheduled step would leave the target at the step before it until the next action.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
 
 from tts_bench.artifacts.files import write_atomically
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.deployed import SuspendedState, describe_endpoint
 from tts_bench.aws.session import AwsSession, EndpointNotFoundError
 from tts_bench.deployment import (
@@ -41,6 +48,7 @@ from tts_bench.deployment import (
     resource_id,
 )
 from tts_bench.errors import RefusalError, TtsBenchError
+from tts_bench.planning.aws.scheduled import ScheduledAction, UnsupportedSchedule, due, held_at
 
 STATE_DIR_ENV: Final = "TTS_BENCH_STATE_DIR"
 PINNED_INSTANCES: Final = 1
@@ -270,28 +278,66 @@ def apply_freeze(session: AwsSession, record: FreezeRecord, log: Log = _stderr) 
     _set_desired(session, record.endpoint, record.variant, PINNED_INSTANCES, record.weight, log)
 
 
+def _scheduled_actions(session: AwsSession, rid: str) -> list[ScheduledAction]:
+    return [
+        ScheduledAction(
+            a["ScheduledActionName"],
+            a["Schedule"],
+            a.get("Timezone") or "UTC",
+            (a.get("ScalableTargetAction") or {}).get("MinCapacity"),
+            (a.get("ScalableTargetAction") or {}).get("MaxCapacity"),
+        )
+        for a in session.paginate(
+            "application-autoscaling",
+            "describe_scheduled_actions",
+            "ScheduledActions",
+            resource=f"scheduled actions of {rid}",
+            ServiceNamespace=SERVICE_NAMESPACE,
+            ResourceId=rid,
+            ScalableDimension=SCALABLE_DIMENSION,
+        )
+    ]
+
+
+def bounds_to_restore(
+    session: AwsSession, record: FreezeRecord, low: int, high: int, log: Log
+) -> tuple[int, int]:
+    """The recorded min/max (`low`, `high`), moved by every scheduled action the freeze kept
+    from running."""
+    recorded = (low, high)
+    if record.suspended is None or record.suspended.scheduled:
+        return recorded  # suspended before the freeze: the freeze kept nothing from running
+    clock = ServiceClock.from_environment()  # the local cloud's actions run on its clock
+    since_s, now_s = clock.to_virtual(record.frozen_at.timestamp()), clock.now()
+    actions = _scheduled_actions(session, record.resource_id)
+    try:
+        missed = due(actions, since_s, now_s)
+        bounds = held_at(actions, *recorded, since_s, now_s)
+    except UnsupportedSchedule as exc:
+        log(f"{exc}; restoring the recorded min/max, the next scheduled action moves them")
+        return recorded
+    if missed:
+        names = ", ".join(dict.fromkeys(a.name for _, a in missed))
+        log(f"scheduled actions due while frozen did not run ({names}): restoring min/max {bounds}")
+    return bounds
+
+
 def restore(
     session: AwsSession, record: FreezeRecord, records: FreezeRecords, log: Log = _stderr
 ) -> None:
-    """Put back the recorded state (still suspended while the count moves), then drop the record."""
+    """Put back the recorded state (still suspended while the count moves), then drop the
+    record; min/max and the count as the target's schedule holds them now."""
     target = _describe_target(session, record.resource_id) if record.had_target else None
     if record.had_target and target is None:
         log(f"scalable target {record.resource_id} no longer exists; not re-creating it")
-    if target is not None:
-        _register(
-            session,
-            record.resource_id,
-            MinCapacity=record.min_capacity,
-            MaxCapacity=record.max_capacity,
+    desired = record.desired_instance_count
+    if target is not None and record.min_capacity and record.max_capacity:
+        low, high = bounds_to_restore(
+            session, record, record.min_capacity, record.max_capacity, log
         )
-    _set_desired(
-        session,
-        record.endpoint,
-        record.variant,
-        record.desired_instance_count,
-        record.weight,
-        log,
-    )
+        _register(session, record.resource_id, MinCapacity=low, MaxCapacity=high)
+        desired = min(max(desired, low), high)
+    _set_desired(session, record.endpoint, record.variant, desired, record.weight, log)
     if target is not None and record.suspended is not None:
         _register(session, record.resource_id, SuspendedState=record.suspended.to_api())
     records.remove(record)

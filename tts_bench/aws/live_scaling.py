@@ -21,11 +21,11 @@ from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.deploy import alarm_rule, deploy_shape_of
 
 # Compared with the plan; min and max are the operator's clamp of the plan's (the stack's
-# bounds), read back and used as deployed.
+# bounds), read back and used as deployed, and so are the scheduled actions' capacities.
 COMPARED = tuple(
     s
     for s in (*SCALING_SETTINGS, Setting.QUEUE_MAX_DEPTH)
-    if s not in (Setting.MIN_INSTANCES, Setting.MAX_INSTANCES)
+    if s not in (Setting.MIN_INSTANCES, Setting.MAX_INSTANCES, Setting.SCHEDULE)
 )
 
 

@@ -2,19 +2,30 @@
 
 `compare_to_plan` is pure: a `DeployedSnapshot` and a `PlanArtifact` (its min/max clamped into
 the operator's bounds when given, as the stack deploys them) in, one `Comparison` per setting
-out. `drift --plan` reuses it for the scaling settings. `read_and_compare` is the thin edge
+out. A `--schedule` plan's scheduled actions are one setting (all of them as one line), and its
+min instances is the MinCapacity its schedule holds at the snapshot's time (the last action due
+within the day before it); a plan without a schedule gets the row only when the target has a
+scheduled action, which then differs from its "none". `drift --plan` reuses it for the scaling settings. `read_and_compare` is the thin edge
 that reads the snapshot with boto3.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
 from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
-from tts_bench.aws.deployed import Alarm, DeployedSnapshot, ScalingPolicy, read_snapshot
+from tts_bench.aws.deployed import (
+    Alarm,
+    DeployedScheduledAction,
+    DeployedSnapshot,
+    ScalingPolicy,
+    read_snapshot,
+)
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
@@ -23,7 +34,8 @@ from tts_bench.deployment import (
     step_alarm_name,
 )
 from tts_bench.errors import RefusalError
-from tts_bench.planning.deploy import deploy_shape_of
+from tts_bench.planning.aws.scheduled import DAY, ScheduledAction, held_at
+from tts_bench.planning.deploy import deploy_shape_of, scheduled_actions_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 Number = int | float
@@ -55,10 +67,14 @@ class Setting(StrEnum):
     BURST_DATAPOINTS = "burst datapoints"
     BURST_COOLDOWN = "burst cooldown (s)"
     BURST_STEP = "burst step"
+    SCHEDULE = "scheduled actions"
     QUEUE_MAX_DEPTH = ENV_MAX_QUEUE_DEPTH
 
 
 SCALING_SETTINGS = tuple(s for s in Setting if s is not Setting.QUEUE_MAX_DEPTH)
+
+
+NO_SCHEDULE = "none"
 
 
 class Outcome(StrEnum):
@@ -100,6 +116,25 @@ def steps_text(
         )
         + at_least
     )
+
+
+def schedule_text(actions: Sequence[ScheduledAction | DeployedScheduledAction]) -> str:
+    """Scheduled actions as one comparable line, in order of their names (a plan's name its
+    steps by time of day)."""
+
+    def one(action: ScheduledAction | DeployedScheduledAction) -> str:
+        text = (
+            f"{action.schedule} {action.timezone or 'UTC'} min {action.min_capacity} "
+            f"max {action.max_capacity}"
+        )
+        for word, when in (
+            ("from", getattr(action, "start_time", None)),
+            ("until", getattr(action, "end_time", None)),
+        ):
+            text += f" {word} {when:%Y-%m-%d %H:%M}" if when else ""
+        return text
+
+    return "; ".join(one(a) for a in sorted(actions, key=lambda a: a.name))
 
 
 def _alarm_values(
@@ -295,6 +330,37 @@ def _equal(deployed: Number | str, planned: Planned) -> bool:
     return math.isclose(deployed, planned, rel_tol=1e-9, abs_tol=1e-9)
 
 
+def _with_schedule(
+    planned: dict[Setting, Planned],
+    deployed: dict[Setting, Read],
+    snapshot: DeployedSnapshot,
+    plan: PlanArtifact,
+    bounds: OperatorBounds | None,
+    variant: str,
+) -> dict[Setting, Planned]:
+    """`planned` with the schedule's row and the min its schedule holds now; `deployed` with
+    the target's scheduled actions."""
+    actions = scheduled_actions_of(plan, bounds, snapshot.endpoint, variant)
+    on_target = snapshot.scheduled_on(variant)
+    if not (actions or on_target):
+        return planned
+    planned[Setting.SCHEDULE] = schedule_text(actions) if actions else NO_SCHEDULE
+    deployed[Setting.SCHEDULE] = (
+        schedule_text(on_target) if on_target else None,
+        f"scheduled actions on endpoint/{snapshot.endpoint}/variant/{variant}",
+    )
+    if actions:
+        low, high = int(planned[Setting.MIN_INSTANCES]), int(planned[Setting.MAX_INSTANCES])
+        planned[Setting.MIN_INSTANCES] = scheduled_min(actions, low, high, snapshot.read_at)
+    return {s: planned[s] for s in Setting if s in planned}
+
+
+def scheduled_min(actions: Sequence[ScheduledAction], low: int, high: int, at: datetime) -> int:
+    """The MinCapacity daily `actions` hold at `at`: the last one due within the day before."""
+    start = (at - DAY).timestamp()
+    return held_at(list(actions), low, high, start, at.timestamp())[0]
+
+
 def compare_to_plan(
     snapshot: DeployedSnapshot,
     plan: PlanArtifact,
@@ -303,8 +369,10 @@ def compare_to_plan(
     settings: tuple[Setting, ...] = tuple(Setting),
 ) -> list[Comparison]:
     """One comparison per setting the plan deploys, of those in `settings`, in `Setting` order."""
-    planned = planned_values(plan, bounds)
     deployed = _deployed_values(snapshot, plan, variant)
+    planned = _with_schedule(
+        planned_values(plan, bounds), deployed, snapshot, plan, bounds, variant
+    )
     rows = []
     for setting in (s for s in planned if s in settings):
         value, where = deployed[setting]

@@ -24,6 +24,7 @@ from tts_bench.artifacts.plan import (
     TargetTrackingSpec,
 )
 from tts_bench.planning.aws import scaling as aws_scaling
+from tts_bench.planning.aws.scheduled import ScheduledAction, daily_cron
 from tts_bench.planning.aws.semantics import AwsSemantics
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
@@ -128,6 +129,40 @@ def deploy_shape_of(plan: PlanArtifact) -> DeployShape:
         scale_in_cooldown_s=plan.scale_in_cooldown_s,
         launch_s=max(plan.inputs.planned_total_s - deployment.DEFAULT_POLICY_LAG_BOUND_S, 1.0),
         sizing_rps=float(rate or 0.0),
+    )
+
+
+# The time zone a plan's schedule is deployed in, by the UTC offset the plan states.
+SCHEDULE_TIMEZONES = {"+00:00": "Etc/UTC"}
+
+
+def scheduled_actions_of(
+    plan: PlanArtifact,
+    bounds: deployment.OperatorBounds | None,
+    endpoint: str,
+    variant: str = deployment.DEFAULT_VARIANT,
+) -> tuple[ScheduledAction, ...]:
+    """The plan's schedule as scheduled actions on the variant's target: each step a daily cron
+    at its time that sets MinCapacity to the step's (clamped, like the target's own min, into
+    the operator's bounds) and MaxCapacity to the target's, so no action can leave min above
+    max. Nothing for a plan without a schedule: it deploys exactly as before schedules."""
+    if plan.schedule is None:
+        return ()
+    low, high = (
+        bounds.clamp(plan.min_instances, plan.max_instances)
+        if bounds
+        else (plan.min_instances, plan.max_instances)
+    )
+    timezone = SCHEDULE_TIMEZONES[plan.schedule.utc_offset]
+    return tuple(
+        ScheduledAction(
+            name=deployment.scheduled_action_name(endpoint, variant, step.at_utc),
+            schedule=daily_cron(step.at_s),
+            timezone=timezone,
+            min_capacity=min(max(step.min_capacity, low), high),
+            max_capacity=high,
+        )
+        for step in plan.schedule.steps
     )
 
 

@@ -37,5 +37,5 @@ def schedule_table(p: PlanArtifact) -> Html:
         ["UTC (+00:00), daily", "MinCapacity"],
         [[s.at_utc, s.min_capacity] for s in schedule.steps],
         f"Scheduled actions from {schedule.traffic} (rates sha256 "
-        f"{schedule.minute_rps_sha256[:12]}), {schedule.lead_s:g} s ahead",
+        f"{schedule.minute_rps_sha256[:12]}), {schedule.lead_s:g} s ahead, held ±{schedule.hold_s:g} s",
     )

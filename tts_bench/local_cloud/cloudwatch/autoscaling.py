@@ -13,6 +13,13 @@ Each alarm state change and each capacity asked for is recorded, on the cloud's 
 change the endpoint refuses (it is Updating: `ValidationException`) is a Failed activity with
 SageMaker's message; no cooldown starts, and the alarm acts again at its next invocation, as
 Application Auto Scaling does. What AWS leaves open is the cloud's variant set (`semantics`).
+
+Scheduled actions (PutScheduledAction, stored by moto) run on the cloud's clock: after each
+window, every action due since the last window sets the target's MinCapacity/MaxCapacity and
+moves the desired count into them (`planning.aws.scheduled`), unless scheduled scaling is
+suspended, when it is skipped for good, as AWS skips it. An action deployed before the cloud's
+first window does not run for the past; a schedule the emulation cannot read is named once, at
+deploy, and left out.
 """
 
 from __future__ import annotations
@@ -31,6 +38,13 @@ from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource
 from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
 from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
 from tts_bench.planning.aws import scaling as aws_scaling
+from tts_bench.planning.aws.scheduled import (
+    ScheduledAction,
+    UnsupportedSchedule,
+    due,
+    fire_times,
+    run_action,
+)
 from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.telemetry import (
     CONCURRENT_REQUESTS_PER_MODEL,
@@ -70,6 +84,8 @@ class Autoscaler:
         self._semantics = replace(semantics, action_repeat_s=repeat)
         self._engine = aws_scaling.ScalingEngine((), self._semantics)
         self._states: dict[str, aws_scaling.AlarmState] = {}
+        self._scheduled: tuple[ScheduledAction, ...] = ()
+        self._schedule_since: float | None = None  # the end of the last window evaluated
         self.decisions: list[tuple[float, str, int, int]] = []  # (when, policy, from, to)
         self.refusals: list[tuple[float, str, int, int]] = []  # the endpoint refused these
         # (evaluation, alarm, new state): the cloud's clock at the evaluation, where the history
@@ -94,14 +110,37 @@ class Autoscaler:
                 rules.append(self._tracking_rule(policy, alarms))
             elif policy["PolicyType"] == "StepScaling":
                 rules += self._step_rules(policy, alarms)
+        scheduled = self._read_scheduled()
         with self._lock:
             self._engine = self._engine.with_rules(tuple(rules))
+            self._scheduled = scheduled
+        if scheduled:
+            self._say(f"autoscaling: {len(scheduled)} scheduled action(s) on the cloud's clock")
         if rules:
             self._say(
                 "autoscaling: "
                 + "; ".join(_describe(r) for r in rules)
                 + (f" (times × {self._scale:g})" if self._scale != 1 else "")
             )
+
+    def _read_scheduled(self) -> tuple[ScheduledAction, ...]:
+        raw = self._client("application-autoscaling").describe_scheduled_actions(
+            ServiceNamespace=SERVICE_NAMESPACE, ResourceId=self._resource
+        )["ScheduledActions"]
+        actions = []
+        for a in raw:
+            target = a.get("ScalableTargetAction") or {}
+            action = ScheduledAction(
+                a["ScheduledActionName"], a["Schedule"], a.get("Timezone") or "UTC",
+                target.get("MinCapacity"), target.get("MaxCapacity"),
+            )  # fmt: skip
+            try:
+                fire_times(action.schedule, action.timezone, 0.0, 0.0)
+            except UnsupportedSchedule as exc:
+                self._say(f"autoscaling: scheduled action {action.name} left out: {exc}")
+                continue
+            actions.append(action)
+        return tuple(actions)
 
     def _scaled(self, alarm: aws_scaling.AlarmRule) -> aws_scaling.AlarmRule:
         step = aws_scaling.METRIC_PERIOD_S
@@ -189,6 +228,7 @@ class Autoscaler:
     def evaluate(self, window_start_s: float) -> None:
         """One evaluation, after the window starting at `window_start_s` closed."""
         end_s = window_start_s + aws_scaling.METRIC_PERIOD_S
+        self._run_scheduled(end_s)
         with self._lock:
             engine = self._engine
         readings = self._readings(engine, end_s)
@@ -208,6 +248,36 @@ class Autoscaler:
             action = self._engine.decide(end_s, readings, desired, (low, high), paused)
         if action is not None:
             self._apply(action, end_s)
+
+    def _run_scheduled(self, end_s: float) -> None:
+        """Run each scheduled action due since the last window, in time order."""
+        with self._lock:
+            since, self._schedule_since = self._schedule_since, end_s
+            actions = self._scheduled
+        if since is None or not actions:
+            return
+        for _, action in due(actions, since, end_s):
+            target = self._scalable_target()
+            if target is None:
+                return
+            low, high, suspended = target
+            if suspended.get("ScheduledScalingSuspended"):
+                self._say(f"autoscaling: {action.name} skipped: scheduled scaling is suspended")
+                continue
+            desired, _, _ = self._endpoint_state()
+            try:
+                low, high, after = run_action(action, low, high, desired)
+            except UnsupportedSchedule as exc:
+                self._say(f"autoscaling: {exc}; not run")
+                continue
+            self._client("application-autoscaling").register_scalable_target(
+                ServiceNamespace=SERVICE_NAMESPACE, ResourceId=self._resource,
+                ScalableDimension=SCALABLE_DIMENSION, MinCapacity=low, MaxCapacity=high,
+            )  # fmt: skip
+            self._say(f"autoscaling: {action.name}: min {low}, max {high}")
+            if after != desired:
+                reason = f"scheduled min {low}, max {high}"
+                self._apply(aws_scaling.Action(action.name, reason, desired, after), end_s, False)
 
     def _readings(
         self, engine: aws_scaling.ScalingEngine, end_s: float
@@ -233,7 +303,8 @@ class Autoscaler:
                 readings[alarm.name] = reading
         return readings
 
-    def _apply(self, action: aws_scaling.Action, when_s: float) -> None:
+    def _apply(self, action: aws_scaling.Action, when_s: float, policy: bool = True) -> None:
+        """Send `action`'s desired count; `policy`: a policy's, whose engine learns a refusal."""
         self._say(
             f"autoscaling: {action.policy}: {action.reason}: desired {action.before} → {action.after}"
         )
@@ -248,8 +319,9 @@ class Autoscaler:
             error = exc.response.get("Error", {})
             if error.get("Code") != "ValidationException":
                 raise
-            with self._lock:
-                self._engine.refused(action)
+            if policy:
+                with self._lock:
+                    self._engine.refused(action)
             message = f"{error.get('Code')}: {error.get('Message', '')}"
             self._say(f"autoscaling: {action.policy}: refused ({message}); tried again later")
             self.history.capacity_failed(

@@ -4,7 +4,8 @@
 config and any overrides. `deployment_from_recording` turns the recorded SageMaker, Application
 Auto Scaling and CloudWatch resources into API requests, pure: the same names and values, the
 image replaced by the working tree's local digest, references between resources (unknown at
-preview) resolved to what this deploy creates. `apply_deployment` sends them. Other resource
+preview) resolved to what this deploy creates, a plan's scheduled actions included.
+`apply_deployment` sends them. Other resource
 types (S3, ECR, IAM, CodeBuild) are not deployed: the local instances read the offline weights.
 """
 
@@ -34,6 +35,7 @@ CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 ENDPOINT = "aws:sagemaker/endpoint:Endpoint"
 TARGET = "aws:appautoscaling/target:Target"
 POLICY = "aws:appautoscaling/policy:Policy"
+SCHEDULED = "aws:appautoscaling/scheduledAction:ScheduledAction"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
 ROLE = "aws:iam/role:Role"
@@ -60,6 +62,7 @@ class Deployment:
     policies: list[dict[str, Any]]  # put_scaling_policy requests
     alarms: list[tuple[dict[str, Any], list[str]]]  # (put_metric_alarm, policy names to act on)
     dashboards: list[dict[str, Any]] = field(default_factory=list)
+    scheduled_actions: list[dict[str, Any]] = field(default_factory=list)  # PutScheduledAction
 
     @property
     def max_instances(self) -> int | None:
@@ -167,6 +170,9 @@ def deployment_from_recording(
             }
             for r in resources
             if r.type == DASHBOARD
+        ],
+        scheduled_actions=[
+            _scheduled_action(r.properties) for r in resources if r.type == SCHEDULED
         ],
     )
 
@@ -310,6 +316,25 @@ def _policy(p: dict[str, Any]) -> dict[str, Any]:
     return request
 
 
+def _scheduled_action(p: dict[str, Any]) -> dict[str, Any]:
+    target = p.get("scalableTargetAction") or {}
+    request: dict[str, Any] = {
+        "ScheduledActionName": p["name"],
+        "ServiceNamespace": p["serviceNamespace"],
+        "ResourceId": p["resourceId"],
+        "ScalableDimension": p["scalableDimension"],
+        "Schedule": p["schedule"],
+        "ScalableTargetAction": {
+            api: int(target[key])
+            for key, api in (("minCapacity", "MinCapacity"), ("maxCapacity", "MaxCapacity"))
+            if target.get(key) is not None
+        },
+    }
+    if p.get("timezone"):
+        request["Timezone"] = p["timezone"]
+    return request
+
+
 def _alarm(p: dict[str, Any]) -> dict[str, Any]:
     request: dict[str, Any] = {
         "AlarmName": p["name"],
@@ -335,6 +360,21 @@ def _alarm(p: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- applying
+
+
+def _apply_scheduled(aas: Any, wanted: list[dict[str, Any]]) -> None:
+    """The deployment's scheduled actions, and none a previous deploy made that it lacks."""
+    names = {a["ScheduledActionName"] for a in wanted}
+    for old in aas.describe_scheduled_actions(ServiceNamespace="sagemaker")["ScheduledActions"]:
+        if old["ScheduledActionName"] not in names:
+            aas.delete_scheduled_action(
+                ServiceNamespace=old["ServiceNamespace"],
+                ScheduledActionName=old["ScheduledActionName"],
+                ResourceId=old["ResourceId"],
+                ScalableDimension=old["ScalableDimension"],
+            )
+    for action in wanted:
+        aas.put_scheduled_action(**action)
 
 
 def new_suffix() -> str:
@@ -383,6 +423,7 @@ def apply_deployment(
     else:
         aas.register_scalable_target(**deployment.scalable_target)
     arns = {p["PolicyName"]: aas.put_scaling_policy(**p)["PolicyARN"] for p in deployment.policies}
+    _apply_scheduled(aas, deployment.scheduled_actions)
     for request, policy_names in deployment.alarms:
         cw.put_metric_alarm(**request, AlarmActions=[arns[n] for n in policy_names if n in arns])
     for dashboard in deployment.dashboards:

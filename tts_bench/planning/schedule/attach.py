@@ -14,7 +14,7 @@ from tts_bench.errors import RefusalError
 from tts_bench.planning.findings import FINDING_ORDER
 from tts_bench.planning.schedule.day import MINUTE_S, rates_sha256, rounded_rates
 from tts_bench.planning.schedule.ramp import clock, ramp_rate
-from tts_bench.planning.schedule.steps import DayFleet, schedule_steps
+from tts_bench.planning.schedule.steps import FORECAST_HOLD_S, DayFleet, schedule_steps
 from tts_bench.planning.traffic_check import identified
 
 DAY_MINUTES = 24 * 60
@@ -31,6 +31,7 @@ def day_fleet(plan: PlanArtifact) -> DayFleet:
         lead_s=plan.fleet.planned_total_s,
         min_instances=plan.min_instances,
         max_instances=plan.max_instances,
+        hold_s=FORECAST_HOLD_S,
     )
 
 
@@ -53,6 +54,7 @@ def derive_schedule(
         minute_rps_sha256=rates_sha256(rates),
         per_instance_rps=fleet.per_instance_rps,
         lead_s=fleet.lead_s,
+        hold_s=fleet.hold_s,
         steps=[
             ScheduledStep(
                 at_s=s.start_minute * MINUTE_S,

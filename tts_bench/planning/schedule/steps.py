@@ -2,9 +2,11 @@
 
 1. **The floor.** Each minute that follows a ramp the reactive rule cannot follow
    (`day.unfollowable`, within one lead after it) wants its need at λ_out; other minutes want
-   only the plan's `min_instances`. A step acts a lead before the minutes it serves, so the
-   floor at minute m is the largest want over m .. m + lead (whole minutes), within the plan's
-   min and max.
+   only the plan's `min_instances`. A forecast's day comes earlier or later than told: each want
+   is held `hold_s` either side of its minute (`FORECAST_HOLD_S`, the ±30 min the forecast
+   errors are judged at). A step acts a lead before the minutes it serves, so the floor at
+   minute m is the largest held want over m .. m + lead (whole minutes), within the plan's min
+   and max.
 2. **The merge.** The floor's runs of equal value are the per-minute schedule (one scheduled
    action per run). Adjacent runs are merged greedily, cheapest first, into one run at the
    higher value: a merge only raises MinCapacity, so it never takes capacity away where the floor
@@ -26,6 +28,7 @@ import numpy as np
 
 from tts_bench.artifacts.plan import MAX_SCHEDULED_ACTIONS
 from tts_bench.planning.schedule.day import (
+    MINUTE_S,
     instances_needed,
     lead_minutes,
     max_ahead,
@@ -34,6 +37,9 @@ from tts_bench.planning.schedule.day import (
 
 # Merged steps may hold up to 1 % more instance-minutes than the day needs at λ_out.
 MERGE_TOLERANCE = 0.01
+# How far either side of its minute a want is held: the ±30 min a forecast may be off by
+# (`simulate.check.FORECAST_ERRORS` judges the schedule at that shift).
+FORECAST_HOLD_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class DayFleet:
     lead_s: float  # the planned T_total: detection lag plus start-up
     min_instances: int
     max_instances: int
+    hold_s: float = 0.0  # each want held this long either side of its minute
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,19 @@ def floor_per_minute(rates_rps: np.ndarray, fleet: DayFleet) -> np.ndarray:
     seen = np.concatenate(([0], np.cumsum(fast)))
     k = np.arange(len(rates_rps))
     covered = seen[k] - seen[np.maximum(k - lead, 0)] > 0
-    wanted = np.where(covered, need, 0)
+    wanted = held(np.where(covered, need, 0), round(fleet.hold_s / MINUTE_S))
     ahead = np.maximum(wanted, max_ahead(wanted, lead))
     return np.clip(ahead, fleet.min_instances, fleet.max_instances)
+
+
+def held(values: np.ndarray, minutes: int) -> np.ndarray:
+    """For each minute m, the largest value over m − `minutes` .. m + `minutes` (within the day)."""
+    if minutes <= 0:
+        return values
+    padded = np.concatenate(
+        (np.zeros(minutes, values.dtype), values, np.zeros(minutes, values.dtype))
+    )
+    return np.lib.stride_tricks.sliding_window_view(padded, 2 * minutes + 1).max(axis=1)
 
 
 def merged_steps(
