@@ -160,3 +160,71 @@ def test_the_cli_refuses_a_command_it_cannot_run_or_combine(capsys) -> None:
     assert "--container-cmd and --server-args" in capsys.readouterr().err
     assert main(["local-cloud", "--container-cmd", "'unclosed"]) == 2
     assert "--container-cmd" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def ttotal(cloud: Any, ladder: Path, out: Path) -> Path:
+    from tts_bench.cli import main
+
+    code = main([
+        "ttotal", "--endpoint", cloud.endpoint_name, "--variant", cloud.variant_name,
+        "--qmax", str(ladder), "--contract", "sonic3", "--model", "sonic-3", "--bound-rung", "4",
+        "--probe-concurrency", "2", "--recovery-factor", "20", "--recovery-hold-s", "3",
+        "--warmup-s", "2", "--timeout-s", "120", "--corpus", str(CORPUS), "--out", str(out),
+    ])  # fmt: skip
+    assert code == 0
+    (path,) = out.glob("ttotal-*.json")
+    return path
+
+
+@pytest.mark.slow
+def test_ttotal_under_sonic3_forces_a_second_standin_and_its_probe_speaks_the_contract(
+    ttotal: Path, ladder: Path
+) -> None:
+    from tts_bench.artifacts.ttotal import TtotalArtifact
+
+    artifact = load_artifact(ttotal, TtotalArtifact)
+    qmax = load_artifact(ladder, QmaxArtifact)
+    assert artifact.fingerprint == qmax.fingerprint and ttotal.name.endswith("-emulated.json")
+    assert artifact.provenance.kind == "emulated"
+    # The stand-in logs no start-up markers: its stages go from its log stream to InService.
+    assert [stage.name for stage in artifact.stages] == [
+        "load_applied -> desired_set", "desired_set -> instance_visible",
+        "instance_visible -> in_service", "in_service -> traffic_recovered",
+    ]  # fmt: skip
+    # Every probe request was built and read under Sonic-3's contract: none failed.
+    assert " 0 failed" in artifact.provenance.notes, artifact.provenance.notes
+
+
+@pytest.mark.slow
+def test_ttotal_refuses_another_contract_than_its_ladders(ladder: Path, capsys) -> None:
+    from tts_bench.cli import main
+
+    args = ["ttotal", "--endpoint", "e", "--qmax", str(ladder)]
+    assert main(args) == 2
+    assert "measured under contract sonic3; pass --contract sonic3" in capsys.readouterr().err
+    assert main([*args[:3], "--local", "--qmax", str(ladder), "--contract", "sonic3"]) == 2
+
+
+@pytest.mark.slow
+def test_a_surge_under_sonic3_sheds_by_the_standins_own_bound(
+    cloud: Any, ladder: Path, ttotal: Path, tmp_path: Path
+) -> None:
+    """No MAX_QUEUE_DEPTH: the stand-in's 4 slots, as its contract publishes, are the bound;
+    past them each 429 is a request shed, none an error. (After ttotal: one instance again.)"""
+    from tts_bench.artifacts.surge import SurgeArtifact
+    from tts_bench.cli import main
+
+    code = main([
+        "surge", "--qmax", str(ladder), "--endpoint", cloud.endpoint_name, "--variant",
+        cloud.variant_name, "--transport", "response-stream", "--contract", "sonic3",
+        "--model", "sonic-3", "--rate", "80", "--duration-s", "3", "--corpus", str(CORPUS),
+        "--out", str(tmp_path),
+    ])  # fmt: skip
+    assert code == 0
+    (path,) = tmp_path.glob("surge-*.json")
+    (run,) = load_artifact(path, SurgeArtifact).runs
+    assert run.shed > 0 and run.errors == 0 and run.ok > 0, run
+    assert run.mean_occupancy <= 4
+    shed = [s for s in read_samples(samples_path(path)) if s.outcome is Outcome.REJECTED]
+    assert len(shed) == run.shed and all("429" in s.detail for s in shed)

@@ -11,13 +11,13 @@ cloud of curve instances says so in its Model's env, and what is measured there 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from tts_bench.artifacts.fingerprint import Fingerprint, Transport
+from tts_bench.artifacts.fingerprint import ContractRef, Fingerprint, Transport
 from tts_bench.artifacts.provenance import ProvenanceKind
 from tts_bench.aws.deployed import describe_endpoint
 from tts_bench.aws.session import AwsSession
@@ -56,6 +56,11 @@ class EndpointTarget:
         if self.curve_modelled:
             where += ", curve instances"
         return f"sagemaker endpoint {self.endpoint} variant {self.variant} ({where})"
+
+    def under_contract(self, contract: ContractRef | None) -> EndpointTarget:
+        """The endpoint as measured under an endpoint contract: AWS does not know which wire
+        its container speaks, the command says (`--contract`), and the fingerprint names it."""
+        return replace(self, fingerprint=self.fingerprint.model_copy(update={"contract": contract}))
 
     def refuse_curve_modelled(self) -> None:
         if self.curve_modelled:
