@@ -94,6 +94,7 @@ def test_qmax_through_the_cloud_brackets_the_standins_4_slots_each_429_a_refusal
     four, five = artifact.rungs
     assert (four.concurrency, four.rejected, four.errors) == (4, 0, 0) and four.ok > 0
     assert five.rejected > 0 and five.errors == 0 and not five.meets_slo
+    assert five.rejected / 4 < 20  # the refused user backs off (its 4 s window)
     samples = read_samples(samples_path(ladder))
     refused = [s for s in samples if s.outcome is Outcome.REJECTED]
     # Each refusal reached the client as SageMaker sends it: a ModelError carrying the 429.
