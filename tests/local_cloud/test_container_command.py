@@ -21,7 +21,11 @@ from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.local_cloud import LocalCloudError, LocalCloudSettings, local_cloud
-from tts_bench.local_cloud.instances.container_command import CommandServer, InstanceStartError
+from tts_bench.local_cloud.instances.container_command import (
+    CommandServer,
+    InstanceStartError,
+    command_digest,
+)
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
 from tts_bench.measure.transport.contract import SONIC3
 
@@ -125,6 +129,16 @@ def test_the_port_placeholder_is_replaced_and_ping_decides_readiness(tmp_path: P
     never.start()
     with pytest.raises(InstanceStartError, match=r"never answered GET /ping .* last: up"):
         never.wait_ready(1)
+
+
+def test_the_image_digest_changes_with_the_command_and_the_script_it_runs(tmp_path: Path) -> None:
+    script = tmp_path / "serve.py"
+    script.write_text("print('v1')\n")
+    first = command_digest([sys.executable, str(script)])
+    assert first.startswith("sha256:") and first == command_digest([sys.executable, str(script)])
+    assert command_digest([sys.executable, str(script), "--rtf", "0.3"]) != first
+    script.write_text("print('v2')\n")
+    assert command_digest([sys.executable, str(script)]) != first
 
 
 def test_a_command_that_dies_fails_the_endpoint_in_one_line_naming_it(tmp_path: Path) -> None:

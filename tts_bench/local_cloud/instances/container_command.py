@@ -68,7 +68,8 @@ def command_digest(words: Sequence[str]) -> str:
         digest.update(word.encode("utf-8") + b"\0")
         path = Path(word)
         if path.is_file():
-            digest.update(path.read_bytes())
+            with path.open("rb") as named:  # streamed: a word may name a large file (weights)
+                digest.update(hashlib.file_digest(named, "sha256").digest())
     return "sha256:" + digest.hexdigest()
 
 
