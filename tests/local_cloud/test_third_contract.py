@@ -54,8 +54,8 @@ def test_a_contract_file_alone_brackets_a_third_containers_two_slots(
         request = LiveLadderRequest(
             endpoint=cloud.endpoint_name, variant=cloud.variant_name,
             transport=Transport.RESPONSE_STREAM,
-            schedule=LadderSchedule(rungs=(2, 3), hold_s=6, measure_s=4, idle_s=0),
-            slo_ms=5000, model="acme-tts", out=tmp_path, corpus=CORPUS, metric_wait_s=12,
+            schedule=LadderSchedule(rungs=(2, 3), hold_s=4, measure_s=3, idle_s=0),
+            slo_ms=5000, model="acme-tts", out=tmp_path, corpus=CORPUS, metric_wait_s=0,
             plan_surge_ratio=None, contract=str(CONTRACT),
         )  # fmt: skip
         path = run_live_ladder(AwsSession.from_environment(None), request, print, print)
