@@ -34,7 +34,10 @@ from .conftest import read_log_events
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests" / "ladder" / "sonic3_standin.py"
 CORPUS = REPO / "tests" / "ladder" / "corpora" / "short.txt"
-STACK = {"model": "sonic-3", "endpointName": "sonic3-standin", "instanceType": "ml.g6e.xlarge"}
+STACK = {
+    "model": "sonic-3", "endpointName": "sonic3-standin", "instanceType": "ml.g6e.xlarge",
+    "contract": "sonic3",
+}  # fmt: skip
 
 
 def standin_cmd(*flags: str) -> str:
@@ -243,3 +246,21 @@ def test_a_surge_under_sonic3_sheds_by_the_standins_own_bound(
     assert run.mean_occupancy <= 4
     shed = [s for s in read_samples(samples_path(path)) if s.outcome is Outcome.REJECTED]
     assert len(shed) == run.shed and all("429" in s.detail for s in shed)
+
+
+@pytest.mark.slow
+def test_measuring_the_standin_under_kokoros_contract_is_refused_before_anything_changes(
+    cloud: Any, ladder: Path, tmp_path: Path, capsys
+) -> None:
+    """The stack says its container speaks sonic3 (the Model's tts-bench:contract tag)."""
+    from tts_bench.cli import main
+
+    code = main([
+        "qmax", "--endpoint", cloud.endpoint_name, "--transport", "response-stream",
+        "--model", "sonic-3", "--rungs", "1", "--hold-s", "4", "--measure-s", "3",
+        "--corpus", str(CORPUS), "--out", str(tmp_path),
+    ])  # fmt: skip
+    assert code == 2 and not list(tmp_path.iterdir())
+    err = capsys.readouterr().err
+    assert "Model speaks contract sonic3 (its tts-bench:contract tag), not kokoro" in err
+    assert "pass --contract sonic3" in err

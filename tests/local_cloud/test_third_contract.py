@@ -40,6 +40,7 @@ def test_a_contract_file_alone_brackets_a_third_containers_two_slots(
         stack_overrides={
             "model": "acme-tts", "endpointName": "acme-standin",
             "instanceType": "ml.g6.xlarge", "measurementsDir": str(tmp_path / "no-plans"),
+            "contract": "acme",
         },
         cloudwatch_delay_s=0.0,
     )  # fmt: skip
