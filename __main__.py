@@ -20,7 +20,8 @@ from components import (
     SpeechEndpointArgs,
     gate_scaling,
 )
-from tts_bench.deployment import TAG_IMAGE_DIGEST, TAG_MODEL, TAG_PLAN_ID
+from tts_bench.artifacts.fingerprint import OWN_CONTRACT
+from tts_bench.deployment import TAG_CONTRACT, TAG_IMAGE_DIGEST, TAG_MODEL, TAG_PLAN_ID
 from tts_bench.errors import TtsBenchError
 from tts_bench.infra.iam_documents import AccountScope
 from tts_bench.infra.stack_config import StackConfig
@@ -108,6 +109,7 @@ def main() -> None:
             slo_ms=cfg.slo_ms,
             surge_ratio=cfg.surge_ratio,
             rule=cfg.plan_rule,
+            contract=cfg.contract,
         ),
     )
     plan = gate.plan if gate.enabled else None
@@ -119,6 +121,8 @@ def main() -> None:
         ENV_IMAGE_DIGEST: image.digest,
     }
     model_tags = {TAG_MODEL: cfg.model, TAG_IMAGE_DIGEST: image.digest}
+    if cfg.contract != OWN_CONTRACT:
+        model_tags[TAG_CONTRACT] = cfg.contract
     if plan is not None:
         environment[ENV_MAX_QUEUE_DEPTH] = str(plan.queue_max_depth)
         model_tags[TAG_PLAN_ID] = plan.plan_id

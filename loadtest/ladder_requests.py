@@ -4,7 +4,9 @@
 and total latency are fired as Locust request metrics, so Locust's UI, CSV and distributed mode
 show them as usual; an exception is recorded as an error and re-raised (STYLE 9). Each user
 walks the corpus from its own random starting point (`utterances`); the ladder's `--contract`
-builds each request (`request_body`) and names the events its reading reads.
+builds each request (`request_body`) and names the events its reading reads. A user whose
+request was refused waits before its next one (`tts_bench.measure.ladder.backoff`), instead of
+retrying in a tight loop against a container that refuses at once.
 """
 
 from __future__ import annotations
@@ -12,22 +14,27 @@ from __future__ import annotations
 import itertools
 import random
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import gevent
 from gevent import GreenletExit
 from locust.env import Environment
 from sagemaker_users import LadderHooks  # beside this file: Locust puts its folder on the path
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.measure.corpus import Utterance
+from tts_bench.measure.ladder.backoff import RefusalBackoff
 from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.samples import Outcome, Sample
 from tts_bench.measure.transport.stream_events import StreamReading
 
 TTFAB_ENTRY = "TTFAB"
 LATENCY_ENTRY = "total latency"
+# Each user's refusals in a row, by its greenlet (a Locust user is one greenlet for its life).
+_BACKOFF: weakref.WeakKeyDictionary[Any, RefusalBackoff] = weakref.WeakKeyDictionary()
 
 
 @contextmanager
@@ -35,7 +42,8 @@ def timed_request(environment: Environment, context_id: str) -> Iterator[StreamR
     """Time one request: record its raw sample and fire TTFAB and total latency as Locust metrics.
 
     Exceptions are recorded as errors and re-raised; a greenlet killed at the end of a rung
-    leaves a `cancelled` sample (its time in flight still counts toward the rung's load).
+    leaves a `cancelled` sample (its time in flight still counts toward the rung's load). A
+    refused request's user then waits out its backoff, after the sample is recorded.
     """
     recorder = environment.qmax_recorder  # type: ignore[attr-defined]
     rung, heard = recorder.rung, PlaybackTracker()
@@ -54,6 +62,9 @@ def timed_request(environment: Environment, context_id: str) -> Iterator[StreamR
         sample = recorder.finished(token, reading, heard, rung)
         if sample.outcome is not Outcome.CANCELLED:
             fire_metrics(environment, recorder.transport, sample)
+        wait_s = _BACKOFF.setdefault(gevent.getcurrent(), RefusalBackoff()).after(sample.outcome)
+    if wait_s > 0:
+        gevent.sleep(wait_s)
 
 
 def fire_metrics(environment: Environment, transport: Transport, sample: Sample) -> None:

@@ -44,6 +44,9 @@ TAG_PLAN_RULE: Final = "tts-bench:plan-rule"
 TAG_IMAGE_DIGEST: Final = "tts-bench:image-digest"
 # The model id the plan was measured for, on the SageMaker Model, so a policy can match plans.
 TAG_MODEL: Final = "tts-bench:model"
+# The endpoint contract the stack's container speaks, when not kokoro (a Kokoro stack's Model
+# carries no such tag, so its preview is as it was), so the pack keys plans on it too.
+TAG_CONTRACT: Final = "tts-bench:contract"
 TAG_MIN_BOUND: Final = "tts-bench:operator-min-instances"
 TAG_MAX_BOUND: Final = "tts-bench:operator-max-instances"
 

@@ -25,11 +25,13 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from tts_bench.artifacts.fingerprint import OWN_CONTRACT
 from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
 from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
     SERVICE_NAMESPACE,
+    TAG_CONTRACT,
     TAG_IMAGE_DIGEST,
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
@@ -153,7 +155,8 @@ def _deployed(
         return None
     image = read(model.props, "primaryContainer", "image", default="")
     digest = image.partition("@")[2]
-    model_id = read(model.props, "tags", default={}).get(TAG_MODEL)
+    model_tags = read(model.props, "tags", default={})
+    model_id = model_tags.get(TAG_MODEL)
     try:
         bounds = OperatorBounds(
             min_instances=int(tags[TAG_MIN_BOUND]), max_instances=int(tags[TAG_MAX_BOUND])
@@ -183,6 +186,7 @@ def _deployed(
             performance_env=performance_env_of(dict(env)),
             bounds=bounds,
             rule=rule,
+            contract=model_tags.get(TAG_CONTRACT, OWN_CONTRACT),
         )
     except ValueError as exc:
         report(f"{rid}: missing plan: cannot form the plan query ({exc})")

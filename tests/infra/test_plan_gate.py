@@ -17,7 +17,7 @@ from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import OperatorBounds, is_local_image, local_image_reference
 from tts_bench.infra.image_ref import ImageReferenceError, parse_pinned, parse_repository
 from tts_bench.infra.stack_config import StackConfigError, set_stack_value, stack_values
-from tts_bench.planning.gate import GateCondition, GateQuery, performance_env_of
+from tts_bench.planning.gate import GateCondition, GateQuery, performance_env_of, select_plan
 
 
 def query(**changes: Any) -> GateQuery:
@@ -219,3 +219,37 @@ def test_setting_a_stack_value_keeps_the_rest_of_the_file(tmp_path: Path) -> Non
     }
     with pytest.raises(StackConfigError, match="no such file"):
         stack_values(tmp_path, "prod")
+
+
+SONIC3_REF = {"name": "sonic3", "sha256": "e" * 64}
+
+
+def test_a_plan_gates_only_a_stack_of_its_contract(
+    make_plan: Callable[..., PlanArtifact],
+    reference_plan: PlanArtifact,
+    plans_dir: Callable[..., Path],
+) -> None:
+    """Issue 39: a Kokoro plan never gates a Sonic-3 stack, nor a Sonic-3 plan a Kokoro one."""
+    sonic3 = make_plan(fingerprint={"contract": SONIC3_REF})
+    kokoro_only, sonic3_only = plans_dir(reference_plan, name="k"), plans_dir(sonic3, name="s")
+    refused = select_plan(kokoro_only, query(contract="sonic3"))
+    assert refused.condition is GateCondition.CONTRACT_MISMATCH and not refused.enabled
+    assert "measured under contract(s) kokoro, not sonic3" in refused.reason
+    reverse = select_plan(sonic3_only, query())
+    assert reverse.condition is GateCondition.CONTRACT_MISMATCH
+    assert "measured under contract(s) sonic3, not kokoro" in reverse.reason
+    assert select_plan(sonic3_only, query(contract="sonic3")).enabled
+
+
+def test_the_stack_config_names_its_contract() -> None:
+    from tts_bench.infra.stack_config import StackConfig
+
+    base = {
+        "model": "sonic-3", "instanceType": "ml.g6e.xlarge",
+        "image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}", "minInstances": 1, "maxInstances": 20,
+        "sloMs": 3000, "surgeRatio": 1.25, "region": "us-east-1", "modelRevision": "a" * 40,
+    }  # fmt: skip
+    assert StackConfig.parse(base).contract == "kokoro"
+    assert StackConfig.parse({**base, "contract": "sonic3"}).contract == "sonic3"
+    with pytest.raises(StackConfigError, match="contract"):
+        StackConfig.parse({**base, "contract": "Sonic 3"})

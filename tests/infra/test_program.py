@@ -17,6 +17,7 @@ from tts_bench.deployment import (
     SCALE_IN_EVALUATION_PERIODS,
     SCALE_IN_PERIOD_S,
     SCALE_IN_STATISTIC,
+    TAG_CONTRACT,
     TAG_IMAGE_DIGEST,
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
@@ -254,6 +255,17 @@ def test_an_emulated_plan_gates_the_local_clouds_deploy_only(
     recording = run(program_copy(plans=[emulated_plan], localCloud=True))
     target = one(recording, "aws:appautoscaling/target:Target")
     assert target["tags"][TAG_PLAN_ID] == emulated_plan.plan_id
+
+
+def test_a_stack_of_another_contract_is_not_gated_by_a_kokoro_plan(
+    program_copy: Callable[..., Path], reference_run: Recording
+) -> None:
+    recording = run(program_copy(contract="sonic3"))
+    assert not [r for r in recording.resources if r.type in SCALING_TYPES]
+    assert "contract-mismatch" in warnings(recording) + " ".join(m.message for m in recording.logs)
+    assert one(recording, "aws:sagemaker/model:Model")["tags"][TAG_CONTRACT] == "sonic3"
+    # A Kokoro stack's Model names no contract: its preview is as it was before contracts.
+    assert TAG_CONTRACT not in one(reference_run, "aws:sagemaker/model:Model")["tags"]
 
 
 def test_a_disabled_stack_is_the_same_whatever_the_reason(

@@ -12,14 +12,21 @@ fingerprint), with `instance_model` "stand-in", so a local ladder can fingerprin
 what it measures `emulated`; Sonic-3's own `/ping` is SageMaker's health check only.
 
     with StandIn(StandInSettings(rtf=0.2)) as standin: ... standin.url ...
+
+or as a container's command, on the port SageMaker names (`SAGEMAKER_BIND_TO_PORT`, else 8080),
+as the local cloud starts it with `--container-cmd`:
+
+    python tests/ladder/sonic3_standin.py [--port N] [--rtf 0.2] [--slots 4]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import hashlib
 import math
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,3 +266,22 @@ class StandIn:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until SIGTERM (aiohttp's shutdown lets the generations in flight finish)."""
+    parser = argparse.ArgumentParser(description="The Sonic-3 stand-in (tests only).")
+    parser.add_argument(
+        "--port", type=int, default=int(os.environ.get("SAGEMAKER_BIND_TO_PORT", 8080))
+    )
+    parser.add_argument("--rtf", type=float, default=StandInSettings.rtf)
+    parser.add_argument("--slots", type=int, default=StandInSettings.slots)
+    args = parser.parse_args(argv)
+    settings = StandInSettings(rtf=args.rtf, slots=args.slots)
+    print(f"sonic-3 stand-in on 127.0.0.1:{args.port} ({settings})", flush=True)
+    web.run_app(create_app(settings), host="127.0.0.1", port=args.port, print=None,
+                access_log=None, shutdown_timeout=25)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

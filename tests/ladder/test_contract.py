@@ -16,6 +16,7 @@ from tts_bench.measure.transport.contract import (
     KOKORO,
     SONIC3,
     ContractError,
+    contract_of_ladder,
     load_contract,
     parse_contract,
 )
@@ -159,3 +160,17 @@ def test_qmax_refuses_a_bad_contract_in_one_line(capsys, args, expected_error) -
 
 def test_qmax_dry_run_takes_a_contract(capsys) -> None:
     assert main(["qmax", "--dry-run", "--contract", "sonic3", "--rungs", "1,4,5"]) == 0
+
+
+def test_a_command_from_a_ladder_takes_only_the_ladders_contract(tmp_path) -> None:
+    """ttotal, surge and rehearse speak the wire their ladder's figures came from."""
+    assert contract_of_ladder(None, None, "q.json") is KOKORO
+    assert contract_of_ladder("sonic3", SONIC3.ref, "q.json") is SONIC3
+    with pytest.raises(ContractError, match=r"under contract sonic3; pass --contract sonic3"):
+        contract_of_ladder(None, SONIC3.ref, "q.json")
+    with pytest.raises(ContractError, match=r"under kokoro's contract; leave --contract out"):
+        contract_of_ladder("sonic3", None, "q.json")
+    edited = tmp_path / "sonic3.json"
+    edited.write_text(SONIC3.model_copy(update={"admits": 8}).model_dump_json())
+    with pytest.raises(ContractError, match=r"another contract named sonic3 \(sha256 "):
+        contract_of_ladder(str(edited), SONIC3.ref, "q.json")

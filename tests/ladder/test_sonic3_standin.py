@@ -129,6 +129,8 @@ def test_a_ladder_under_sonic3_brackets_qmax_at_4_counting_each_429_refused(
     four, five = artifact.rungs
     assert (four.concurrency, four.rejected, four.errors) == (4, 0, 0) and four.ok > 0
     assert five.rejected > 0 and five.errors == 0 and not five.meets_slo
+    # The refused user backs off: a few refusals a second, not the ~1,000 of a tight loop.
+    assert five.rejected / artifact.ladder.measure_s < 20
     samples = read_samples(samples_path(path))
     refused = [s for s in samples if s.outcome is Outcome.REJECTED]
     assert refused and all("HTTP 429" in s.detail for s in refused)

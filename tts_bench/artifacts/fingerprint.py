@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tts_bench.telemetry import DEPLOYMENT_ENV
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+CONTRACT_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,31}$"
+OWN_CONTRACT = "kokoro"  # this project's container's: never named in a fingerprint
 _MODEL_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
 
 
@@ -40,7 +42,7 @@ class ContractRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,31}$", description="e.g. sonic3")
+    name: str = Field(pattern=CONTRACT_NAME_PATTERN, description="e.g. sonic3")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="of the contract's canonical JSON")
 
     def __str__(self) -> str:
@@ -82,6 +84,11 @@ class Fingerprint(BaseModel):
         return dict(sorted(env.items()))
 
     @property
+    def contract_name(self) -> str:
+        """The endpoint contract's name: `kokoro` when the fingerprint names none."""
+        return OWN_CONTRACT if self.contract is None else self.contract.name
+
+    @property
     def short_digest(self) -> str:
         return self.image_digest.removeprefix("sha256:")[:8]
 
@@ -116,7 +123,7 @@ class Fingerprint(BaseModel):
 
     def _shown(self, name: str) -> str:
         value = getattr(self, name)
-        return "kokoro" if name == "contract" and value is None else str(value)
+        return OWN_CONTRACT if name == "contract" and value is None else str(value)
 
     def differences(self, other: Fingerprint) -> list[str]:
         """Human-readable `field: a != b` for each field that differs."""

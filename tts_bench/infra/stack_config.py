@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from tts_bench.artifacts.fingerprint import CONTRACT_NAME_PATTERN, OWN_CONTRACT
 from tts_bench.deployment import DEFAULT_VARIANT, OperatorBounds
 from tts_bench.errors import TtsBenchError
 from tts_bench.infra.image_ref import (
@@ -67,6 +68,9 @@ class StackConfig(BaseModel):
     model_repo: str = Field("hexgrad/Kokoro-82M", alias="modelRepo", pattern=r"^[\w.-]+/[\w.-]+$")
     model_revision: str = Field(alias="modelRevision", pattern=r"^[0-9a-f]{40}$")
     performance_env: dict[str, str] = Field(default_factory=dict, alias="performanceEnv")
+    # The endpoint contract its container speaks (issue 39): only a plan measured under the
+    # contract of this name gates it. `kokoro` (this project's container) unless it says.
+    contract: str = Field(OWN_CONTRACT, pattern=CONTRACT_NAME_PATTERN)
     # False for a first deploy: the repository and the weights must exist before the endpoint.
     deploy_endpoint: bool = Field(True, alias="deployEndpoint")
     # Set only by the local cloud's deploy: the image's digest is the working tree's local

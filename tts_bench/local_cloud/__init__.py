@@ -5,7 +5,8 @@ By plane, as AWS splits it:
   and the Service Quotas answer;
 - `data_plane`: the SageMaker runtime's wire layer, its event-stream frames and wire errors,
   the bidirectional stream's HTTP/2 bridge and the loopback TLS it is served over;
-- `instances`: the fleet of real `python -m tts_server` instance processes, curve instances
+- `instances`: the fleet of real `python -m tts_server` instance processes (or of any
+  container command, `--container-cmd`), curve instances
   and their model, and the digest of the image they stand for;
 - `cloudwatch`: metrics and logs, the deployed scaling policies applied by AWS's rules, and the
   scaling history the autoscaler writes.

@@ -39,6 +39,11 @@ from tts_bench.local_cloud.data_plane.bidi_session import SessionLease
 from tts_bench.local_cloud.data_plane.runtime import Runtime, Served
 from tts_bench.local_cloud.data_plane.tls import make_local_tls
 from tts_bench.local_cloud.errors import LocalCloudError
+from tts_bench.local_cloud.instances.container_command import (
+    command_digest,
+    command_launcher,
+    parse_command,
+)
 from tts_bench.local_cloud.instances.curve_fleet import CurveFleet
 from tts_bench.local_cloud.instances.curve_instance import CurveHost
 from tts_bench.local_cloud.instances.fleet import Fleet
@@ -134,13 +139,7 @@ class LocalCloud:
         create what it records; a second call replaces the endpoint's instances and policies."""
         curve = self.curve
         if self._image_digest is None:
-            self._image_digest = (
-                curve.fingerprint.image_digest
-                if curve
-                else local_image_digest(
-                    self.settings.server_args, instance_base_env(self.settings.program_dir)
-                )
-            )
+            self._image_digest = self._local_digest()
         overrides = {
             **self.settings.stack_overrides,
             **(curve.stack_overrides() if curve else {}),
@@ -200,6 +199,17 @@ class LocalCloud:
         self.deployment = deployment
         if self._autoscaler is not None:
             self._autoscaler.reload()
+
+    def _local_digest(self) -> str:
+        """The digest the deployed image is pinned to: the ladder's for curve instances, the
+        container command's, or the working tree's `python -m tts_server`."""
+        if self.curve is not None:
+            return self.curve.fingerprint.image_digest
+        if self.settings.container_cmd is not None:
+            return command_digest(parse_command(self.settings.container_cmd))
+        return local_image_digest(
+            self.settings.server_args, instance_base_env(self.settings.program_dir)
+        )
 
     def wait_in_service(self, timeout_s: float) -> None:
         if self.control is None:
@@ -328,6 +338,11 @@ class LocalCloud:
             self._stoppers.append(host.stop)
             launch = self.curve.launcher(host, self.clock)
             provision_delay_s = self.curve.provisioning_wall_s(self.clock)
+        elif self.settings.container_cmd is not None:
+            words = parse_command(self.settings.container_cmd)
+            launch = command_launcher(
+                words, instance_base_env(self.settings.program_dir), self._record
+            )
         self.fleet = Fleet(
             deployment.endpoint_name,
             deployment.variant_name,
@@ -406,6 +421,14 @@ def check_settings(settings: LocalCloudSettings) -> None:
         raise LocalCloudError(
             f"--instances {settings.instances}: give 1 to {cap} ({what} on this machine)"
         )
+    if settings.container_cmd is not None:
+        if settings.curve is not None or settings.server_args:
+            other = "--instance-model curve" if settings.curve else "--server-args"
+            raise LocalCloudError(
+                f"--container-cmd and {other}: an instance runs either the command or "
+                "`python -m tts_server`"
+            )
+        parse_command(settings.container_cmd)
     if settings.instance_quota is not None and settings.instance_quota < 1:
         raise LocalCloudError(f"instance_quota {settings.instance_quota}: give at least 1")
     if not 0 <= settings.provision_delay_s <= MAX_PROVISION_DELAY_S:

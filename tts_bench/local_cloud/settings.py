@@ -56,6 +56,9 @@ class LocalCloudSettings:
     instance_env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None  # each instance's stdout is also kept here when set
     curve: CurveInstances | None = None  # None: real `python -m tts_server` processes
+    # Any container keeping SageMaker's contract, started per instance instead of tts_server
+    # (`instances.container_command`); None: `python -m tts_server`.
+    container_cmd: str | None = None
     # The cloud's clocks (metric periods, alarms, cooldowns, start-up) run this many times faster
     # than the wall clock; its timestamps are virtual (`tts_bench.aws.clock`). Curve instances only.
     time_scale: float = 1.0

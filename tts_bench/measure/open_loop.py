@@ -28,6 +28,7 @@ from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.samples import Sample
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract
 from tts_bench.measure.transport.response_stream import (
     failure_of,
     invoke,
@@ -66,7 +67,8 @@ class StreamEndpoint:
 
 class OpenLoopSender:
     """Sends one request per intended time and records its sample: over a local transport
-    (`host`), or over response-stream to an endpoint (`stream`)."""
+    (`host`), or over response-stream to an endpoint (`stream`); each built and read under
+    `contract`."""
 
     def __init__(
         self,
@@ -76,6 +78,7 @@ class OpenLoopSender:
         clock: EpochClock,
         stream: StreamEndpoint | None = None,
         threads: int = STREAM_THREADS,
+        contract: EndpointContract = KOKORO,
     ) -> None:
         if transport is Transport.RESPONSE_STREAM and stream is None:
             raise RefusalError("a response-stream surge needs an endpoint")
@@ -86,6 +89,7 @@ class OpenLoopSender:
         self.stream = stream
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.threads = threads
+        self.contract = contract
         self.finished: list[Sample] = []  # every sample as its stream ends (read while running)
         self._stop = threading.Event()
         self._threads: ThreadPoolExecutor | None = None
@@ -117,8 +121,10 @@ class OpenLoopSender:
 
     async def one(self, session: aiohttp.ClientSession, utterance: Utterance, at: float) -> Sample:
         context_id = uuid.uuid4().hex[:12]
-        body = utterance.request(context_id)
-        reading = StreamReading(context_id, self.clock.now, heard=PlaybackTracker())
+        body = self.contract.body(utterance, context_id)
+        reading = StreamReading(
+            context_id, self.clock.now, heard=PlaybackTracker(), rules=self.contract.events
+        )
         start = reading.started
         try:
             if self.transport is Transport.LOCAL_WS:
@@ -181,7 +187,7 @@ class OpenLoopSender:
             for line in payload_lines(events):
                 reading.feed(line)  # after the end it only drains
         except Exception as exc:
-            failure = failure_of(exc)
+            failure = failure_of(exc, self.contract.events)
             if failure is None:
                 raise
             reading.fail(*failure)

@@ -11,17 +11,17 @@ cloud of curve instances says so in its Model's env, and what is measured there 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from tts_bench.artifacts.fingerprint import Fingerprint, Transport
+from tts_bench.artifacts.fingerprint import OWN_CONTRACT, ContractRef, Fingerprint, Transport
 from tts_bench.artifacts.provenance import ProvenanceKind
 from tts_bench.aws.deployed import describe_endpoint
 from tts_bench.aws.session import AwsSession
-from tts_bench.deployment import TAG_MODEL, is_local_image
+from tts_bench.deployment import TAG_CONTRACT, TAG_MODEL, is_local_image
 from tts_bench.errors import RefusalError
 from tts_bench.planning.gate import performance_env_of
 from tts_bench.telemetry import ENV_INSTANCE_MODEL, ENV_MAX_QUEUE_DEPTH, ENV_RATE_SCALE
@@ -45,6 +45,7 @@ class EndpointTarget:
     emulated: bool
     curve_modelled: bool = False
     rate_scale: float = 1.0  # curve instances serve X(n) / rate_scale: their latencies × it
+    contract_tag: str | None = None  # the Model's tts-bench:contract (None: untagged)
 
     @property
     def provenance_kind(self) -> ProvenanceKind:
@@ -56,6 +57,18 @@ class EndpointTarget:
         if self.curve_modelled:
             where += ", curve instances"
         return f"sagemaker endpoint {self.endpoint} variant {self.variant} ({where})"
+
+    def under_contract(self, contract: ContractRef | None) -> EndpointTarget:
+        """The endpoint as measured under an endpoint contract: AWS does not know which wire
+        its container speaks, the command says (`--contract`), and the fingerprint names it. A
+        Model the program tagged with another contract is refused: its wire is known."""
+        name = OWN_CONTRACT if contract is None else contract.name
+        if self.contract_tag is not None and self.contract_tag != name:
+            raise RefusalError(
+                f"endpoint {self.endpoint}'s Model speaks contract {self.contract_tag} (its "
+                f"{TAG_CONTRACT} tag), not {name}; pass --contract {self.contract_tag}"
+            )
+        return replace(self, fingerprint=self.fingerprint.model_copy(update={"contract": contract}))
 
     def refuse_curve_modelled(self) -> None:
         if self.curve_modelled:
@@ -88,12 +101,16 @@ def _variant_entry(entries: list[dict[str, Any]], variant: str, what: str) -> di
     raise RefusalError(f"{what} has no variant {variant!r}; pass --variant with one of {names}")
 
 
-def _model_id(session: AwsSession, model: dict[str, Any], fallback: str) -> str:
+def _model_tags(session: AwsSession, model: dict[str, Any]) -> dict[str, str]:
     arn = model.get("ModelArn")
     if not arn:
-        return fallback
+        return {}
     tags = session.call("sagemaker", "list_tags", resource=f"model {arn}", ResourceArn=arn)
-    tagged = {t["Key"]: t["Value"] for t in tags.get("Tags", [])}.get(TAG_MODEL)
+    return {t["Key"]: t["Value"] for t in tags.get("Tags", [])}
+
+
+def _model_id(tags: dict[str, str], fallback: str) -> str:
+    tagged = tags.get(TAG_MODEL)
     if tagged and tagged != fallback:
         raise RefusalError(
             f"endpoint serves model {tagged!r} (its Model's {TAG_MODEL} tag), not {fallback!r}; "
@@ -134,9 +151,10 @@ def read_endpoint_target(
     image = str(container.get("Image", ""))
     env = {str(k): str(v) for k, v in (container.get("Environment") or {}).items()}
     digest = image.partition("@")[2]
+    tags = _model_tags(session, described_model)
     try:
         fingerprint = Fingerprint(
-            model=_model_id(session, described_model, model),
+            model=_model_id(tags, model),
             instance_type=str(entry.get("InstanceType", "")),
             image_digest=digest,
             performance_env=performance_env_of(env),
@@ -162,6 +180,7 @@ def read_endpoint_target(
         emulated=is_local_image(image) or _on_loopback(runtime_url),
         curve_modelled=env.get(ENV_INSTANCE_MODEL) == "curve",
         rate_scale=_rate_scale(env, endpoint),
+        contract_tag=tags.get(TAG_CONTRACT),
     )
 
 

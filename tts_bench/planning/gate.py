@@ -1,8 +1,9 @@
 """The measured-plan gate's selection: may this deployment autoscale, and on which plan?
 
 Scaling is enabled when the operator's bounds leave room to scale (max > min) and exactly one
-plan in the measurements folder matches the deployment's model, instance type, image digest,
-container performance env and plan rule (the stack config's; `fleet` by default), and that
+plan in the measurements folder matches the deployment's model, instance type, endpoint
+contract (the stack's; `kokoro` by default), image digest, container performance env and plan
+rule (the stack config's; `fleet` by default), and that
 plan is feasible. The result names the first condition that failed. An emulated plan (measured
 through the local cloud) gates only a local image: nothing measured through the emulator ever
 scales a real endpoint.
@@ -24,7 +25,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tts_bench.artifacts.files import load_artifact
-from tts_bench.artifacts.fingerprint import DIGEST_PATTERN
+from tts_bench.artifacts.fingerprint import CONTRACT_NAME_PATTERN, DIGEST_PATTERN, OWN_CONTRACT
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import ArtifactError
@@ -39,6 +40,7 @@ class GateCondition(StrEnum):
     ENABLED = "enabled"
     SCALING_DISABLED = "scaling-disabled"  # operator bounds: max == min
     NO_PLAN = "no-plan"  # nothing for this model and instance type
+    CONTRACT_MISMATCH = "contract-mismatch"  # plans exist, but measured under another contract
     DIGEST_MISMATCH = "digest-mismatch"  # plans exist, but for other images
     ENV_MISMATCH = "env-mismatch"  # plans for this image, but another performance env
     EMULATED_PLAN = "emulated-plan"  # only emulated plans match, and the image is no local digest
@@ -66,6 +68,11 @@ class GateQuery(BaseModel):
     )
     rule: Literal["published", "fleet"] = Field(
         default="fleet", description="the plan rule the stack deploys"
+    )
+    contract: str = Field(
+        default=OWN_CONTRACT,
+        pattern=CONTRACT_NAME_PATTERN,
+        description="the endpoint contract the stack's container speaks",
     )
 
 
@@ -158,6 +165,18 @@ def _same_target(plans: Candidates, query: GateQuery, folder: str) -> Candidates
     )
 
 
+def _same_contract(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
+    kept = [(p, a) for p, a in plans if a.fingerprint.contract_name == query.contract]  # type: ignore[union-attr]
+    others = sorted({a.fingerprint.contract_name for _, a in plans})  # type: ignore[union-attr]
+    return kept or Refusal(
+        GateCondition.CONTRACT_MISMATCH,
+        f"no plan for this contract: plans in {folder} for model {query.model} on "
+        f"{query.instance_type} were measured under contract(s) {', '.join(others)}, not "
+        f"{query.contract}",
+        "measure it under the stack's contract (--contract), or set contract in the stack config",
+    )
+
+
 def _same_image(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     kept = [(p, a) for p, a in plans if a.fingerprint.image_digest == query.image_digest]  # type: ignore[union-attr]
     others = sorted({a.fingerprint.short_digest for _, a in plans})  # type: ignore[union-attr]
@@ -214,7 +233,7 @@ def _only_one(plans: Candidates, query: GateQuery, folder: str) -> Candidates | 
 
 
 NARROWINGS: tuple[Narrowing, ...] = (
-    _same_target, _same_image, _same_env, _not_emulated, _same_rule, _only_one,
+    _same_target, _same_contract, _same_image, _same_env, _not_emulated, _same_rule, _only_one,
 )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from tts_bench.aws.scaling_record import Watched
 from tts_bench.aws.session import AwsSession
 from tts_bench.errors import RefusalError
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class RehearsalTarget:
     target: EndpointTarget
     clock: ServiceClock
     scaling: LiveScaling
+    contract: EndpointContract = KOKORO  # its requests built and read by the plan's contract
 
     @property
     def alarms(self) -> tuple[DeployedAlarm, ...]:
@@ -73,10 +75,20 @@ def read_rehearsal_target(
     plan: PlanArtifact,
     model: str,
     time_scale: float | None,
+    contract: EndpointContract = KOKORO,
 ) -> RehearsalTarget:
     """Read and check the endpoint; refuse, in one line, anything that makes it no rehearsal."""
-    target = read_endpoint_target(session, endpoint, variant, Transport.RESPONSE_STREAM, model)
+    target = read_endpoint_target(
+        session, endpoint, variant, Transport.RESPONSE_STREAM, model
+    ).under_contract(contract.ref)
+    if target.curve_modelled and contract.ref is not None:
+        raise RefusalError(
+            f"endpoint {endpoint} runs curve instances, which speak this project's container's "
+            f"wire, not contract {contract.name}'s; rehearse it on real instances "
+            "(local-cloud --container-cmd) or on AWS"
+        )
     clock = service_clock(time_scale, target.emulated)
     target.refuse_not_in_service()
     check_build(target, plan)
-    return RehearsalTarget(target, clock, read_live_scaling(session, endpoint, variant, plan))
+    scaling = read_live_scaling(session, endpoint, variant, plan)
+    return RehearsalTarget(target, clock, scaling, contract)

@@ -50,6 +50,7 @@ from tts_bench.aws.session import AwsSession
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import corpus_path, load_corpus
 from tts_bench.measure.open_loop import EpochClock, OpenLoopSender, StreamEndpoint
+from tts_bench.measure.transport.contract import contract_of_ladder
 from tts_bench.measure.transport.response_stream import runtime_client
 from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.from_files import source_file
@@ -108,6 +109,7 @@ class RehearsalRequest:
     model: str = "kokoro-82m"
     corpus: Path | None = None
     command: str | None = None
+    contract: str | None = None  # --contract as given (None: kokoro); must be the plan's
     # The replays' reading of AWS's open points; a local cloud must run under the same one.
     semantics: AwsSemantics = DOCUMENTED
 
@@ -252,6 +254,7 @@ def send_and_record(
         EpochClock(),
         StreamEndpoint(client, target.target.endpoint, target.target.variant),
         threads,
+        target.contract,
     )
     start_s = _start_of_next_minute(clock)
     end_s = start_s + arrivals.duration_s
@@ -409,9 +412,12 @@ def prepare(request: RehearsalRequest, session: AwsSession, say: Say) -> Prepare
     check_request(request)
     inputs = load_inputs(request)
     assert request.endpoint is not None  # check_request
+    measured = inputs.plan.fingerprint.contract if inputs.plan.fingerprint else None
+    contract = contract_of_ladder(request.contract, measured, str(request.plan))
     target = read_rehearsal_target(
-        session, request.endpoint, request.variant, inputs.plan, request.model, request.time_scale
-    )
+        session, request.endpoint, request.variant, inputs.plan, request.model, request.time_scale,
+        contract,
+    )  # fmt: skip
     hold_s = inputs.plan.inputs.planned_total_s
     arrivals = rehearsal_arrivals(request.traffic, target.thinning, hold_s, request.seed)
     bounds = (target.min_instances, target.max_instances)

@@ -8,7 +8,8 @@ past the deployed plan's scale-out level and the policy scales out by itself, it
 timed stage by stage (load crossed, first datapoint over the target, alarm, scaling activity,
 desired set) before the same stages through recovered (SPEC §13). `--local --qmax PATH --host
 URL`: a fresh local server process beside the loaded one; it must report the same build as the
-ladder's artifact, or nothing is written.
+ladder's artifact, or nothing is written. `--contract` is the ladder's endpoint contract (the
+probe builds its requests and reads its events by it); another than the ladder's is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from tts_bench.cli.server_options import serve_flags
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S, DEFAULT_VARIANT
+from tts_bench.measure.transport.contract import CONTRACT_HELP, CONTRACT_METAVAR
 from tts_bench.measure.ttotal import sagemaker as live
 from tts_bench.measure.ttotal.local import DEFAULT_PROBE_CONCURRENCY
 from tts_bench.measure.ttotal.organic import DEFAULT_LOAD_FACTOR
@@ -99,6 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--corpus", type=Path, help="utterances (default: the shipped English corpus)"
     )
+    parser.add_argument("--contract", metavar=CONTRACT_METAVAR, help=CONTRACT_HELP)
     parser.add_argument("--out", type=Path, default=Path("measurements"), help="artifact directory")
     parser.set_defaults(handler=run)
 
@@ -179,8 +182,10 @@ def run_on_endpoint(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.ttotal import Trigger
     from tts_bench.aws.session import AwsSession
     from tts_bench.measure.corpus import corpus_path, load_corpus
+    from tts_bench.measure.transport.contract import contract_of_ladder
 
     _, fingerprint = live.sagemaker_qmax(args.qmax)  # a wrong ladder: refused before AWS
+    contract = contract_of_ladder(args.contract, fingerprint.contract, str(args.qmax))
     corpus = load_corpus(corpus_path(args.corpus))
     request = live.SageMakerTtotalRequest(
         qmax_path=args.qmax, endpoint=args.endpoint, variant=args.variant, model=args.model,
@@ -189,6 +194,7 @@ def run_on_endpoint(args: argparse.Namespace) -> int:
         bound_rung=args.bound_rung, recovery_factor=args.recovery_factor,
         recovery_hold_s=args.recovery_hold_s, warmup_s=args.warmup_s, timeout_s=args.timeout_s,
         policy_lag_bound_s=args.policy_lag_s, allow_config_mismatch=args.allow_config_mismatch,
+        contract=contract,
     )  # fmt: skip
     session = AwsSession.from_environment(args.region)
     artifact = live.measure_sagemaker_ttotal(
@@ -207,16 +213,18 @@ def run_organic(args: argparse.Namespace) -> int:
     from tts_bench.artifacts.ttotal import Trigger
     from tts_bench.aws.session import AwsSession
     from tts_bench.measure.corpus import corpus_path, load_corpus
+    from tts_bench.measure.transport.contract import contract_of_ladder
     from tts_bench.measure.ttotal.organic import OrganicTtotalRequest, measure_organic_ttotal
 
     _, fingerprint = live.sagemaker_qmax(args.qmax)  # a wrong ladder: refused before AWS
+    contract = contract_of_ladder(args.contract, fingerprint.contract, str(args.qmax))
     request = OrganicTtotalRequest(
         qmax_path=args.qmax, plan_path=args.plan, endpoint=args.endpoint, variant=args.variant,
         model=args.model, utterances=load_corpus(corpus_path(args.corpus)),
         load_factor=args.load_factor, bound_rung=args.bound_rung,
         recovery_factor=args.recovery_factor, recovery_hold_s=args.recovery_hold_s,
         warmup_s=args.warmup_s, timeout_s=args.timeout_s, policy_lag_bound_s=args.policy_lag_s,
-        allow_config_mismatch=args.allow_config_mismatch,
+        allow_config_mismatch=args.allow_config_mismatch, contract=contract,
     )  # fmt: skip
     session = AwsSession.from_environment(args.region)
     artifact = measure_organic_ttotal(
@@ -242,6 +250,12 @@ def run_local(args: argparse.Namespace) -> int:
     from tts_bench.measure.ttotal.local import LocalTtotalRequest, local_qmax, measure_local_ttotal
 
     local_qmax(args.qmax)
+    if args.contract not in (None, "", "kokoro"):
+        raise RefusalError(
+            f"--contract {args.contract} --local: a fresh `python -m tts_server` is Kokoro's "
+            "contract; measure another container's T_total on an endpoint (a local cloud can "
+            "host it: local-cloud --container-cmd)"
+        )
     if not args.host:
         raise RefusalError("--local needs --host: the running server the ladder measured")
     corpus = load_corpus(corpus_path(args.corpus))

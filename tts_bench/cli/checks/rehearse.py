@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tts_bench.cli.aws_options import add_semantics_option
 from tts_bench.deployment import DEFAULT_VARIANT
+from tts_bench.measure.transport.contract import CONTRACT_HELP, CONTRACT_METAVAR
 from tts_bench.simulate.traffic import SYNTHETIC_HELP
 
 
@@ -51,6 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ttotal", type=Path, help="the plan's ttotal artifact (default: as it names)")
     p.add_argument("--model", default="kokoro-82m", help="model id (default: %(default)s)")
     p.add_argument("--corpus", type=Path, help="utterances (default: the shipped English corpus)")
+    p.add_argument("--contract", metavar=CONTRACT_METAVAR, help=CONTRACT_HELP)
     p.add_argument("--out", type=Path, default=Path("measurements"), help="artifact directory")
     p.add_argument(
         "--dry-run",
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         time_scale=args.time_scale, seed=args.seed, out=args.out, dry_run=args.dry_run,
         price_per_hour_usd=args.price_per_hour, qmax=args.qmax, ttotal=args.ttotal,
         replays=args.replays, model=args.model, corpus=args.corpus,
-        semantics=args.aws_semantics,
+        semantics=args.aws_semantics, contract=args.contract,
         command="tts-bench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["rehearse"] else None,
     )  # fmt: skip
     if args.dry_run:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.deployment import DEFAULT_VARIANT
+from tts_bench.measure.transport.contract import CONTRACT_HELP, CONTRACT_METAVAR
 
 DEFAULT_DURATION_S = 60.0
 DEFAULT_SEED = 1
@@ -64,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--corpus", type=Path, default=None, help="utterance file (default: the shipped corpus)"
     )
+    parser.add_argument("--contract", metavar=CONTRACT_METAVAR, help=CONTRACT_HELP)
     parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help="arrival schedule seed (default: 1)"
     )
@@ -88,14 +90,18 @@ def run(args: argparse.Namespace) -> int:
         describe_run,
         measure_surge,
     )
+    from tts_bench.measure.transport.contract import contract_of_ladder
 
     check_schedules(args.rate, args.duration_s, args.seed)  # every bound before anything is sent
     check_where(Transport(args.transport), args.host, args.endpoint is not None)
     qmax = load_artifact(args.qmax, QmaxArtifact)
+    measured = qmax.fingerprint.contract if qmax.fingerprint else None
+    contract = contract_of_ladder(args.contract, measured, str(args.qmax))
     corpus = corpus_path(args.corpus)
     request = SurgeRequest(
         qmax_path=args.qmax, qmax=qmax, rates_rps=args.rate, duration_s=args.duration_s,
         transport=Transport(args.transport), utterances=load_corpus(corpus), seed=args.seed,
+        contract=contract,
     )  # fmt: skip
     usable_folder(args.out)  # before the run: a bad --out must not cost it
     endpoint = None

@@ -7,6 +7,8 @@ write: the file holds keys, and a shell will source it). Instance start-ups, fle
 scaling decisions are shown as they happen (stderr). Ctrl-C or SIGTERM stops every process it
 started and exits 0; the env file is removed then, since it points at nothing any more. Once
 stopping has begun, further stop signals (`timeout` sends two) are ignored until it is done.
+With `--container-cmd` each instance runs that command (any container keeping SageMaker's
+contract, e.g. another vendor's stand-in) instead of `python -m tts_server`.
 With `--instance-model curve` the instances are curve instances built from a ladder (`--qmax`),
 many in this process, and `--time-scale` may compress the cloud's clocks (SPEC §13).
 """
@@ -51,6 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--server-args",
         default="",
         help="extra `python -m tts_server` flags for every instance, e.g. '--backend onnx'",
+    )
+    parser.add_argument(
+        "--container-cmd",
+        metavar="COMMAND",
+        help="run this command per instance instead of `python -m tts_server`: any container "
+        "keeping SageMaker's contract (GET /ping, POST /invocations); its port is in "
+        "SAGEMAKER_BIND_TO_PORT and replaces {port} in the command",
     )
     curve = parser.add_argument_group("curve instances (service times from a measured ladder)")
     curve.add_argument(
@@ -176,6 +185,7 @@ def handle(args: argparse.Namespace) -> int:
         instances=args.instances,
         provision_delay_s=args.provision_delay_s,
         server_args=server_args,
+        container_cmd=args.container_cmd,
         curve=_curve(args, CurveInstances, LocalCloudError),
         time_scale=args.time_scale,
         cloudwatch_delay_s=args.cloudwatch_delay_s,

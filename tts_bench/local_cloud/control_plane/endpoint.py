@@ -104,8 +104,8 @@ class EndpointControl:
             while self.status != "InService":
                 if self.status == "Failed":
                     raise LocalCloudError(
-                        f"endpoint {self.endpoint_name} Failed: its instances did not start; "
-                        "see their log streams (and --server-args)"
+                        f"endpoint {self.endpoint_name} Failed: its instances did not start"
+                        + self._last_start_error()
                     )
                 left = deadline - time.time()
                 if left <= 0:
@@ -114,6 +114,11 @@ class EndpointControl:
                         f"(status {self.status}); see its instances' log streams"
                     )
                 self._lock.wait(timeout=min(left, 0.5))
+
+    def _last_start_error(self) -> str:
+        """The last instance's reason, or where to look when it gave none."""
+        errors = [i.start_error for i in self._fleet.instances() if i.start_error]
+        return f": {errors[-1]}" if errors else "; see their log streams (and --server-args)"
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -1,6 +1,7 @@
 """The instances behind the endpoint: real server processes, or curves that serve as one did.
 
-What it holds: the `fleet` of real `python -m tts_server` instance processes; curve instances
+What it holds: the `fleet` of real `python -m tts_server` instance processes; instances that
+run any container command keeping SageMaker's contract (`container_command`); curve instances
 (`curve_model`, `curve_instance`, `curve_fleet`), which serve at a ladder's measured curve
 instead of synthesising; and the digest of the image they stand for (`image_digest`).
 

@@ -138,6 +138,7 @@ class Instance:
     server: InstanceServer | None = None
     exit_code: int | None = None
     stop_requested: bool = False
+    start_error: str | None = None  # why it never became ready (the endpoint's Failed names it)
 
 
 def new_instance_id() -> str:
@@ -288,6 +289,7 @@ class Fleet:
             server.wait_ready(ready_timeout_s)
             instance.url = server.url
         except InstanceStartError as exc:
+            instance.start_error = str(exc)
             self._say(f"instance {instance.instance_id}: did not become ready: {exc}")
         else:
             with self._lock:

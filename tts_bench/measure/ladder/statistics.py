@@ -212,8 +212,15 @@ def rung_from_window(
     latency = [s.latency_ms for s in ok]
     in_flight = mean_in_flight(samples, w0, w1)
 
+    p95 = percentile(ttfab, 95) if ttfab else None
+    failed = rejected + errors
+    heard = playback_figures(ok)
+    meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
     reasons = []
-    if in_flight < MIN_IN_FLIGHT_FRACTION * concurrency:
+    # A rung the server failed by refusing is judged whatever the client held: its refused
+    # users were waiting out their backoff (`backoff`), which the server asked for.
+    refused_it = rejected > 0 and not meets
+    if in_flight < MIN_IN_FLIGHT_FRACTION * concurrency and not refused_it:
         reasons.append(
             f"client held {in_flight:.2f} in flight, "
             f"below {MIN_IN_FLIGHT_FRACTION:.0%} of {concurrency}"
@@ -224,11 +231,6 @@ def rung_from_window(
         )
     if not done:
         reasons.append("no request finished inside the measure window")
-
-    p95 = percentile(ttfab, 95) if ttfab else None
-    failed = rejected + errors
-    heard = playback_figures(ok)
-    meets = rung_meets_slo(p95, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share)
     steady = window_stability(samples, concurrency, window)
     interval, verdict = p95_interval(
         ok, failed, len(done), slo_ms, heard.underrun_share, underrun_slo_share, confidence

@@ -43,6 +43,7 @@ from tts_bench.measure.open_loop import (
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
 from tts_bench.measure.samples import Sample, samples_path, write_samples
 from tts_bench.measure.surge.figures import poisson_arrivals, rate_seed, surge_run
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract
 from tts_bench.measure.transport.response_stream import (
     runtime_client,
 )
@@ -63,6 +64,7 @@ class SurgeRequest:
     transport: Transport
     utterances: Sequence[Utterance]
     seed: int
+    contract: EndpointContract = KOKORO  # the ladder's (`contract_of_ladder`)
 
 
 def check_target(ping: PingStatus, qmax: QmaxArtifact, transport: Transport) -> Fingerprint:
@@ -186,6 +188,12 @@ def measure_surge(
         )
     clock = EpochClock()
     kind: ProvenanceKind = "measured"
+    if endpoint is None and request.contract is not KOKORO:
+        raise RefusalError(
+            f"--contract {request.contract.name}: a local surge starts or pings this project's "
+            "server; surge another container on an endpoint (a local cloud can host it: "
+            "local-cloud --container-cmd)"
+        )
     if endpoint is not None:
         artifact, samples = surge_endpoint(request, endpoint, clock, say)
         fingerprint, kind = artifact.fingerprint, artifact.provenance.kind  # type: ignore[assignment]
@@ -224,14 +232,21 @@ def check_where(transport: Transport, host: str | None, endpoint: bool) -> None:
         )
 
 
-def check_endpoint(target: EndpointTarget, qmax: QmaxArtifact) -> Fingerprint:
-    """The endpoint must be in service, bounded at the ladder's Q_max, and the ladder's build."""
+def check_endpoint(
+    target: EndpointTarget, qmax: QmaxArtifact, contract: EndpointContract = KOKORO
+) -> Fingerprint:
+    """The endpoint must be in service, bounded at the ladder's Q_max, and the ladder's build.
+    A container whose contract publishes what it admits (Sonic-3: 4) is bounded by itself."""
+    target = target.under_contract(contract.ref)
     target.refuse_not_in_service()
-    if target.queue_max_depth != str(qmax.refined_q_max):
+    admits = None if contract.admits is None else str(contract.admits)
+    if (target.queue_max_depth or admits) != str(qmax.refined_q_max):
         bound = (
-            "no admission bound"
-            if target.queue_max_depth is None
-            else (f"MAX_QUEUE_DEPTH={target.queue_max_depth}")
+            f"MAX_QUEUE_DEPTH={target.queue_max_depth}"
+            if target.queue_max_depth is not None
+            else f"no admission bound but its container's {admits} (contract {contract.name})"
+            if admits is not None
+            else "no admission bound"
         )
         raise RefusalError(
             f"endpoint {target.endpoint}'s Model sets {bound}, not the ladder's Q_max "
@@ -280,13 +295,16 @@ def surge_endpoint(
             session, where.endpoint, where.variant, Transport.RESPONSE_STREAM, where.model
         ),
         request.qmax,
+        request.contract,
     )  # refused before anything changes
     with frozen_scaling(session, where.endpoint, where.variant, log=say):
         target = settled_to_one(session, where, say)
-        fingerprint = check_endpoint(target, request.qmax)
+        fingerprint = check_endpoint(target, request.qmax, request.contract)
         client = runtime_client(session.region, STREAM_THREADS, REQUEST_TIMEOUT_S)
         stream = StreamEndpoint(client, where.endpoint, where.variant)
-        sender = OpenLoopSender("", request.transport, request.utterances, clock, stream)
+        sender = OpenLoopSender(
+            "", request.transport, request.utterances, clock, stream, contract=request.contract
+        )
         where = (target.provenance_kind, target.source)
         return run_surge(request, sender, fingerprint, where, say, target.curve_modelled)
 

@@ -39,6 +39,11 @@ PLACEHOLDERS: Final = frozenset(
 REQUIRED_PLACEHOLDERS: Final = frozenset({"transcript", "context_id"})
 _PLACEHOLDER = re.compile(r"^\$\{([a-z_]+)\}$")
 MAX_CONTRACT_BYTES: Final = 64 * 1024
+CONTRACT_METAVAR: Final = "kokoro|sonic3|FILE"
+CONTRACT_HELP: Final = (
+    "the endpoint contract the ladder was measured under: how requests are built and events "
+    "and refusals read (default: kokoro, this project's container; sonic3; or a contract file)"
+)
 
 
 class Utterance(Protocol):
@@ -250,3 +255,29 @@ def load_contract(spec: str | None) -> EndpointContract:
     except UnicodeDecodeError:
         raise ContractError(f"--contract {name}: not UTF-8 text") from None
     return parse_contract(text, name)
+
+
+def contract_of_ladder(
+    spec: str | None, measured: ContractRef | None, ladder: str
+) -> EndpointContract:
+    """`--contract` for a command that works from a ladder (ttotal, surge, rehearse): loaded,
+    and refused in one line unless it is the contract the ladder was measured under, so a
+    probe never speaks another wire than the one its ladder's figures came from."""
+    contract = load_contract(spec)
+    if contract.ref == measured:
+        return contract
+    if measured is None:
+        raise ContractError(
+            f"--contract {contract.name}: {ladder} was measured under kokoro's contract; "
+            "leave --contract out (or pass --contract kokoro)"
+        )
+    if contract.name == measured.name:
+        raise ContractError(
+            f"--contract {spec}: {ladder} was measured under another contract named "
+            f"{measured.name} (sha256 {measured.sha256[:12]}, this one {contract.sha256[:12]}); "
+            "pass the file it was measured with"
+        )
+    raise ContractError(
+        f"--contract {contract.name}: {ladder} was measured under contract {measured.name}; "
+        f"pass --contract {measured.name} (or its file)"
+    )

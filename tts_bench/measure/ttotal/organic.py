@@ -58,6 +58,7 @@ from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.open_loop import EpochClock, OpenLoopSender, StreamEndpoint
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
 from tts_bench.measure.samples import Sample
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract
 from tts_bench.measure.transport.response_stream import runtime_client
 from tts_bench.measure.transport.stream_events import Outcome
 from tts_bench.measure.ttotal.aws import instance_streams, stream_markers
@@ -112,6 +113,7 @@ class OrganicTtotalRequest:
     policy_lag_bound_s: float = DEFAULT_POLICY_LAG_BOUND_S
     allow_config_mismatch: bool = False
     seed: int = 1
+    contract: EndpointContract = KOKORO  # the ladder's (`contract_of_ladder`)
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,7 @@ def start_probe(
         EpochClock(),
         StreamEndpoint(client, request.endpoint, request.variant),
         PROBE_THREADS,
+        request.contract,
     )
     intended = [clock.to_wall(x) for x in times]
     thread = threading.Thread(
@@ -487,7 +490,7 @@ def _refusals(
     )
     target = read_endpoint_target(
         session, request.endpoint, request.variant, Transport.RESPONSE_STREAM, request.model
-    )
+    ).under_contract(request.contract.ref)
     check_pairing(
         fingerprint, target, request.qmax_path, request.allow_config_mismatch, lambda _: None
     )

@@ -23,6 +23,7 @@ import numpy as np
 
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.corpus import Utterance
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract
 from tts_bench.measure.transport.response_stream import failure_of, invoke, payload_lines
 from tts_bench.measure.transport.stream_events import StreamReading
 
@@ -62,14 +63,19 @@ def sample_of(reading: StreamReading, start: float) -> ProbeSample:
     return ProbeSample(end, reading.ttfab_ms, (end - start) * 1000, start)
 
 
-def speak(base_url: str, utterance: Utterance, timeout_s: float = REQUEST_TIMEOUT_S) -> ProbeSample:
+def speak(
+    base_url: str,
+    utterance: Utterance,
+    timeout_s: float = REQUEST_TIMEOUT_S,
+    contract: EndpointContract = KOKORO,
+) -> ProbeSample:
     """One streamed `/invocations` request to a local server, read event by event (threads)."""
     parts = urlsplit(base_url)
     start = time.time()
-    reading = StreamReading(uuid.uuid4().hex[:12], time.time, start)
+    reading = StreamReading(uuid.uuid4().hex[:12], time.time, start, rules=contract.events)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
     try:
-        body = json.dumps(utterance.request(reading.context_id or ""))
+        body = json.dumps(contract.body(utterance, reading.context_id or ""))
         connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
         response = connection.getresponse()
         if response.status != 200:
@@ -87,23 +93,25 @@ def speak(base_url: str, utterance: Utterance, timeout_s: float = REQUEST_TIMEOU
 
 @dataclass(frozen=True)
 class StreamSpeaker:
-    """One response-stream invocation per call, read to its end (the connection stays pooled)."""
+    """One response-stream invocation per call, read to its end (the connection stays pooled),
+    built and read under `contract`."""
 
     client: Any
     endpoint: str
     variant: str | None
+    contract: EndpointContract = KOKORO
 
     def __call__(self, utterance: Utterance) -> ProbeSample:
         start = time.time()
-        reading = StreamReading(uuid.uuid4().hex[:12])
+        reading = StreamReading(uuid.uuid4().hex[:12], rules=self.contract.events)
         stream = None
         try:
-            body = utterance.request(reading.context_id or "")
+            body = self.contract.body(utterance, reading.context_id or "")
             stream = invoke(self.client, self.endpoint, body, self.variant)
             for line in payload_lines(stream):
                 reading.feed(line)  # after the end it only drains
         except Exception as exc:
-            failure = failure_of(exc)
+            failure = failure_of(exc, self.contract.events)
             if failure is None:
                 raise
             reading.fail(*failure)

@@ -34,6 +34,7 @@ from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
 from tts_bench.errors import RefusalError
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.sagemaker_target import EndpointTarget, read_endpoint_target
+from tts_bench.measure.transport.contract import KOKORO, EndpointContract
 from tts_bench.measure.transport.response_stream import runtime_client
 from tts_bench.measure.ttotal.aws import (
     allow_forced_count,
@@ -103,6 +104,7 @@ class SageMakerTtotalRequest:
     timeout_s: float = DEFAULT_TIMEOUT_S
     policy_lag_bound_s: float = DEFAULT_POLICY_LAG_BOUND_S
     allow_config_mismatch: bool = False
+    contract: EndpointContract = KOKORO  # the ladder's (`contract_of_ladder`)
 
 
 def sagemaker_qmax(path: Path) -> tuple[QmaxArtifact, Fingerprint]:
@@ -164,7 +166,7 @@ def measure_sagemaker_ttotal(
     transport = fingerprint.transport
     target = read_endpoint_target(
         session, request.endpoint, request.variant, transport, request.model
-    )
+    ).under_contract(request.contract.ref)
     check_pairing(fingerprint, target, request.qmax_path, request.allow_config_mismatch, progress)
     target.refuse_not_in_service()
     quota = read_quota_check(session, target.fingerprint.instance_type)
@@ -178,7 +180,7 @@ def measure_sagemaker_ttotal(
         count = (before or 1) + 1
         allow_forced_count(session, request.endpoint, request.variant, count)
         known = set(instance_streams(session, request.endpoint, request.variant))
-        speaker = StreamSpeaker(client, request.endpoint, request.variant)
+        speaker = StreamSpeaker(client, request.endpoint, request.variant, request.contract)
         probe = Probe(speaker, request.utterances, request.probe_concurrency)
         load_applied = time.time()
         progress(f"probe: {request.probe_concurrency} closed-loop users over {transport.value}")

@@ -115,8 +115,7 @@ def read_target(session: AwsSession, request: LiveLadderRequest) -> EndpointTarg
     target.refuse_not_in_service()
     target.refuse_bounded()
     # Named as the Locust side names it (`conductor.under_contract`): the artifact's file name.
-    ref = load_contract(request.contract).ref
-    return replace(target, fingerprint=target.fingerprint.model_copy(update={"contract": ref}))
+    return target.under_contract(load_contract(request.contract).ref)
 
 
 def run_live_ladder(
