@@ -87,6 +87,26 @@ def test_without_max_hold_nothing_is_extended():
     )
 
 
+@pytest.mark.parametrize("own_max_hold_s", [None, 45.0])
+def test_a_fleet_level_held_long_leaves_the_other_verification_rungs_at_the_ladders_cap(
+    own_max_hold_s: float | None,
+):
+    """The fleet level's three minutes raise max_hold_s for that rung alone: an unstable rung
+    beside it is held no longer than the ladder's own --max-hold-s (none: its hold)."""
+    from tts_bench.measure.ladder.live.verification import VerificationLevel, verification_ladder
+
+    ladder = LadderSchedule((1, 3), hold_s=30, measure_s=15, idle_s=0, max_hold_s=own_max_hold_s)
+    levels = (VerificationLevel("fleet", 1.2, 1), VerificationLevel("scale_out", 2.2, 2))
+    held = verification_ladder(ladder, levels, 180.0)
+    assert held.rung_hold_s(0) == 180.0 and held.max_hold_s == 180.0
+    samples = drifting_loop(2, 180.0, 400.0, lambda t: growing_queue(t - 180.0))
+    assert not window_stability(samples, 2, (T0 + 195.0, T0 + 210.0)).stable
+    judged = hold_until_judged(held, 1, samples)
+    assert judged.rung_hold_s(1) == (own_max_hold_s or 30.0)
+    settings = judged.settings(T0)
+    assert LadderSettings.model_validate(settings.model_dump()) == settings
+
+
 def test_a_stable_rung_is_not_extended_even_with_room():
     samples = drifting_loop(4, 0.0, 120.0, lambda _t: 100.0)
     assert extend_unstable(LADDER, 0, samples, T0) is None

@@ -98,6 +98,16 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     (
+        "--unstable-max-hold-s",
+        {
+            "type": float,
+            "default": None,
+            "metavar": "S",
+            "help": "with --extend-s: the longest an unstable rung is held, below --max-hold-s "
+            "(default: --max-hold-s; the verification keeps its other rungs to the ladder's own)",
+        },
+    ),
+    (
         "--slo-ms",
         {
             "type": float,
@@ -242,6 +252,7 @@ def schedule_of(options: argparse.Namespace) -> LadderSchedule:
         idle_s=_required(_number(options, "idle_s"), "idle_s"),
         max_hold_s=_number(options, "max_hold_s"),
         extended_s=_extensions(_text(options, "extend_s")),
+        unstable_max_hold_s=_number(options, "unstable_max_hold_s"),
     )
 
 
@@ -313,6 +324,7 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
     optional = (
         ("--max-hold-s", s.max_hold_s),
         ("--extend-s", ",".join(map(_plain, s.extended_s)) if any(s.extended_s) else None),
+        ("--unstable-max-hold-s", s.unstable_max_hold_s),
         ("--refine", options.refine_pct),
         ("--confidence", None if options.confidence == DEFAULT_CONFIDENCE else options.confidence),
         ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),

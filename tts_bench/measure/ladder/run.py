@@ -130,7 +130,7 @@ class LadderRun:
         )
         held = probe.end_s - probe.start_s
         widened = w1 - w0 > schedule.measure_s + 1e-9
-        step = next_hold(held, schedule.measure_s, schedule.max_hold_s, steady, undecided, widened)
+        step = next_hold(held, schedule.measure_s, schedule.unstable_cap_s, steady, undecided, widened)
         if step is None:
             return None
         self.change(self.snapshot.probe_extended(step.seconds))
@@ -153,7 +153,7 @@ class LadderRun:
             users,
             why,
             hold_s,
-            self.snapshot.schedule.max_hold_s,
+            self.snapshot.schedule.unstable_cap_s,
             w1 - now,
         )
 

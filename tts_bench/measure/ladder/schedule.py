@@ -82,6 +82,10 @@ class LadderSchedule:
     final_drain_s: float = FINAL_DRAIN_S
     max_hold_s: float | None = None
     extended_s: tuple[float, ...] = ()  # per rung index; a rung past its end is not extended
+    # The longest an unstable rung is held when it is below `max_hold_s` (None: `max_hold_s`):
+    # a rung given a long hold in advance (the verification's fleet level) raises `max_hold_s`
+    # for itself, never for the rungs beside it.
+    unstable_max_hold_s: float | None = None
     # Per rung index: how far its window reaches back beyond `measure_s` (an undecided rung's
     # window widens as it is held longer; see `stability.next_hold`). At most its extension.
     widened_s: tuple[float, ...] = ()
@@ -116,6 +120,14 @@ class LadderSchedule:
                 raise LadderError(f"{flag} {seconds:g}: at most {MAX_PHASE_S:g} s (a day)")
         if self.max_hold_s is not None:
             check_max_hold_s(self.max_hold_s, self.hold_s)
+        if self.unstable_max_hold_s is not None and not (
+            self.max_hold_s is not None
+            and self.hold_s <= self.unstable_max_hold_s <= self.max_hold_s
+        ):
+            raise LadderError(
+                f"--unstable-max-hold-s {self.unstable_max_hold_s:g}: must lie between --hold-s "
+                "and --max-hold-s"
+            )
         if len(self.widened_s) > len(self.rungs) or any(
             w > self.extension_s(i) + 1e-9 for i, w in enumerate(self.widened_s)
         ):
@@ -134,6 +146,11 @@ class LadderSchedule:
     def longest_hold_s(self) -> float:
         """The longest any rung may be held: `max_hold_s`, or `hold_s` without extensions."""
         return self.hold_s if self.max_hold_s is None else self.max_hold_s
+
+    @property
+    def unstable_cap_s(self) -> float | None:
+        """The longest hold an unstable window earns (None: no extension)."""
+        return self.max_hold_s if self.unstable_max_hold_s is None else self.unstable_max_hold_s
 
     def extension_s(self, index: int) -> float:
         return self.extended_s[index] if index < len(self.extended_s) else 0.0
@@ -205,6 +222,7 @@ class LadderSchedule:
             max_hold_s=self.max_hold_s,
             extended_s=list(self.extended_s),
             widened_s=list(self.widened_s),
+            unstable_max_hold_s=self.unstable_max_hold_s,
         )
 
 
