@@ -194,6 +194,8 @@ def test_an_artifact_without_extensions_means_what_it_meant():
         ({"max_hold_s": 200.0}, "below hold_s"),
         ({"max_hold_s": 260.0, "extended_s": [30.0]}, "exceeds max_hold_s"),
         ({"max_hold_s": 300.0, "extended_s": [0, 0, 0, 0]}, "more entries"),
+        ({"unstable_max_hold_s": 250.0}, "between hold_s and max_hold_s"),
+        ({"max_hold_s": 300.0, "unstable_max_hold_s": 320.0}, "between hold_s and max_hold_s"),
     ],
 )
 def test_settings_that_cannot_describe_a_hold_are_refused(update, message):
@@ -206,6 +208,12 @@ def test_settings_that_cannot_describe_a_hold_are_refused(update, message):
 def test_a_bad_max_hold_is_refused_before_anything_runs(max_hold):
     with pytest.raises(LadderError, match=r"--max-hold-s .*: must be at least --hold-s 240"):
         LadderSchedule((1, 5), hold_s=240, measure_s=60, max_hold_s=max_hold)
+
+
+@pytest.mark.parametrize(("max_hold", "unstable"), [(None, 250.0), (300.0, 200.0), (300.0, 310.0)])
+def test_an_unstable_cap_outside_hold_and_max_hold_is_refused(max_hold, unstable):
+    with pytest.raises(LadderError, match=r"--unstable-max-hold-s .*: must lie between"):
+        LadderSchedule((1, 5), 240, 60, max_hold_s=max_hold, unstable_max_hold_s=unstable)
 
 
 def test_the_dry_run_shows_the_worst_case_with_every_rung_extended():
