@@ -216,6 +216,12 @@ def test_an_unstable_cap_outside_hold_and_max_hold_is_refused(max_hold, unstable
         LadderSchedule((1, 5), 240, 60, max_hold_s=max_hold, unstable_max_hold_s=unstable)
 
 
+@pytest.mark.parametrize("minutes", [0, -1, 1441])
+def test_a_whole_minutes_count_outside_a_day_is_refused(minutes):
+    with pytest.raises(LadderError, match=rf"--whole-minutes {minutes}: give 1 to a day's"):
+        LadderSchedule((1, 5), 240, 60, whole_minutes=minutes)
+
+
 def test_the_dry_run_shows_the_worst_case_with_every_rung_extended():
     schedule = LadderSchedule((1, 5), hold_s=240, measure_s=60, idle_s=30, max_hold_s=360)
     text = describe_schedule(schedule, 3000, refine_pct=10)

@@ -160,6 +160,8 @@ def verification_ladder(
         max_hold_s=max_hold_s,
         extended_s=extended if any(extended) else (),
         unstable_max_hold_s=unstable_max_hold_s,
+        # Three minutes hold two whole ones in any phase; the rung ends once it holds them.
+        whole_minutes=MIN_INVOCATION_MINUTES if any(extended) else None,
     )
 
 
@@ -184,8 +186,8 @@ def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
         f"then 2 verification rungs at C_scale_max = {2 - surge_ratio:g} x Q_max and "
         f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
         f"users, each held {held} unless a ladder rung held those users already, and one at "
-        f"the fleet rule's level held {fleet_hold_s:g} s so that {MIN_INVOCATION_MINUTES} whole "
-        f"minutes of InvocationsPerInstance are read: at most "
+        f"the fleet rule's level held until {MIN_INVOCATION_MINUTES} whole minutes of "
+        f"InvocationsPerInstance are read, at most {fleet_hold_s:g} s: at most "
         f"{format_duration(extra_s)} more"
     )
 
