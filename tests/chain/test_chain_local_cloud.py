@@ -77,7 +77,7 @@ def ladder(cloud: Any, out: Path) -> Path:
     code = main(
         [
             "qmax", *endpoint_args(cloud), "--transport", "response-stream", "--rungs", "1,3",
-            "--hold-s", "30", "--measure-s", "20", "--idle-s", "0", "--slo-ms", SLO_MS,
+            "--hold-s", "20", "--measure-s", "12", "--idle-s", "0", "--slo-ms", SLO_MS,
             "--corpus", str(CORPUS), "--out", str(out), "--metric-wait-s", "40",
         ]
     )  # fmt: skip
@@ -89,11 +89,12 @@ def ladder(cloud: Any, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def ttotal(cloud: Any, ladder: Path, out: Path) -> Path:
     # The machine's cores are shared by both instances, so recovery is judged loosely here;
-    # the stages and their sources are what this test checks.
+    # the stages and their sources are what this test checks. The probe holds the bound rung's
+    # one user, so that rung's p95 is read again just before the scale-out.
     code = main(
         [
             "ttotal", *endpoint_args(cloud), "--qmax", str(ladder), "--bound-rung", "1",
-            "--probe-concurrency", "2", "--recovery-factor", "1000", "--recovery-hold-s", "3",
+            "--probe-concurrency", "1", "--recovery-factor", "1000", "--recovery-hold-s", "3",
             "--warmup-s", "3", "--timeout-s", "300", "--corpus", str(CORPUS), "--out", str(out),
         ]
     )  # fmt: skip
@@ -155,6 +156,9 @@ def test_ttotal_stages_come_in_order_from_their_sources_and_capacity_is_restored
         "ProductionVariants"
     ][0]
     assert variant["DesiredInstanceCount"] == 1  # the freeze put back what it found
+    baseline = artifact.recovery_baseline
+    assert baseline is not None and baseline.remeasured_requests >= 6, baseline
+    assert baseline.ladder_p95_ms == load_artifact(ladder, QmaxArtifact).rungs[0].ttfab_p95_ms
 
 
 # --------------------------------------------------------------------------- interrupted

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,7 +19,7 @@ from tts_bench.measure.samples import Outcome
 from tts_bench.measure.transport.response_stream import StreamEventError, failure_of, payload_lines
 from tts_bench.measure.ttotal.probe import ProbeSample
 from tts_bench.measure.ttotal.quota import QuotaCheck
-from tts_bench.measure.ttotal.recovery import recovery_time
+from tts_bench.measure.ttotal.recovery import recovery_baseline, recovery_time
 from tts_bench.measure.ttotal.sagemaker import EMULATED_PROVISIONING, scale_out_events
 from tts_bench.measure.ttotal.stages import stages_from_events
 
@@ -39,6 +43,70 @@ def test_a_relapse_restarts_the_hold_and_failures_never_count_as_recovered() -> 
     assert recovery_time(relapse, since=0, bound_ms=400, hold_s=25, now=80) >= 30
     failures = [ProbeSample(s.end, None) for s in steady(0, 60, 300)]
     assert recovery_time(failures, since=0, bound_ms=400, hold_s=10, now=60) is None
+
+
+# The probe at 2 users on one server with the shipped corpus, as the main job's T_total holds it:
+# a phase at load ~4 (the ladder's hour) and one beside two CPU burners (a busier hour), recorded
+# by benchmarks/recovery_baseline_probe.py on this 2-core machine.
+RECORDED_PROBE = Path(__file__).resolve().parent / "recorded" / "recovery-probe.json"
+MAIN_JOB_FACTOR, MAIN_JOB_HOLD_S = 1.5, 15.0  # jobs/local_cloud_run.py's CLOUD_RECOVERY_*
+
+
+def recorded(phase: str) -> list[ProbeSample]:
+    rows = json.loads(RECORDED_PROBE.read_text())[phase]
+    return sorted(
+        (ProbeSample(r["end"], r["ttfab_ms"], None, r["start"]) for r in rows), key=lambda s: s.end
+    )
+
+
+def busy_hour() -> tuple[float, list[ProbeSample], list[ProbeSample]]:
+    """The busy phase split where the scale-out is forced, at the 16th request's end (its load
+    had risen further by then: the burners beside the other sessions' work); the baseline is the
+    6 requests that ended last before it, as many as the job waits for."""
+    busy = recorded("busy")
+    desired_set = busy[15].end
+    return desired_set, busy[10:16], busy[16:]
+
+
+def test_a_probe_slowed_by_the_machine_recovers_against_the_p95_it_had_just_before() -> None:
+    ladder_p95 = float(np.percentile([s.ttfab_ms for s in recorded("quiet")], 95))
+    desired_set, before, after = busy_hour()
+    now = after[-1].end
+    # Judged against the ladder's hour, as before: the main job's failure (no recovery at all).
+    old = MAIN_JOB_FACTOR * ladder_p95
+    assert recovery_time(after, desired_set, old, MAIN_JOB_HOLD_S, now) is None
+    baseline = recovery_baseline(ladder_p95, MAIN_JOB_FACTOR, before)
+    assert baseline.remeasured_p95_ms is not None and baseline.remeasured_p95_ms > ladder_p95
+    assert baseline.remeasured_requests == 6 and baseline.why_not_remeasured is None
+    assert baseline.bound_ms == pytest.approx(MAIN_JOB_FACTOR * baseline.remeasured_p95_ms)
+    assert recovery_time(after, desired_set, baseline.bound_ms, MAIN_JOB_HOLD_S, now) is not None
+
+
+def test_a_broken_recovery_still_fails_against_the_remeasured_baseline() -> None:
+    desired_set, before, after = busy_hour()
+    now = after[-1].end
+    baseline = recovery_baseline(1000.0, MAIN_JOB_FACTOR, before)
+    # Slower after the scale-out than the bound allows, at every request: never recovered.
+    slower = [ProbeSample(s.end, baseline.bound_ms * 1.01, None, s.start) for s in after]
+    assert recovery_time(slower, desired_set, baseline.bound_ms, MAIN_JOB_HOLD_S, now) is None
+    # The new instance failing requests: never recovered, however wide the bound.
+    failing = [ProbeSample(s.end, None, None, s.start, "ModelError") for s in after]
+    assert recovery_time(failing, desired_set, baseline.bound_ms, MAIN_JOB_HOLD_S, now) is None
+
+
+def test_a_baseline_from_failing_or_too_few_requests_is_the_ladders_alone() -> None:
+    _, before, _ = busy_hour()
+    failed = [*before[:-1], ProbeSample(before[-1].end, None, None, before[-1].start, "503")]
+    for requests, why in ((failed, "1 of 6 probe requests failed"), (before[:5], "fewer than 6")):
+        baseline = recovery_baseline(800.0, 1.5, requests)
+        assert baseline.remeasured_p95_ms is None and why in (baseline.why_not_remeasured or "")
+        assert baseline.bound_ms == pytest.approx(1200.0)
+    # A quieter machine than the ladder's never tightens the bound below the ladder's.
+    quick = [ProbeSample(s.end, 100.0, None, s.start) for s in before]
+    assert recovery_baseline(800.0, 1.5, quick).bound_ms == pytest.approx(1200.0)
+    # Another load than the bound rung's on one instance is no re-measurement at all.
+    other = recovery_baseline(800.0, 1.5, before, "the probe holds 10 users, the bound rung 5")
+    assert other.remeasured_p95_ms is None and other.bound_ms == pytest.approx(1200.0)
 
 
 @given(st.lists(st.floats(0.5, 30), min_size=6, max_size=6))

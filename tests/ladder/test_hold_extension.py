@@ -87,6 +87,26 @@ def test_without_max_hold_nothing_is_extended():
     )
 
 
+@pytest.mark.parametrize("own_max_hold_s", [None, 45.0])
+def test_a_fleet_level_held_long_leaves_the_other_verification_rungs_at_the_ladders_cap(
+    own_max_hold_s: float | None,
+):
+    """The fleet level's three minutes raise max_hold_s for that rung alone: an unstable rung
+    beside it is held no longer than the ladder's own --max-hold-s (none: its hold)."""
+    from tts_bench.measure.ladder.live.verification import VerificationLevel, verification_ladder
+
+    ladder = LadderSchedule((1, 3), hold_s=30, measure_s=15, idle_s=0, max_hold_s=own_max_hold_s)
+    levels = (VerificationLevel("fleet", 1.2, 1), VerificationLevel("scale_out", 2.2, 2))
+    held = verification_ladder(ladder, levels, 180.0)
+    assert held.rung_hold_s(0) == 180.0 and held.max_hold_s == 180.0
+    samples = drifting_loop(2, 180.0, 400.0, lambda t: growing_queue(t - 180.0))
+    assert not window_stability(samples, 2, (T0 + 195.0, T0 + 210.0)).stable
+    judged = hold_until_judged(held, 1, samples)
+    assert judged.rung_hold_s(1) == (own_max_hold_s or 30.0)
+    settings = judged.settings(T0)
+    assert LadderSettings.model_validate(settings.model_dump()) == settings
+
+
 def test_a_stable_rung_is_not_extended_even_with_room():
     samples = drifting_loop(4, 0.0, 120.0, lambda _t: 100.0)
     assert extend_unstable(LADDER, 0, samples, T0) is None
@@ -174,6 +194,8 @@ def test_an_artifact_without_extensions_means_what_it_meant():
         ({"max_hold_s": 200.0}, "below hold_s"),
         ({"max_hold_s": 260.0, "extended_s": [30.0]}, "exceeds max_hold_s"),
         ({"max_hold_s": 300.0, "extended_s": [0, 0, 0, 0]}, "more entries"),
+        ({"unstable_max_hold_s": 250.0}, "between hold_s and max_hold_s"),
+        ({"max_hold_s": 300.0, "unstable_max_hold_s": 320.0}, "between hold_s and max_hold_s"),
     ],
 )
 def test_settings_that_cannot_describe_a_hold_are_refused(update, message):
@@ -186,6 +208,18 @@ def test_settings_that_cannot_describe_a_hold_are_refused(update, message):
 def test_a_bad_max_hold_is_refused_before_anything_runs(max_hold):
     with pytest.raises(LadderError, match=r"--max-hold-s .*: must be at least --hold-s 240"):
         LadderSchedule((1, 5), hold_s=240, measure_s=60, max_hold_s=max_hold)
+
+
+@pytest.mark.parametrize(("max_hold", "unstable"), [(None, 250.0), (300.0, 200.0), (300.0, 310.0)])
+def test_an_unstable_cap_outside_hold_and_max_hold_is_refused(max_hold, unstable):
+    with pytest.raises(LadderError, match=r"--unstable-max-hold-s .*: must lie between"):
+        LadderSchedule((1, 5), 240, 60, max_hold_s=max_hold, unstable_max_hold_s=unstable)
+
+
+@pytest.mark.parametrize("minutes", [0, -1, 1441])
+def test_a_whole_minutes_count_outside_a_day_is_refused(minutes):
+    with pytest.raises(LadderError, match=rf"--whole-minutes {minutes}: give 1 to a day's"):
+        LadderSchedule((1, 5), 240, 60, whole_minutes=minutes)
 
 
 def test_the_dry_run_shows_the_worst_case_with_every_rung_extended():

@@ -138,6 +138,22 @@ def test_the_artifact_is_the_ladder_statistics_of_the_closed_rungs(run):
     assert run.artifact(FINGERPRINT, provenance, T0 + 5) is None  # no window closed yet
 
 
+def test_a_rung_held_for_whole_minutes_ends_once_it_holds_them_and_the_next_starts_then():
+    """What the conductor does before each rung: the fleet level's three minutes (planned at
+    the ladder's start) end once two whole minutes of the clock lie in the hold."""
+    start = 1_800_000_000.0 - 50.0  # the first rung starts 50 s before a whole minute
+    schedule = LadderSchedule(
+        (1, 2), 20, 10, 0, max_hold_s=180, extended_s=(160.0,), unstable_max_hold_s=20,
+        whole_minutes=2,
+    )  # fmt: skip
+    run = LadderRun(60000.0, start, ShapeSnapshot(schedule))
+    run.fit_to_minutes(0)
+    assert run.snapshot.schedule.rung_hold_s(0) == 50 + 120 + 2
+    assert run.snapshot.phase_at(171.9).users == 1 and run.snapshot.phase_at(172.0).users == 2
+    run.fit_to_minutes(1)  # no extension planned: held as planned
+    assert run.snapshot.schedule.rung_hold_s(1) == 20
+
+
 def test_stopping_the_coarse_ladder_releases_its_rung_but_never_a_probe(run):
     run.hold_open(0)  # without --max-hold-s nothing is held open
     assert run.snapshot.held_open is None

@@ -79,8 +79,8 @@ def test_the_dry_run_says_where_the_rungs_will_sit_and_what_they_cost() -> None:
     # Three rungs at most: two thresholds at the ladder's hold, the fleet level three minutes.
     assert line.endswith(
         "each held 20 s unless a ladder rung held those users already, and one at the fleet "
-        "rule's level held 180 s so that 2 whole minutes of InvocationsPerInstance are read: "
-        "at most 3 min 55 s more"
+        "rule's level held until 2 whole minutes of InvocationsPerInstance are read, at most "
+        "180 s: at most 3 min 55 s more"
     )
     with pytest.raises(VerificationError, match=r"--plan-surge-ratio 1\.6"):
         describe_verification(ladder, 1.6)
@@ -190,6 +190,43 @@ def test_three_minutes_hold_two_whole_minutes_in_any_phase(start: float) -> None
     # Shorter holds do not, in some phase: the minute boundary just after the start.
     late = (start // 60) * 60 + 0.5
     assert whole_minutes(late, late + FLEET_HOLD_S - 1) < MIN_INVOCATION_MINUTES
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(1e9, 2e9, allow_nan=False), st.sampled_from([1.0, 30.0]))
+def test_the_fleet_rung_fitted_at_its_start_holds_two_whole_minutes_and_no_more_than_three(
+    start: float, scale: float
+) -> None:
+    from tts_bench.aws.clock import ServiceClock
+    from tts_bench.measure.ladder.live.verification import VerificationLevel
+
+    clock = ServiceClock(scale=scale, origin_s=1.5e9)
+    levels = (VerificationLevel("fleet", 1.2, 1), VerificationLevel("scale_out", 2.2, 2))
+    ladder = LadderSchedule(rungs=(1, 3), hold_s=20, measure_s=12, idle_s=0)
+    planned = verification_ladder(ladder, levels, clock.wall_seconds(FLEET_HOLD_S))
+    fitted = planned.fitted_to_minutes(0, start, clock)
+    hold = fitted.rung_hold_s(0)
+    assert hold <= planned.rung_hold_s(0) + 1e-9
+    v0, v1 = clock.to_virtual(start), clock.to_virtual(start + hold)
+    assert whole_minutes(v0, v1) >= MIN_INVOCATION_MINUTES
+    # Two minutes and what is left of the one it starts in, a margin past them at most (and
+    # never below the ladder's own hold: on a compressed clock two minutes can be shorter).
+    needed = clock.wall_seconds(MIN_INVOCATION_MINUTES * 60 + (-v0) % 60) + 2.0
+    assert hold <= max(20.0, needed) + 1e-6
+    assert fitted.rung_hold_s(1) == 20  # the other level as planned
+    assert fitted.fitted_to_minutes(1, start + hold, clock) == fitted
+
+
+def test_a_fleet_rung_starting_just_before_a_minute_holds_about_two() -> None:
+    from tts_bench.aws.clock import ServiceClock
+    from tts_bench.measure.ladder.live.verification import VerificationLevel
+
+    planned = verification_ladder(
+        LadderSchedule(rungs=(1,), hold_s=20, measure_s=12), (VerificationLevel("fleet", 1, 1),)
+    )
+    boundary = 1_800_000_000.0  # a whole minute
+    assert planned.fitted_to_minutes(0, boundary - 1, ServiceClock()).rung_hold_s(0) == 123
+    assert planned.fitted_to_minutes(0, boundary + 0.5, ServiceClock()).rung_hold_s(0) == 180
 
 
 def test_the_fleet_level_is_the_fleet_plans_c_scale_max_on_a_flat_day() -> None:

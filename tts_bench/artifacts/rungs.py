@@ -105,6 +105,11 @@ class LadderSettings(_Strict):
     max_hold_s: PositiveFloat | None = Field(
         default=None, description="longest hold an unstable rung was allowed; null: no extension"
     )
+    unstable_max_hold_s: PositiveFloat | None = Field(
+        default=None,
+        description="where a rung was held longer in advance (the verification's fleet level), "
+        "the longest hold an unstable rung was allowed; null: max_hold_s",
+    )
     extended_s: list[NonNegativeFloat] = Field(
         default_factory=list,
         description="seconds added to rung i's hold while its window was unstable; a rung "
@@ -129,6 +134,11 @@ class LadderSettings(_Strict):
             raise ValueError("a rung was extended but the ladder records no max_hold_s")
         if self.max_hold_s is not None and self.max_hold_s < self.hold_s:
             raise ValueError("max_hold_s is below hold_s")
+        if self.unstable_max_hold_s is not None and not (
+            self.max_hold_s is not None
+            and self.hold_s <= self.unstable_max_hold_s <= self.max_hold_s
+        ):
+            raise ValueError("unstable_max_hold_s must lie between hold_s and max_hold_s")
         if self.max_hold_s is not None and any(
             self.hold_s + e > self.max_hold_s * (1 + 1e-9) for e in self.extended_s
         ):

@@ -87,6 +87,35 @@ class Detection(_Strict):
     )
 
 
+class RecoveryBaseline(_Strict):
+    """What recovery was judged against: the bound rung's p95 TTFAB from the ladder and, where
+    the probe held that rung's users on one instance just before the scale-out, the p95 it
+    measured then. The larger is the baseline: on a machine whose load rose since the ladder,
+    recovery means back to the load it carried just before, not to a quieter hour's."""
+
+    ladder_p95_ms: PositiveFloat = Field(description="the bound rung's p95 TTFAB in the ladder")
+    remeasured_p95_ms: PositiveFloat | None = Field(
+        default=None, description="the probe's p95 TTFAB just before desired_set; null: not used"
+    )
+    remeasured_requests: NonNegativeInt = Field(
+        default=0, description="the probe's requests the re-measured p95 is over"
+    )
+    why_not_remeasured: str | None = Field(
+        default=None, description="why the ladder's p95 alone is the baseline"
+    )
+    factor: PositiveFloat
+    bound_ms: PositiveFloat = Field(description="factor × the larger of the two p95s")
+
+    @model_validator(mode="after")
+    def _bound_follows(self) -> RecoveryBaseline:
+        if (self.remeasured_p95_ms is None) == (self.why_not_remeasured is None):
+            raise ValueError("a baseline is re-measured or says why it is not, never both")
+        baseline = max(self.ladder_p95_ms, self.remeasured_p95_ms or 0.0)
+        if abs(self.bound_ms - self.factor * baseline) > 1e-6 * self.bound_ms:
+            raise ValueError(f"bound_ms {self.bound_ms:g} is not {self.factor:g} × {baseline:g}")
+        return self
+
+
 class TtotalArtifact(_Strict):
     artifact: Literal["ttotal"] = "ttotal"
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -99,6 +128,9 @@ class TtotalArtifact(_Strict):
     )
     planned_total_s: PositiveFloat
     recovery_rule: str | None = None
+    recovery_baseline: RecoveryBaseline | None = Field(
+        default=None, description="force-desired: the p95 recovery was judged against"
+    )
     qmax_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
         default=None, description="the ladder recovery was judged by"
     )

@@ -291,6 +291,7 @@ def _schedule(settings: LadderSettings) -> LadderSchedule:
         measure_s=settings.measure_s,
         idle_s=settings.idle_s,
         max_hold_s=settings.max_hold_s,
+        unstable_max_hold_s=settings.unstable_max_hold_s,
         extended_s=tuple(settings.extended_s),
         widened_s=tuple(settings.widened_s),
     )

@@ -52,6 +52,8 @@ CLOUD_METRIC_WAIT_S = 30.0
 # the scale-out the machine still carries the c=2 rung's load, and recovery is judged against
 # that rung's p95 (x1.5 for a 10 s window's noise). Judged against c=1 (x2, measured 2026-12-01)
 # it recovered after 18 s in one run and 190 s in the next: a coin toss on the machine's noise.
+# With probe and bound rung equal, the rung's p95 is also read just before the scale-out and the
+# larger judges: once, load rising after the ladder left the probe at 10 s p95 for 240 s.
 CLOUD_PROBE_USERS = 2
 CLOUD_BOUND_RUNG = 2
 CLOUD_RECOVERY_FACTOR = 1.5

@@ -203,6 +203,21 @@ def ladder_part(item: Item, a: QmaxArtifact) -> Html:
 # --------------------------------------------------------------------------- T_total
 
 
+def _recovery_bound(a: TtotalArtifact) -> str:
+    b = a.recovery_baseline
+    if b is None:
+        return "-"
+    again = (
+        f"{b.remeasured_p95_ms:.0f} ms just before the scale-out ({b.remeasured_requests} requests)"
+        if b.remeasured_p95_ms is not None
+        else f"not measured again: {b.why_not_remeasured}"
+    )
+    return (
+        f"{b.bound_ms:.0f} ms: {b.factor:g} × the larger of {b.ladder_p95_ms:.0f} ms in the "
+        f"ladder and {again}"
+    )
+
+
 def ttotal_part(item: Item, a: TtotalArtifact) -> Html:
     summary = [
         ("trigger", a.trigger.value),
@@ -210,6 +225,7 @@ def ttotal_part(item: Item, a: TtotalArtifact) -> Html:
         ("policy detection lag (bound, not a stage)", number(a.policy_lag_bound_s, ".1f", "s")),
         ("planned T_total", number(a.planned_total_s, ".1f", "s")),
         ("recovery rule", a.recovery_rule or "-"),
+        ("recovery bound", _recovery_bound(a)),
         ("ladder recovery was judged by (sha256)", (a.qmax_sha256 or "-", "hash")),
     ]
     stages = table(

@@ -176,6 +176,7 @@ class Conductor:
         total = len(run.snapshot.schedule.rungs)
         try:
             for index, users in enumerate(run.snapshot.schedule.rungs):
+                run.fit_to_minutes(index)
                 schedule = run.snapshot.schedule
                 rung_start = run.epoch(schedule.rung_start_s(index))
                 end = run.epoch(schedule.worst_case().duration_s)

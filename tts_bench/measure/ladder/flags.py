@@ -98,6 +98,26 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     (
+        "--unstable-max-hold-s",
+        {
+            "type": float,
+            "default": None,
+            "metavar": "S",
+            "help": "with --extend-s: the longest an unstable rung is held, below --max-hold-s "
+            "(default: --max-hold-s; the verification keeps its other rungs to the ladder's own)",
+        },
+    ),
+    (
+        "--whole-minutes",
+        {
+            "type": int,
+            "default": None,
+            "metavar": "N",
+            "help": "with --extend-s: a rung given an extension ends once it has held N whole "
+            "minutes of the cloud's clock, at most its extension (the verification's fleet level)",
+        },
+    ),
+    (
         "--slo-ms",
         {
             "type": float,
@@ -242,7 +262,15 @@ def schedule_of(options: argparse.Namespace) -> LadderSchedule:
         idle_s=_required(_number(options, "idle_s"), "idle_s"),
         max_hold_s=_number(options, "max_hold_s"),
         extended_s=_extensions(_text(options, "extend_s")),
+        unstable_max_hold_s=_number(options, "unstable_max_hold_s"),
+        whole_minutes=_whole(_number(options, "whole_minutes"), "whole_minutes"),
     )
+
+
+def _whole(value: float | None, dest: str) -> int | None:
+    if value is not None and not value.is_integer():
+        raise LadderError(f"{_flag(dest)} {value:g}: give a whole number")
+    return None if value is None else int(value)
 
 
 def _extensions(text: str | None) -> tuple[float, ...]:
@@ -313,6 +341,8 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
     optional = (
         ("--max-hold-s", s.max_hold_s),
         ("--extend-s", ",".join(map(_plain, s.extended_s)) if any(s.extended_s) else None),
+        ("--unstable-max-hold-s", s.unstable_max_hold_s),
+        ("--whole-minutes", None if s.whole_minutes is None else str(s.whole_minutes)),
         ("--refine", options.refine_pct),
         ("--confidence", None if options.confidence == DEFAULT_CONFIDENCE else options.confidence),
         ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),

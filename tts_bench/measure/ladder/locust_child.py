@@ -62,6 +62,10 @@ class LadderRequest:
             command += ["--max-hold-s", f"{s.max_hold_s!r}"]
         if any(s.extended_s):
             command += ["--extend-s", ",".join(f"{e!r}" for e in s.extended_s)]
+        if s.unstable_max_hold_s is not None:
+            command += ["--unstable-max-hold-s", f"{s.unstable_max_hold_s!r}"]
+        if s.whole_minutes is not None:
+            command += ["--whole-minutes", str(s.whole_minutes)]
         if self.corpus is not None:
             command += ["--corpus", str(self.corpus)]
         if self.processes:

@@ -19,6 +19,7 @@ from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.qmax import QmaxArtifact, Refinement, RefinementProbe
 from tts_bench.artifacts.rungs import Rung
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.measure.ladder.board import board_row
 from tts_bench.measure.ladder.refine import Bracket, coarse_bracket
 from tts_bench.measure.ladder.schedule import format_duration
@@ -99,6 +100,21 @@ class LadderRun:
         if held is not None and (coarse_end is None or held.start_s < coarse_end):
             self.release()
 
+    def fit_to_minutes(self, index: int) -> None:
+        """Before coarse rung `index` starts: a rung held for whole minutes of the cloud's clock
+        ends once it holds them (where its start falls in a minute is known only now)."""
+        schedule = self.snapshot.schedule
+        start = self.epoch(schedule.rung_start_s(index))
+        fitted = schedule.fitted_to_minutes(index, start, ServiceClock.from_environment())
+        if fitted == schedule:
+            return
+        self.change(self.snapshot.extended(fitted))
+        logger.info(
+            "c=%d: held %.0f s (planned %.0f s), %d whole minutes of the cloud's clock",
+            schedule.rungs[index], fitted.rung_hold_s(index), schedule.rung_hold_s(index),
+            fitted.whole_minutes,
+        )  # fmt: skip
+
     def extend_rung(self, index: int, now: float) -> Window | None:
         """Coarse rung `index`'s window just closed: its next window when it is held longer."""
         schedule = self.snapshot.schedule
@@ -130,7 +146,9 @@ class LadderRun:
         )
         held = probe.end_s - probe.start_s
         widened = w1 - w0 > schedule.measure_s + 1e-9
-        step = next_hold(held, schedule.measure_s, schedule.max_hold_s, steady, undecided, widened)
+        step = next_hold(
+            held, schedule.measure_s, schedule.unstable_cap_s, steady, undecided, widened
+        )
         if step is None:
             return None
         self.change(self.snapshot.probe_extended(step.seconds))
@@ -153,7 +171,7 @@ class LadderRun:
             users,
             why,
             hold_s,
-            self.snapshot.schedule.max_hold_s,
+            self.snapshot.schedule.unstable_cap_s,
             w1 - now,
         )
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, replace
 
 from tts_bench.artifacts.rungs import LadderSettings
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder.refine import worst_case_probes_for_ladder
 
@@ -28,6 +29,9 @@ MAX_PHASE_S = 86_400.0
 # has 8 rungs up to 60 users; the largest Q_max measured here (an H200) is 571.
 MAX_RUNGS = 100
 MAX_RUNG_USERS = 10_000
+MINUTE_S = 60.0
+# Past the last whole minute a rung must hold: the users leave on the shape's next tick.
+MINUTE_MARGIN_S = 2.0
 
 # After the last rung the users are gone; this long lets workers' last reports reach the master.
 FINAL_DRAIN_S = 5.0
@@ -82,6 +86,13 @@ class LadderSchedule:
     final_drain_s: float = FINAL_DRAIN_S
     max_hold_s: float | None = None
     extended_s: tuple[float, ...] = ()  # per rung index; a rung past its end is not extended
+    # The longest an unstable rung is held when it is below `max_hold_s` (None: `max_hold_s`):
+    # a rung given a long hold in advance (the verification's fleet level) raises `max_hold_s`
+    # for itself, never for the rungs beside it.
+    unstable_max_hold_s: float | None = None
+    # A rung given an extension in advance ends once it has held this many whole minutes of the
+    # cloud's clock (`fitted_to_minutes`, when it starts), never later than its extension.
+    whole_minutes: int | None = None
     # Per rung index: how far its window reaches back beyond `measure_s` (an undecided rung's
     # window widens as it is held longer; see `stability.next_hold`). At most its extension.
     widened_s: tuple[float, ...] = ()
@@ -116,6 +127,16 @@ class LadderSchedule:
                 raise LadderError(f"{flag} {seconds:g}: at most {MAX_PHASE_S:g} s (a day)")
         if self.max_hold_s is not None:
             check_max_hold_s(self.max_hold_s, self.hold_s)
+        if self.whole_minutes is not None and not 1 <= self.whole_minutes <= MAX_PHASE_S / MINUTE_S:
+            raise LadderError(f"--whole-minutes {self.whole_minutes}: give 1 to a day's minutes")
+        if self.unstable_max_hold_s is not None and not (
+            self.max_hold_s is not None
+            and self.hold_s <= self.unstable_max_hold_s <= self.max_hold_s
+        ):
+            raise LadderError(
+                f"--unstable-max-hold-s {self.unstable_max_hold_s:g}: must lie between --hold-s "
+                "and --max-hold-s"
+            )
         if len(self.widened_s) > len(self.rungs) or any(
             w > self.extension_s(i) + 1e-9 for i, w in enumerate(self.widened_s)
         ):
@@ -134,6 +155,27 @@ class LadderSchedule:
     def longest_hold_s(self) -> float:
         """The longest any rung may be held: `max_hold_s`, or `hold_s` without extensions."""
         return self.hold_s if self.max_hold_s is None else self.max_hold_s
+
+    @property
+    def unstable_cap_s(self) -> float | None:
+        """The longest hold an unstable window earns (None: no extension)."""
+        return self.max_hold_s if self.unstable_max_hold_s is None else self.unstable_max_hold_s
+
+    def fitted_to_minutes(
+        self, index: int, start_epoch: float, clock: ServiceClock
+    ) -> LadderSchedule:
+        """With `whole_minutes`, rung `index` starting at `start_epoch` (unix seconds) held just
+        long enough to hold that many whole minutes of `clock` (a minute's Sum starts on its
+        boundary), never longer than its extension planned; only its start fixes the phase.
+        Three minutes hold two whole ones in any phase; fitted, the hold averages 2.5."""
+        planned = self.extension_s(index)
+        if self.whole_minutes is None or planned <= 0:
+            return self
+        first = math.ceil(clock.to_virtual(start_epoch) / MINUTE_S - 1e-9) * MINUTE_S
+        end = clock.to_wall(first + self.whole_minutes * MINUTE_S) + MINUTE_MARGIN_S
+        extra = list(self.extended_s)
+        extra[index] = min(planned, max(0.0, end - start_epoch - self.hold_s))
+        return replace(self, extended_s=tuple(extra))
 
     def extension_s(self, index: int) -> float:
         return self.extended_s[index] if index < len(self.extended_s) else 0.0
@@ -205,6 +247,7 @@ class LadderSchedule:
             max_hold_s=self.max_hold_s,
             extended_s=list(self.extended_s),
             widened_s=list(self.widened_s),
+            unstable_max_hold_s=self.unstable_max_hold_s,
         )
 
 

@@ -134,7 +134,7 @@ def extend_unstable(
     steady = window_stability(samples, concurrency, (w0, w1)).stable
     undecided = rule is not None and steady and rule.undecided(samples, concurrency, (w0, w1))
     step = next_hold(
-        schedule.rung_hold_s(index), schedule.measure_s, schedule.max_hold_s, steady, undecided,
+        schedule.rung_hold_s(index), schedule.measure_s, schedule.unstable_cap_s, steady, undecided,
         schedule.widening_s(index) > 0,
     )  # fmt: skip
     return None if step is None else schedule.extended(index, step.seconds, step.widen)

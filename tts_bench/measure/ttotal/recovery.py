@@ -2,7 +2,9 @@
 
 By default a probe held at 10 recovers when its p95 TTFAB, over a rolling 10 s window, falls
 within 1.25 × the ladder's c=5 rung p95 and stays there for 60 s; a failed request counts as
-slower than any bound.
+slower than any bound. Where the probe holds the bound rung's users, the rung's p95 is measured
+again just before the scale-out (`recovery_baseline`): on a machine whose load rose since the
+ladder, recovery is back to what the instance served just before, the larger of the two.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from typing import Final
 
 import numpy as np
 
+from tts_bench.artifacts.ttotal import RecoveryBaseline
 from tts_bench.measure.ttotal.probe import ProbeSample
 
 ROLLING_WINDOW_S: Final = 10.0
+# The fewest requests a re-measured p95 is read over; with fewer, the ladder's p95 alone judges.
+BASELINE_MIN_REQUESTS: Final = 6
 
 
 def rolling_p95_ok(samples: Sequence[ProbeSample], bound_ms: float, window_s: float) -> list[bool]:
@@ -54,8 +59,41 @@ def recovery_time(
     return None
 
 
-def recovery_rule(probe: int, bound_rung: int, factor: float, hold_s: float) -> str:
+def recovery_baseline(
+    ladder_p95_ms: float,
+    factor: float,
+    before: Sequence[ProbeSample],
+    why_not: str | None = None,
+    min_requests: int = BASELINE_MIN_REQUESTS,
+) -> RecoveryBaseline:
+    """The bound recovery is judged by: `factor` × the larger of the ladder's bound-rung p95
+    and the p95 of `before`, the probe's requests at that rung's users on one instance just
+    before the scale-out. `why_not` says why `before` is no such measurement. A failed request
+    before the scale-out, or fewer than `min_requests`, leaves the ladder's p95 alone: a slow
+    or failing instance must not widen the bound it is judged by."""
+    failed = sum(1 for s in before if not s.ok)
+    if why_not is None and failed:
+        why_not = f"{failed} of {len(before)} probe requests failed before the scale-out"
+    elif why_not is None and len(before) < min_requests:
+        why_not = f"{len(before)} probe requests before the scale-out, fewer than {min_requests}"
+    if why_not is not None:
+        return RecoveryBaseline(
+            ladder_p95_ms=ladder_p95_ms, why_not_remeasured=why_not, factor=factor,
+            bound_ms=factor * ladder_p95_ms,
+        )  # fmt: skip
+    p95 = float(np.percentile([s.ttfab_ms for s in before], 95))
+    return RecoveryBaseline(
+        ladder_p95_ms=ladder_p95_ms, remeasured_p95_ms=p95, remeasured_requests=len(before),
+        factor=factor, bound_ms=factor * max(ladder_p95_ms, p95),
+    )  # fmt: skip
+
+
+def recovery_rule(
+    probe: int, bound_rung: int, factor: float, hold_s: float, remeasured: bool = False
+) -> str:
+    again = " (or its p95 measured again just before the scale-out, when higher)"
     return (
         f"probe held at concurrency {probe}; recovered when its p95 TTFAB falls within "
-        f"{factor:g}x of the ladder's c={bound_rung} rung p95 and stays there for {hold_s:g} s"
+        f"{factor:g}x of the ladder's c={bound_rung} rung p95{again if remeasured else ''} and "
+        f"stays there for {hold_s:g} s"
     )

@@ -8,7 +8,10 @@ the policies. Each stage is timestamped from its own source:
 - `container_started` … `warmup_done`: the start-up markers in that stream (the container's clock);
 - `in_service`: the first DescribeEndpoint that shows InService with the new count;
 - `traffic_recovered`: the probe's p95 TTFAB back within the ladder-based bound, held for the
-  hold time (by default a probe at 10 against 1.25 × the c=5 rung's p95, held 60 s).
+  hold time (by default a probe at 10 against 1.25 × the c=5 rung's p95, held 60 s). A probe
+  that holds the bound rung's users is that rung again on the one instance, so its p95 just
+  before the scale-out is read too and the larger of the two is the baseline
+  (`recovery_baseline`, recorded in the artifact).
 The probe's warm-up before `desired_set` is recorded, not counted. The freeze's exit restores the
 capacity. A free instance quota is checked first. Through the local cloud the artifact is
 `emulated`, and the stage that holds its provisioning stand-in says so.
@@ -16,6 +19,7 @@ capacity. A free instance quota is checked first. Through the local cloud the ar
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +31,7 @@ from tts_bench.artifacts.files import load_artifact, sha256_file
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.qmax import QmaxArtifact
-from tts_bench.artifacts.ttotal import Trigger, TtotalArtifact, TtotalEvents
+from tts_bench.artifacts.ttotal import RecoveryBaseline, Trigger, TtotalArtifact, TtotalEvents
 from tts_bench.aws.freeze import frozen_scaling
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import DEFAULT_POLICY_LAG_BOUND_S
@@ -43,9 +47,14 @@ from tts_bench.measure.ttotal.aws import (
     stream_markers,
     variant_state,
 )
-from tts_bench.measure.ttotal.probe import Probe, StreamSpeaker, TtotalError
+from tts_bench.measure.ttotal.probe import Probe, ProbeSample, StreamSpeaker, TtotalError
 from tts_bench.measure.ttotal.quota import read_quota_check
-from tts_bench.measure.ttotal.recovery import recovery_rule, recovery_time
+from tts_bench.measure.ttotal.recovery import (
+    BASELINE_MIN_REQUESTS,
+    recovery_baseline,
+    recovery_rule,
+    recovery_time,
+)
 from tts_bench.measure.ttotal.stages import measured_total_s, recorded_events, stages_from_events
 from tts_bench.telemetry import STARTUP_MARKERS
 
@@ -55,6 +64,8 @@ DEFAULT_RECOVERY_FACTOR: Final = 1.25
 DEFAULT_RECOVERY_HOLD_S: Final = 60.0
 DEFAULT_WARMUP_S: Final = 30.0
 DEFAULT_TIMEOUT_S: Final = 1800.0
+# How long the probe may hold the bound rung's users past its warm-up for a baseline's requests.
+BASELINE_WAIT_S: Final = 60.0
 POLL_S: Final = 1.0
 # Our clock, CloudWatch Logs' and the container's: a step back this small is clock skew.
 ENDPOINT_SKEW_S: Final = 1.0
@@ -125,7 +136,7 @@ def sagemaker_qmax(path: Path) -> tuple[QmaxArtifact, Fingerprint]:
     return qmax, fingerprint
 
 
-def recovery_bound_ms(qmax: QmaxArtifact, path: Path, bound_rung: int, factor: float) -> float:
+def bound_rung_p95_ms(qmax: QmaxArtifact, path: Path, bound_rung: int) -> float:
     rung = qmax.rung(bound_rung)
     if rung is None or rung.ttfab_p95_ms is None or not rung.usable:
         measured = [r.concurrency for r in qmax.rungs if r.usable and r.ttfab_p95_ms is not None]
@@ -133,7 +144,25 @@ def recovery_bound_ms(qmax: QmaxArtifact, path: Path, bound_rung: int, factor: f
             f"{path}: no usable c={bound_rung} rung to judge recovery by; pass --bound-rung "
             f"with one of {measured}"
         )
-    return factor * rung.ttfab_p95_ms
+    return rung.ttfab_p95_ms
+
+
+def recovery_bound_ms(qmax: QmaxArtifact, path: Path, bound_rung: int, factor: float) -> float:
+    return factor * bound_rung_p95_ms(qmax, path, bound_rung)
+
+
+def baseline_samples(probe: Probe, min_requests: int, wait_s: float) -> list[ProbeSample]:
+    """The probe's requests that started once each thread had ended one (a first request also
+    opens its connection), waiting up to `wait_s` for `min_requests` of them to end."""
+    deadline = time.time() + wait_s
+    probe.wait_warm(wait_s)
+    ends = sorted(s.end for s in list(probe.samples))
+    warm_at = ends[probe.concurrency - 1] if len(ends) >= probe.concurrency else math.inf
+    while True:
+        warm = [s for s in list(probe.samples) if s.start is not None and s.start >= warm_at]
+        if len(warm) >= min_requests or time.time() >= deadline:
+            return warm
+        time.sleep(POLL_S / 4)
 
 
 def check_pairing(
@@ -160,9 +189,7 @@ def measure_sagemaker_ttotal(
     progress: Callable[[str], None],
 ) -> TtotalArtifact:
     qmax, fingerprint = sagemaker_qmax(request.qmax_path)
-    bound_ms = recovery_bound_ms(
-        qmax, request.qmax_path, request.bound_rung, request.recovery_factor
-    )
+    ladder_p95_ms = bound_rung_p95_ms(qmax, request.qmax_path, request.bound_rung)
     transport = fingerprint.transport
     target = read_endpoint_target(
         session, request.endpoint, request.variant, transport, request.model
@@ -187,10 +214,11 @@ def measure_sagemaker_ttotal(
         probe.start()
         try:
             time.sleep(request.warmup_s)
+            baseline = measure_baseline(request, probe, ladder_p95_ms, progress)
             desired_set = force_desired(session, request.endpoint, request.variant, count)
             progress(f"desired count {count} accepted; timing the scale-out")
             timeline = watch_scale_out(
-                session, request, probe, known, count, desired_set, bound_ms, progress
+                session, request, probe, known, count, desired_set, baseline.bound_ms, progress
             )
         finally:
             probe.stop()
@@ -198,7 +226,7 @@ def measure_sagemaker_ttotal(
     events = scale_out_events(load_applied, desired_set, *timeline, emulated=target.emulated)
     stages = stages_from_events(events)
     measured_total = measured_total_s(stages)
-    notes = [summary, f"recovery bound {bound_ms:.0f} ms", quota.describe()]
+    notes = [summary, f"recovery bound {baseline.bound_ms:.0f} ms", quota.describe()]
     if probe.failures:
         notes.append(f"probe failures: {len(probe.failures)} (first: {probe.failures[0]})")
     return TtotalArtifact(
@@ -213,7 +241,9 @@ def measure_sagemaker_ttotal(
             request.bound_rung,
             request.recovery_factor,
             request.recovery_hold_s,
+            remeasured=baseline.remeasured_p95_ms is not None,
         ),
+        recovery_baseline=baseline,
         qmax_sha256=sha256_file(request.qmax_path),
         provenance=Provenance.now(
             target.provenance_kind,
@@ -224,6 +254,38 @@ def measure_sagemaker_ttotal(
         ),
         events=events,
     )
+
+
+def measure_baseline(
+    request: SageMakerTtotalRequest,
+    probe: Probe,
+    ladder_p95_ms: float,
+    progress: Callable[[str], None],
+) -> RecoveryBaseline:
+    """The bound recovery is judged by. Where the probe holds the bound rung's users, they are
+    that rung's load on the one instance, so its p95 is read again now, just before the
+    scale-out: the machine may be busier than when the ladder ran (a local cloud's instances
+    share its cores)."""
+    if request.probe_concurrency != request.bound_rung:
+        why = (
+            f"the probe holds {request.probe_concurrency} users, the bound rung "
+            f"{request.bound_rung}: not that rung's load on one instance"
+        )
+        baseline = recovery_baseline(ladder_p95_ms, request.recovery_factor, (), why)
+    else:
+        before = baseline_samples(probe, BASELINE_MIN_REQUESTS, BASELINE_WAIT_S)
+        baseline = recovery_baseline(ladder_p95_ms, request.recovery_factor, before)
+    again = (
+        f", {baseline.remeasured_p95_ms:.0f} ms just before the scale-out over "
+        f"{baseline.remeasured_requests} requests"
+        if baseline.remeasured_p95_ms is not None
+        else f" ({baseline.why_not_remeasured})"
+    )
+    progress(
+        f"recovery bound {baseline.bound_ms:.0f} ms: {baseline.factor:g} x the c="
+        f"{request.bound_rung} rung's p95, {ladder_p95_ms:.0f} ms in the ladder{again}"
+    )
+    return baseline
 
 
 def watch_scale_out(

@@ -187,8 +187,8 @@ def hold_verification(
     if any(level.counts_invocations for level in to_hold):
         longest = max(schedule.rung_hold_s(i) for i in range(len(schedule.rungs)))
         log(
-            f"verification holds the fleet rule's level {longest:g} s, so that "
-            f"{MIN_INVOCATION_MINUTES} whole minutes of InvocationsPerInstance are read there"
+            f"verification holds the fleet rule's level until {MIN_INVOCATION_MINUTES} whole "
+            f"minutes of InvocationsPerInstance are read there, at most {longest:g} s"
         )
     with tempfile.TemporaryDirectory(prefix="tts-bench-verification-") as scratch:
         run = replace(ladder, schedule=schedule, out=Path(scratch), refine_pct=None)

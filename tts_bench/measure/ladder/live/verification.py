@@ -140,16 +140,18 @@ def verification_ladder(
     """The levels as a ladder of their own, held with the ladder's timing: distinct user
     counts, ascending (both thresholds can round to one level when Q_max is small). The fleet
     level's rung alone is held at least `fleet_hold_s` (wall seconds: the cloud's `FLEET_HOLD_S`
-    on its clock), as an extension of the ladder's hold, so the other levels cost no more."""
+    on its clock), as an extension of the ladder's hold, so the other levels cost no more: an
+    unstable one is held no longer than the ladder's own `--max-hold-s` allows."""
     rungs = tuple(sorted({level.users for level in levels}))
     fleet = {level.users for level in levels if level.counts_invocations}
     extended = tuple(
         max(0.0, fleet_hold_s - ladder.hold_s) if users in fleet else 0.0 for users in rungs
     )
     longest = ladder.hold_s + max(extended, default=0.0)
-    max_hold_s = ladder.max_hold_s
+    max_hold_s, unstable_max_hold_s = ladder.max_hold_s, None
     if any(extended):
         max_hold_s = max(ladder.max_hold_s or ladder.hold_s, longest)
+        unstable_max_hold_s = ladder.max_hold_s or ladder.hold_s
     return LadderSchedule(
         rungs=rungs,
         hold_s=ladder.hold_s,
@@ -157,6 +159,9 @@ def verification_ladder(
         idle_s=ladder.idle_s,
         max_hold_s=max_hold_s,
         extended_s=extended if any(extended) else (),
+        unstable_max_hold_s=unstable_max_hold_s,
+        # Three minutes hold two whole ones in any phase; the rung ends once it holds them.
+        whole_minutes=MIN_INVOCATION_MINUTES if any(extended) else None,
     )
 
 
@@ -181,8 +186,8 @@ def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
         f"then 2 verification rungs at C_scale_max = {2 - surge_ratio:g} x Q_max and "
         f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
         f"users, each held {held} unless a ladder rung held those users already, and one at "
-        f"the fleet rule's level held {fleet_hold_s:g} s so that {MIN_INVOCATION_MINUTES} whole "
-        f"minutes of InvocationsPerInstance are read: at most "
+        f"the fleet rule's level held until {MIN_INVOCATION_MINUTES} whole minutes of "
+        f"InvocationsPerInstance are read, at most {fleet_hold_s:g} s: at most "
         f"{format_duration(extra_s)} more"
     )
 
