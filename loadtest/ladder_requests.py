@@ -5,7 +5,7 @@ and total latency are fired as Locust request metrics, so Locust's UI, CSV and d
 show them as usual; an exception is recorded as an error and re-raised (STYLE 9). Each user
 walks the corpus from its own random starting point (`utterances`); the ladder's `--contract`
 builds each request (`request_body`) and names the events its reading reads. A user whose
-request was refused waits before its next one (`tts_bench.measure.ladder.backoff`), instead of
+request was refused waits before its next one (`tts_bench.measure.transport.backoff`), instead of
 retrying in a tight loop against a container that refuses at once.
 """
 
@@ -26,9 +26,9 @@ from sagemaker_users import LadderHooks  # beside this file: Locust puts its fol
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.measure.corpus import Utterance
-from tts_bench.measure.ladder.backoff import RefusalBackoff
 from tts_bench.measure.playback import PlaybackTracker
 from tts_bench.measure.samples import Outcome, Sample
+from tts_bench.measure.transport.backoff import RefusalBackoff
 from tts_bench.measure.transport.stream_events import StreamReading
 
 TTFAB_ENTRY = "TTFAB"

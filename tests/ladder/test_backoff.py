@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tts_bench.measure.ladder.backoff import BASE_S, CAP_S, RefusalBackoff, backoff_s
 from tts_bench.measure.ladder.statistics import rung_statistics
 from tts_bench.measure.samples import Outcome, Sample
+from tts_bench.measure.transport.backoff import BASE_S, CAP_S, RefusalBackoff, backoff_s
 
 from .synthetic import closed_loop
 

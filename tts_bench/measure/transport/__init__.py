@@ -2,7 +2,8 @@
 
 What it holds: the reader of the newline-terminated JSON events every client parses
 (`stream_events`), the endpoint contracts that name those events, build the requests and say
-which answers are refusals (`contract`: kokoro, sonic3 or a file), SageMaker's
+which answers are refusals (`contract`: kokoro, sonic3 or a file), how long a user refused
+that way waits before its next request (`backoff`), SageMaker's
 InvokeEndpointWithResponseStream (`response_stream`) and its bidirectional stream
 (`bidi_stream`).
 
