@@ -24,6 +24,7 @@ from tts_bench.artifacts.simulation import SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning.report import render_plan
+from tts_bench.report.ladder_tables import repeats_table
 from tts_bench.report.page import (
     Html,
     figure,
@@ -195,6 +196,8 @@ def ladder_part(item: Item, a: QmaxArtifact) -> Html:
     parts = [key_values(summary), _plot(item, "Q_max ladder"), latency, heard]
     if a.q_max_interval is not None:
         parts.append(_intervals(rows))
+    if (repeats := repeats_table(a)) is not None:
+        parts.append(repeats)
     if a.verification:
         parts.append(_verification(a))
     return subsection(item.path.name, *parts, id_=item.anchor)
