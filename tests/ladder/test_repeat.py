@@ -173,3 +173,15 @@ def test_the_recorded_command_repeats_the_repeat(repeat):
     assert f"{repeat} bisections" in describe_schedule(first.schedule, 3000.0, 5.0, repeat) or (
         repeat == 1
     )
+
+
+def test_plan_refuses_a_repeated_ladder_whose_q_max_is_unknown_in_one_line():
+    from tests.core.ladders import SOURCES, ttotal_artifact
+    from tts_bench.planning.plan import PlanRequest, derive_plan
+
+    qmax = artifact_of(repeated_run(2, [1500.0, 1500.0], confidence=0.95))
+    request = PlanRequest(peak_rps=200, rule="published", slo_ms=2000.0)
+    with pytest.raises(TtsBenchError) as refused:
+        derive_plan(qmax, ttotal_artifact(), request, SOURCES)
+    assert "--repeat Q_max is the lowest repeat's conservative value" in str(refused.value)
+    assert "\n" not in str(refused.value)
