@@ -185,3 +185,13 @@ def test_plan_refuses_a_repeated_ladder_whose_q_max_is_unknown_in_one_line():
         derive_plan(qmax, ttotal_artifact(), request, SOURCES)
     assert "--repeat Q_max is the lowest repeat's conservative value" in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_judging_a_repeated_ladder_again_keeps_its_repeats_consistent():
+    from tts_bench.measure.ladder.interval_reanalysis import with_intervals
+
+    run = repeated_run(2, [1500.0, 6000.0], confidence=None)
+    judged = with_intervals(artifact_of(run), run.store.samples, 0.95)
+    assert judged.repeats is not None
+    assert [p.rung.verdict for p in judged.repeats.others[0].probes] != [None]
+    assert judged.repeats == artifact_of(repeated_run(2, [1500.0, 6000.0], 0.95)).repeats

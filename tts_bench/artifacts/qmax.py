@@ -331,9 +331,9 @@ class QmaxArtifact(_Strict):
     def _check_refinement(self, refinement: Refinement) -> None:
         """Refined Q_max = the highest pass, the bound above = the lowest failure, both inside
         the coarse bracket."""
-        if not self.bracketed or self.q_max is None:
+        failing = self.coarse_failing_above
+        if failing is None or self.q_max is None:
             raise ValueError("only a bracketed ladder can be refined")
-        failing = next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
         levels = [p.rung.concurrency for p in refinement.probes]
         if any(not self.q_max < n < failing for n in levels) or len(set(levels)) != len(levels):
             raise ValueError(
@@ -349,6 +349,13 @@ class QmaxArtifact(_Strict):
                 f"refinement says Q_max {refinement.q_max} below {refinement.failing_above}; "
                 f"its probes give {q_max} below {above}"
             )
+
+    @property
+    def coarse_failing_above(self) -> int | None:
+        """The coarse rung that failed above Q_max; None unless bracketed."""
+        if not self.bracketed:
+            return None
+        return next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
 
     @property
     def refined_q_max(self) -> int | None:
