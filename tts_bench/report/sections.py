@@ -83,6 +83,12 @@ def _rung_verdict(rung: Rung) -> tuple[str, str]:
     return ("passes", "ok") if rung.meets_slo else ("fails the SLO", "warn")
 
 
+def _no_q_max(a: QmaxArtifact) -> str:
+    if a.repeats is not None:
+        return "none (a repeat's conservative Q_max is unknown)"
+    return "none (c=1 failed)"
+
+
 def _ladder_rows(artifact: QmaxArtifact) -> list[tuple[str, Rung]]:
     probes = [p.rung for p in artifact.refinement.probes] if artifact.refinement else []
     labelled = [("rung", r) for r in artifact.rungs] + [("probe", r) for r in probes]
@@ -143,7 +149,7 @@ def _intervals(rows: list[tuple[str, Rung]]) -> Html:
 def ladder_part(item: Item, a: QmaxArtifact) -> Html:
     settings = a.ladder
     summary = [
-        ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else "none (c=1 failed)"),
+        ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else _no_q_max(a)),
         ("bracketed", yes_no(a.bracketed)),
         ("resolution (users)", number(a.q_max_resolution, "d")),
         ("Q_max interval (p95 intervals)", _q_max_interval(a)),
