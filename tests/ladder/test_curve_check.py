@@ -128,3 +128,10 @@ def test_a_live_ladder_repeated_twice_holds_the_truth_in_every_repeat(tmp_path: 
         interval = q_max_interval_of(judged, 0.95)
         assert judge_interval(interval, truth, step=1).held, interval
     assert artifact.refined_q_max is None or artifact.refined_q_max <= truth + 1
+
+
+def test_curve_check_takes_no_value_but_the_web_uis_on():
+    assert options("--curve-check").curve_check and not options().curve_check
+    with pytest.raises(TtsBenchError) as refused:
+        options("--curve-check", "yes")
+    assert str(refused.value) == "--curve-check 'yes': give the flag bare (in the web UI: on)"

@@ -188,10 +188,13 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     (
         "--curve-check",
         {
-            "action": "store_true",
-            "default": False,
+            "nargs": "?",
+            "const": "on",
+            "default": None,
+            "metavar": "on",
             "help": "measure a local cloud's curve instance, whose service times are set, to check "
-            "the ladder against a known truth (otherwise refused); its artifact is marked simulated",
+            "the ladder against a known truth (otherwise refused); its artifact is marked "
+            "simulated (in the web UI type on; a blank field is off)",
         },
     ),
 )
@@ -247,11 +250,13 @@ def _number(options: argparse.Namespace, dest: str) -> float | None:
 
 
 def _switch(options: argparse.Namespace, dest: str) -> bool:
-    """A store_true flag's value; the web UI may send it as text."""
-    value = getattr(options, dest, False)
-    if isinstance(value, bool):
-        return value
-    return (_text(options, dest) or "").lower() in ("1", "true", "on", "yes")
+    """A flag given bare (or `on` in the web UI's text field); blank or absent is off."""
+    text = _text(options, dest)
+    if text is None:
+        return False
+    if text.lower() != "on":
+        raise LadderError(f"{_flag(dest)} {text!r}: give the flag bare (in the web UI: on)")
+    return True
 
 
 MAX_REPEAT = 20
