@@ -100,7 +100,7 @@ RATE, SLO_MS = 25.0, 155.0
 
 @pytest.mark.slow
 def test_a_live_ladder_repeated_twice_holds_the_truth_in_every_repeat(tmp_path: Path):
-    """About 65 s: two coarse rungs, then two bisections taking turns."""
+    """About 63-70 s: two coarse rungs, then two bisections taking turns."""
     from tts_bench.cli import main
 
     truth = true_q_max(RATE, SLO_MS, first_chunk_ms=1.0)
