@@ -12,9 +12,12 @@ from typing import Annotated, Literal
 from pydantic import (
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -123,6 +126,53 @@ class Refinement(_Strict):
         return self
 
 
+class QmaxRepeats(_Strict):
+    """--repeat R (issue 38): the refinement bisected R times from the same coarse bracket, the
+    repeats' probes taking turns. The artifact's `refinement` is the first repeat; `others` the
+    rest. Each repeat's conservative Q_max is the low end of the Q_max interval over the coarse
+    rungs and its own probes (its refined Q_max when the ladder has no confidence level)."""
+
+    others: list[Refinement] = Field(min_length=1)
+    q_max_each: list[PositiveInt] = Field(description="each repeat's refined Q_max, in order")
+    conservative_each: list[PositiveInt | None] = Field(
+        description="each repeat's conservative Q_max; null when its c=1 did not pass"
+    )
+    q_max: PositiveInt | None = Field(
+        description="the lowest conservative Q_max of the repeats (what a plan uses); null when "
+        "any repeat's is unknown"
+    )
+    spread: NonNegativeInt = Field(description="max − min of q_max_each, in users")
+
+
+def repeat_conservative(
+    coarse: list[Rung], refinement: Refinement, level: float | None
+) -> int | None:
+    """One repeat's conservative Q_max: its interval's low end, or its refined Q_max without a
+    confidence level."""
+    if level is None:
+        return refinement.q_max
+    judged = sorted([*coarse, *(p.rung for p in refinement.probes)], key=lambda r: r.concurrency)
+    return q_max_interval_of(judged, level).low
+
+
+def repeats_of(
+    coarse: list[Rung], refinements: list[Refinement], level: float | None
+) -> QmaxRepeats | None:
+    """The repeats' record from each repeat's refinement (the first first); None for one."""
+    if len(refinements) < 2:
+        return None
+    each = [r.q_max for r in refinements]
+    conservative = [repeat_conservative(coarse, r, level) for r in refinements]
+    known = [c for c in conservative if c is not None]
+    return QmaxRepeats(
+        others=refinements[1:],
+        q_max_each=each,
+        conservative_each=conservative,
+        q_max=min(known) if len(known) == len(conservative) else None,
+        spread=max(each) - min(each),
+    )
+
+
 class QmaxArtifact(_Strict):
     artifact: Literal["qmax"] = "qmax"
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -149,7 +199,19 @@ class QmaxArtifact(_Strict):
         default=None,
         description="Q_max as the p95 intervals know it; null: the ladder predates them",
     )
+    repeats: QmaxRepeats | None = Field(
+        default=None,
+        description="--repeat: every repeat's Q_max and the spread; absent for one bisection",
+    )
     provenance: Provenance
+
+    @model_serializer(mode="wrap")
+    def _absent_repeats(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # One bisection writes the artifact exactly as before --repeat existed.
+        data = handler(self)
+        if self.repeats is None:
+            data.pop("repeats", None)
+        return data
 
     @model_validator(mode="after")
     def _provenance_fits(self) -> QmaxArtifact:
@@ -196,11 +258,7 @@ class QmaxArtifact(_Strict):
         # the Q_max interval from the verdicts: a hand-edited "pass" must not load.
         level = self.ladder.confidence if self.ladder else None
         underrun_slo = self.ladder.underrun_slo_share if self.ladder else None
-        judged = (
-            [*self.rungs, *(p.rung for p in self.refinement.probes)]
-            if self.refinement
-            else self.rungs
-        )
+        judged = [*self.rungs, *(p.rung for f in self.refinements for p in f.probes)]
         for r in judged:
             interval = r.ttfab_p95_interval
             if interval is None:
@@ -248,16 +306,34 @@ class QmaxArtifact(_Strict):
                 f"q_max={self.q_max}, bracketed={self.bracketed} disagree with the rungs "
                 f"(which give q_max={q_max}, bracketed={bracketed})"
             )
-        if self.refinement is not None:
-            self._check_refinement(self.refinement)
+        for refinement in self.refinements:
+            self._check_refinement(refinement)
+        if self.repeats is not None:
+            if self.refinement is None:
+                raise ValueError("repeats without a refinement: only a refined ladder repeats")
+            level = self.ladder.confidence if self.ladder else None
+            expected = repeats_of(self.rungs, self.refinements, level)
+            if self.repeats != expected:
+                raise ValueError(
+                    f"repeats {self.repeats.model_dump(exclude={'others'})} disagree with the "
+                    f"repeats' probes (which give "
+                    f"{None if expected is None else expected.model_dump(exclude={'others'})})"
+                )
         return self
+
+    @property
+    def refinements(self) -> list[Refinement]:
+        """Every repeat's refinement, the first first (none without refinement)."""
+        if self.refinement is None:
+            return []
+        return [self.refinement, *(self.repeats.others if self.repeats else [])]
 
     def _check_refinement(self, refinement: Refinement) -> None:
         """Refined Q_max = the highest pass, the bound above = the lowest failure, both inside
         the coarse bracket."""
-        if not self.bracketed or self.q_max is None:
+        failing = self.coarse_failing_above
+        if failing is None or self.q_max is None:
             raise ValueError("only a bracketed ladder can be refined")
-        failing = next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
         levels = [p.rung.concurrency for p in refinement.probes]
         if any(not self.q_max < n < failing for n in levels) or len(set(levels)) != len(levels):
             raise ValueError(
@@ -275,8 +351,18 @@ class QmaxArtifact(_Strict):
             )
 
     @property
+    def coarse_failing_above(self) -> int | None:
+        """The coarse rung that failed above Q_max; None unless bracketed."""
+        if not self.bracketed:
+            return None
+        return next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
+
+    @property
     def refined_q_max(self) -> int | None:
-        """The Q_max a plan uses: the refinement's when there is one, else the coarse ladder's."""
+        """The Q_max a plan uses: with --repeat the lowest repeat's conservative value, else the
+        refinement's when there is one, else the coarse ladder's."""
+        if self.repeats is not None:
+            return self.repeats.q_max
         return self.refinement.q_max if self.refinement is not None else self.q_max
 
     @property

@@ -24,7 +24,13 @@ from pydantic import ValidationError
 
 from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT
 from tts_bench.artifacts.fingerprint import qmax_filename
-from tts_bench.artifacts.qmax import QmaxArtifact, ladder_outcome, q_max_interval_of
+from tts_bench.artifacts.qmax import (
+    QmaxArtifact,
+    Refinement,
+    ladder_outcome,
+    q_max_interval_of,
+    repeats_of,
+)
 from tts_bench.artifacts.rungs import LadderSettings, Rung
 from tts_bench.custody.differences import FLOAT_TOLERANCE, first_difference
 from tts_bench.custody.outcome import Checked, CustodyError, check_name
@@ -62,7 +68,7 @@ STABILITY_FIELDS: Final = ("stable", "sub_window_ttfab_p95_ms")
 def _figures_first(recorded: dict[str, Any]) -> dict[str, Any]:
     """The rungs before what follows from them (Q_max, the uncontended service time), so an
     edited figure is named rather than its consequence."""
-    first = ("rungs", "refinement", "verification")
+    first = ("rungs", "refinement", "repeats", "verification")
     return {**{k: recorded[k] for k in first if k in recorded}, **recorded}
 
 
@@ -107,7 +113,7 @@ def check_qmax(path: Path, qmax: QmaxArtifact, sha256: str) -> Checked:
         )
     if found is not None:
         raise CustodyError(path, found.describe("recomputed from its raw samples"))
-    probes = len(qmax.refinement.probes) if qmax.refinement else 0
+    probes = sum(len(r.probes) for r in qmax.refinements)
     how = (
         f"{len(qmax.rungs)} rungs, {probes} probes and {len(qmax.verification)} verification "
         f"rungs recomputed from {len(samples):,} samples"
@@ -168,6 +174,15 @@ def recompute(
         ):
             window = (probe.window_start_epoch, probe.window_end_epoch)
             again["rung"] = _rung(samples, cpu, qmax, probe.rung, window).model_dump(mode="json")
+    if qmax.repeats is not None:
+        for other, again_other in zip(
+            qmax.repeats.others, expected["repeats"]["others"], strict=True
+        ):
+            for probe, again in zip(other.probes, again_other["probes"], strict=True):
+                window = (probe.window_start_epoch, probe.window_end_epoch)
+                rung = _rung(samples, cpu, qmax, probe.rung, window)
+                again["rung"] = rung.model_dump(mode="json")
+        expected["repeats"] = _repeats(ladder, rungs, expected)
     expected["q_max_interval"] = _q_max_interval(ladder, rungs, expected.get("refinement"))
     joined = _joined(path, expected, raw, samples)
     joined["verification"] = _verification(qmax, joined, samples, cpu, raw)
@@ -200,6 +215,19 @@ def _q_max_interval(
     probes = [Rung.model_validate(p["rung"]) for p in refinement["probes"]] if refinement else []
     judged = sorted([*rungs, *probes], key=lambda r: r.concurrency)
     return q_max_interval_of(judged, ladder.confidence).model_dump(mode="json")
+
+
+def _repeats(
+    ladder: LadderSettings, rungs: list[Rung], expected: dict[str, Any]
+) -> dict[str, Any] | None:
+    """--repeat's record (each repeat's conservative Q_max, the lowest, the spread) from the
+    recomputed probes."""
+    refinements = [
+        Refinement.model_validate(r)
+        for r in [expected["refinement"], *expected["repeats"]["others"]]
+    ]
+    repeats = repeats_of(rungs, refinements, ladder.confidence)
+    return None if repeats is None else repeats.model_dump(mode="json")
 
 
 def _no_rung_left_out(

@@ -80,6 +80,12 @@ def check_basis(qmax: QmaxArtifact, ttotal: TtotalArtifact, request: PlanRequest
             "the ladder found no passing rung (even c=1 misses the SLO or is unusable): "
             "there is no capacity to plan from"
         )
+    if qmax.repeats is not None and qmax.repeats.q_max is None:
+        raise RefusalError(
+            "the ladder's --repeat Q_max is the lowest repeat's conservative value, and a repeat "
+            "has none (no rung passed on its p95 interval): hold rungs longer (--measure-s, "
+            "--max-hold-s) and re-run"
+        )
     if qmax.uncontended_service_s is None:
         raise RefusalError(
             "the ladder has no c=1 rung (uncontended service time); add rung 1 and re-run"

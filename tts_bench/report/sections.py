@@ -24,6 +24,7 @@ from tts_bench.artifacts.simulation import SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning.report import render_plan
+from tts_bench.report.ladder_tables import repeats_table
 from tts_bench.report.page import (
     Html,
     figure,
@@ -80,6 +81,12 @@ def _rung_verdict(rung: Rung) -> tuple[str, str]:
     if not rung.usable:
         return f"unusable: {rung.unusable_reason}", "stop"
     return ("passes", "ok") if rung.meets_slo else ("fails the SLO", "warn")
+
+
+def _no_q_max(a: QmaxArtifact) -> str:
+    if a.repeats is not None:
+        return "none (a repeat's conservative Q_max is unknown)"
+    return "none (c=1 failed)"
 
 
 def _ladder_rows(artifact: QmaxArtifact) -> list[tuple[str, Rung]]:
@@ -142,7 +149,7 @@ def _intervals(rows: list[tuple[str, Rung]]) -> Html:
 def ladder_part(item: Item, a: QmaxArtifact) -> Html:
     settings = a.ladder
     summary = [
-        ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else "none (c=1 failed)"),
+        ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else _no_q_max(a)),
         ("bracketed", yes_no(a.bracketed)),
         ("resolution (users)", number(a.q_max_resolution, "d")),
         ("Q_max interval (p95 intervals)", _q_max_interval(a)),
@@ -195,6 +202,8 @@ def ladder_part(item: Item, a: QmaxArtifact) -> Html:
     parts = [key_values(summary), _plot(item, "Q_max ladder"), latency, heard]
     if a.q_max_interval is not None:
         parts.append(_intervals(rows))
+    if (repeats := repeats_table(a)) is not None:
+        parts.append(repeats)
     if a.verification:
         parts.append(_verification(a))
     return subsection(item.path.name, *parts, id_=item.anchor)

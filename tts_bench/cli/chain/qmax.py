@@ -91,7 +91,13 @@ def run(args: argparse.Namespace) -> int:
         print(
             "\n".join(
                 filter(
-                    None, (describe_schedule(schedule, options.slo_ms, options.refine_pct), plan)
+                    None,
+                    (
+                        describe_schedule(
+                            schedule, options.slo_ms, options.refine_pct, options.repeat
+                        ),
+                        plan,
+                    ),
                 )
             )
         )
@@ -114,9 +120,13 @@ def run(args: argparse.Namespace) -> int:
         host=args.host, schedule=schedule, slo_ms=options.slo_ms, transport=transport.value,
         corpus=options.corpus, model=args.model, out=options.out, processes=args.processes,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
-        confidence=options.confidence, contract=options.contract_arg,
+        confidence=options.confidence, contract=options.contract_arg, repeat=options.repeat,
+        curve_check=options.curve_check,
     )  # fmt: skip
-    print(describe_schedule(schedule, options.slo_ms, options.refine_pct), file=sys.stderr)
+    print(
+        describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),
+        file=sys.stderr,
+    )
     path = run_ladder(
         request,
         target.fingerprint,
@@ -143,6 +153,10 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         )
     if args.host:
         raise RefusalError("pass either --host (a local server) or --endpoint, not both")
+    if options.curve_check:
+        raise RefusalError(
+            "--curve-check measures a local curve instance (--host), not an endpoint"
+        )
     session = AwsSession.from_environment(args.region)
     variant = args.variant or DEFAULT_VARIANT
     request = LiveLadderRequest(
@@ -152,9 +166,12 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         metric_wait_s=DEFAULT_METRIC_WAIT_S if args.metric_wait_s is None else args.metric_wait_s,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
         confidence=options.confidence, plan_surge_ratio=args.plan_surge_ratio,
-        contract=options.contract_arg,
+        contract=options.contract_arg, repeat=options.repeat,
     )  # fmt: skip
-    print(describe_schedule(schedule, options.slo_ms, options.refine_pct), file=sys.stderr)
+    print(
+        describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),
+        file=sys.stderr,
+    )
     print(describe_verification(schedule, args.plan_surge_ratio), file=sys.stderr)
 
     def say(line: str) -> None:

@@ -37,7 +37,7 @@ from tts_bench.measure.ladder.refine import (
     next_probe,
     worst_case_probes,
 )
-from tts_bench.measure.ladder.run import LadderRun, Window
+from tts_bench.measure.ladder.run import LadderRun, RefineEnd, Window
 from tts_bench.measure.ladder.state import ShapeSnapshot
 from tts_bench.measure.ladder.store import Recorder
 from tts_bench.measure.sagemaker_target import read_target_from_environment
@@ -47,6 +47,11 @@ from tts_bench.serving.server_ping import STAND_IN_MODEL, fetch_ping
 logger = logging.getLogger("qmax")
 
 RUNG_MESSAGE = "qmax_rung"
+CURVE_MODEL = "curve"  # /ping's instance_model of a local cloud's curve instance
+CURVE_CHECK_NOTE = (
+    "--curve-check: a curve instance with set service times, a check of the ladder against a "
+    "known truth; no engine was measured"
+)
 PROGRESS_EVERY_S = 5.0
 # How long the judge waits for the requests in flight at a window's end to finish (the server
 # ends every invocation within SageMaker's 60 s ceiling).
@@ -60,6 +65,7 @@ class LadderTarget:
     fingerprint: Fingerprint
     source: str
     provenance_kind: ProvenanceKind = "measured"
+    notes: str | None = None  # the provenance's: a --curve-check says what was measured
 
 
 def target_of(host: str | None, options: LadderOptions) -> LadderTarget:
@@ -67,6 +73,8 @@ def target_of(host: str | None, options: LadderOptions) -> LadderTarget:
     the ladder flags `options`); refuse a bounded queue or a server not ready."""
     transport = options.transport
     if not transport.is_local:
+        if options.curve_check:
+            raise RefusalError("--curve-check measures a local curve instance: pass --host")
         if not options.endpoint:
             raise RefusalError(f"--transport {transport.value} needs --endpoint NAME")
         target = read_target_from_environment(
@@ -90,11 +98,20 @@ def local_target(host: str | None, options: LadderOptions) -> LadderTarget:
     if not host:
         raise RefusalError("no target: pass --host http://127.0.0.1:8080")
     ping = fetch_ping(host)
-    ping.refuse_curve_modelled()
+    if options.curve_check:
+        if ping.instance_model != CURVE_MODEL:
+            raise RefusalError(
+                f"--curve-check: {host} is not a curve instance (its /ping names no "
+                "instance_model curve); leave the flag out to measure it"
+            )
+    else:
+        ping.refuse_curve_modelled()
     ping.refuse_bounded()
     if not ping.ready:
         raise RefusalError(f"{host}/ping says {ping.status!r}: wait until the server is ready")
     fingerprint = under_contract(ping.fingerprint(options.transport), options)
+    if options.curve_check:  # service times drawn from a set law: no engine measured
+        return LadderTarget(fingerprint, host, "simulated", CURVE_CHECK_NOTE)
     kind: ProvenanceKind = "emulated" if ping.instance_model == STAND_IN_MODEL else "measured"
     return LadderTarget(fingerprint, host, kind)
 
@@ -154,6 +171,7 @@ class Conductor:
         run = LadderRun(
             options.slo_ms, 0.0, shape.state, lambda snapshot: setattr(shape, "state", snapshot),
             options.refine_pct, options.underrun_slo, confidence=options.confidence,
+            repeat=options.repeat,
         )  # fmt: skip
         collect = (lambda: None) if local is None else (lambda: run.store.merge(local.drain()))
         return cls(run, runner, options.out, shape.get_run_time, collect, **kw)
@@ -264,53 +282,71 @@ class Conductor:
         self.refiner = gevent.spawn(self.refine, bracket)
 
     def refine(self, bracket: Bracket) -> None:
-        """Hold the bisection's probes one after another until the bracket is fine enough."""
+        """Hold the bisection's probes one after another until the bracket is fine enough. With
+        --repeat R, R bisections start from the same bracket and take turns, one probe each, so
+        that a drift of the machine falls on every repeat alike."""
         run = self.run
         pct = run.refine_pct or DEFAULT_REFINE_PCT
-        worst = worst_case_probes(bracket, pct)
+        worst = worst_case_probes(bracket, pct) * run.repeat
         logger.info(
-            "refining Q_max between %d (passes) and %d (fails) to max(1 user, %g %%): at most "
+            "refining Q_max between %d (passes) and %d (fails) to max(1 user, %g %%)%s: at most "
             "%d probes",
             bracket.lo,
             bracket.hi,
             pct,
+            f", {run.repeat} times" if run.repeat > 1 else "",
             worst,
         )
+        brackets = dict.fromkeys(range(run.repeat), bracket)
+        done = 0
+        while brackets:
+            for repeat in list(brackets):
+                ended_by, held = self.probe_once(repeat, brackets, pct, done, worst)
+                done += held
+                if ended_by is not None:
+                    end = brackets.pop(repeat)
+                    logger.info(
+                        "refined%s: Q_max %d, failing at %d (resolution %d users, %s)",
+                        f" (repeat {repeat + 1} of {run.repeat})" if run.repeat > 1 else "",
+                        end.lo,
+                        end.hi,
+                        end.gap,
+                        ended_by,
+                    )
+                    run.end_refinement(ended_by, repeat)
+        self.quit_when_steady()
+
+    def probe_once(
+        self, repeat: int, brackets: dict[int, Bracket], pct: float, done: int, worst: int
+    ) -> tuple[RefineEnd | None, bool]:
+        """Bisection `repeat`'s next probe, held and judged, its bracket narrowed in `brackets`:
+        how the bisection ended (None while it goes on), and whether a probe was held."""
+        run = self.run
+        bracket = brackets[repeat]
+        probe = next_probe(bracket, pct)
+        if probe is None:
+            return "resolution", False
         schedule = run.snapshot.schedule
         gap_s = max(schedule.idle_s, 1.0)
-        done = 0
-        ended_by = "resolution"
-        while (probe := next_probe(bracket, pct)) is not None:
-            start_s = self.run_time() + gap_s
-            window = run.add_probe(probe, start_s)
-            left = (worst - done) * (schedule.longest_hold_s + gap_s)
-            label = f"probe {done + 1} of at most {worst}"
-            try:
-                window = self.hold(
-                    label, probe, run.epoch(start_s), window, time.time() + left,
-                    lambda held, users=probe: self.extend_probe(users, held),
-                )  # fmt: skip
-            finally:
-                run.release()
-            rung = self.measure(probe, window)
-            run.record_probe(probe, window)
-            done += 1
-            if not rung.usable:
-                ended_by = "client-bound"
-                break
-            if rung.verdict == "undecided":  # held to --max-hold-s and still not decided
-                ended_by = "undecided"
-                break
-            bracket = narrow(bracket, probe, rung.meets_slo)
-        logger.info(
-            "refined: Q_max %d, failing at %d (resolution %d users, %s)",
-            bracket.lo,
-            bracket.hi,
-            bracket.gap,
-            ended_by,
-        )
-        run.end_refinement(ended_by)  # type: ignore[arg-type]
-        self.quit_when_steady()
+        start_s = self.run_time() + gap_s
+        window = run.add_probe(probe, start_s)
+        left = (worst - done) * (schedule.longest_hold_s + gap_s)
+        label = f"probe {done + 1} of at most {worst}"
+        try:
+            window = self.hold(
+                label, probe, run.epoch(start_s), window, time.time() + left,
+                lambda held, users=probe: self.extend_probe(users, held),
+            )  # fmt: skip
+        finally:
+            run.release()
+        rung = self.measure(probe, window)
+        run.record_probe(probe, window, repeat)
+        if not rung.usable:
+            return "client-bound", True
+        if rung.verdict == "undecided":  # held to --max-hold-s and still not decided
+            return "undecided", True
+        brackets[repeat] = narrow(bracket, probe, rung.meets_slo)
+        return None, True
 
     def quit_when_steady(self) -> None:
         """Quit once the shape's last change has taken effect (two overlapping stops of the
@@ -343,7 +379,7 @@ class Conductor:
             self.target.provenance_kind,
             self.target.source,
             command=self.command,
-            notes=self.notes,
+            notes="; ".join(filter(None, (self.notes, self.target.notes))) or None,
         )
         artifact = self.run.artifact(self.target.fingerprint, provenance, time.time())
         if artifact is None:

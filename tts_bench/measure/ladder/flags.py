@@ -139,6 +139,17 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     (
+        "--repeat",
+        {
+            "type": int,
+            "default": 1,
+            "metavar": "R",
+            "help": "with --refine, bisect around the knee R times, the repeats' probes taking "
+            "turns so that a drift of the machine falls on all of them; Q_max is then the lowest "
+            "repeat's conservative value (default: 1, one bisection)",
+        },
+    ),
+    (
         "--confidence",
         {
             "type": float,
@@ -194,6 +205,18 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ),
     ("--region", {"default": None, "help": "AWS region (default: AWS_REGION or the profile's)"}),
     ("--out", {"default": DEFAULT_OUT, "help": f"artifact directory (default: {DEFAULT_OUT})"}),
+    (
+        "--curve-check",
+        {
+            "nargs": "?",
+            "const": "on",
+            "default": None,
+            "metavar": "on",
+            "help": "measure a local cloud's curve instance, whose service times are set, to check "
+            "the ladder against a known truth (otherwise refused); its artifact is marked "
+            "simulated (in the web UI type on; a blank field is off)",
+        },
+    ),
 )
 
 
@@ -221,6 +244,8 @@ class LadderOptions:
     confidence: float = DEFAULT_CONFIDENCE
     contract: EndpointContract = KOKORO
     contract_arg: str | None = None  # the flag as given (a built-in's name or a file)
+    repeat: int = 1  # --repeat: bisections around the knee, interleaved
+    curve_check: bool = False  # --curve-check: a curve instance is the target, knowingly
 
 
 def _text(options: argparse.Namespace, dest: str) -> str | None:
@@ -242,6 +267,31 @@ def _number(options: argparse.Namespace, dest: str) -> float | None:
         return float(text)
     except ValueError:
         raise LadderError(f"{_flag(dest)} {text!r}: not a number") from None
+
+
+def _switch(options: argparse.Namespace, dest: str) -> bool:
+    """A flag given bare (or `on` in the web UI's text field); blank or absent is off."""
+    text = _text(options, dest)
+    if text is None:
+        return False
+    if text.lower() != "on":
+        raise LadderError(f"{_flag(dest)} {text!r}: give the flag bare (in the web UI: on)")
+    return True
+
+
+MAX_REPEAT = 20
+
+
+def check_repeat(repeat: float, refine_pct: float | None) -> int:
+    """A `--repeat` the ladder can run: a whole number from 1 to MAX_REPEAT, and only with
+    --refine (the repeats are bisections)."""
+    if not (math.isfinite(repeat) and repeat == int(repeat) and 1 <= repeat <= MAX_REPEAT):
+        raise LadderError(f"--repeat {repeat:g}: give a whole number from 1 to {MAX_REPEAT}")
+    if repeat > 1 and refine_pct is None:
+        raise LadderError(
+            f"--repeat {repeat:g} repeats the refinement around the knee: add --refine"
+        )
+    return int(repeat)
 
 
 def _required(value: Any, dest: str) -> Any:
@@ -325,6 +375,8 @@ def ladder_options(options: argparse.Namespace) -> LadderOptions:
         confidence=check_confidence(_required(_number(options, "confidence"), "confidence")),
         contract=_contract(options, transport),
         contract_arg=_text(options, "contract"),
+        repeat=check_repeat(_required(_number(options, "repeat"), "repeat"), refine),
+        curve_check=_switch(options, "curve_check"),
     )
 
 
@@ -348,7 +400,10 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
         ("--underrun-slo", options.underrun_slo), ("--endpoint", options.endpoint),
         ("--variant", options.variant), ("--region", options.region),
         ("--contract", options.contract_arg),
+        ("--repeat", None if options.repeat == 1 else str(options.repeat)),
     )  # fmt: skip
+    if options.curve_check:
+        args.append("--curve-check")
     for flag, value in optional:
         if value is not None:
             args += [flag, _plain(value) if isinstance(value, float) else value]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tts_bench.artifacts.qmax import QmaxArtifact, q_max_interval_of
+from tts_bench.artifacts.qmax import QmaxArtifact, Refinement, q_max_interval_of, repeats_of
 from tts_bench.artifacts.rungs import Rung
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder.statistics import rung_from_window
@@ -35,6 +35,35 @@ def _judged(
     )
 
 
+def _rejudged(
+    refinement: Refinement, samples: Sequence[Sample], qmax: QmaxArtifact, level: float
+) -> Refinement:
+    probes = [
+        p.model_copy(
+            update={
+                "rung": _judged(
+                    p.rung, samples, (p.window_start_epoch, p.window_end_epoch), qmax, level
+                )
+            }
+        )
+        for p in refinement.probes
+    ]
+    # A probe decided at one level may be undecided at another: the bracket is what the decided
+    # probes give, as the artifact's validator derives it.
+    decided = [p.rung for p in probes if p.rung.usable and p.rung.verdict != "undecided"]
+    coarse_q_max, failing = qmax.q_max or 0, qmax.coarse_failing_above or 0
+    q_max = max([coarse_q_max, *(r.concurrency for r in decided if r.meets_slo)])
+    above = min([failing, *(r.concurrency for r in decided if not r.meets_slo)])
+    return refinement.model_copy(
+        update={
+            "probes": probes,
+            "q_max": q_max,
+            "failing_above": above,
+            "q_max_resolution": above - q_max,
+        }
+    )
+
+
 def with_intervals(qmax: QmaxArtifact, samples: Sequence[Sample], level: float) -> QmaxArtifact:
     """`qmax` with every rung's p95 interval at `level`, its verdict and Q_max's interval."""
     ladder = qmax.ladder
@@ -43,19 +72,8 @@ def with_intervals(qmax: QmaxArtifact, samples: Sequence[Sample], level: float) 
     rungs = [
         _judged(r, samples, ladder.measure_window(i), qmax, level) for i, r in enumerate(qmax.rungs)
     ]
-    refinement = qmax.refinement
-    if refinement is not None:
-        probes = [
-            p.model_copy(
-                update={
-                    "rung": _judged(
-                        p.rung, samples, (p.window_start_epoch, p.window_end_epoch), qmax, level
-                    )
-                }
-            )
-            for p in refinement.probes
-        ]
-        refinement = refinement.model_copy(update={"probes": probes})
+    refinements = [_rejudged(r, samples, qmax, level) for r in qmax.refinements]
+    refinement = refinements[0] if refinements else None
     curve = [*rungs, *(p.rung for p in refinement.probes)] if refinement else rungs
     judged = qmax.model_copy(
         update={
@@ -63,6 +81,7 @@ def with_intervals(qmax: QmaxArtifact, samples: Sequence[Sample], level: float) 
             "refinement": refinement,
             "ladder": ladder.model_copy(update={"confidence": level}),
             "q_max_interval": q_max_interval_of(sorted(curve, key=lambda r: r.concurrency), level),
+            "repeats": repeats_of(rungs, refinements, level),
         }
     )
     # validated again: the verdicts and Q_max's interval must be what the schema derives

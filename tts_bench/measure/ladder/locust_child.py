@@ -47,6 +47,8 @@ class LadderRequest:
     underrun_slo: float | None = None
     confidence: float = DEFAULT_CONFIDENCE
     contract: str | None = None  # --contract as given; None: kokoro
+    repeat: int = 1
+    curve_check: bool = False
 
     def locust_command(self) -> list[str]:
         s = self.schedule
@@ -78,6 +80,10 @@ class LadderRequest:
             command += ["--confidence", f"{self.confidence!r}"]
         if self.contract is not None:
             command += ["--contract", self.contract]
+        if self.repeat != 1:
+            command += ["--repeat", str(self.repeat)]
+        if self.curve_check:
+            command += ["--curve-check"]
         return command
 
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.provenance import Provenance
-from tts_bench.artifacts.qmax import QmaxArtifact, Refinement, RefinementProbe
+from tts_bench.artifacts.qmax import QmaxArtifact, Refinement, RefinementProbe, repeats_of
 from tts_bench.artifacts.rungs import Rung
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.measure.ladder.board import board_row
@@ -52,6 +52,7 @@ class ProbeWindow:
     w0: float
     w1: float
     extended_s: float
+    repeat: int = 0  # --repeat: which bisection it belongs to (0: the first)
 
 
 @dataclass
@@ -65,11 +66,14 @@ class LadderRun:
     refine_pct: float | None = None  # --refine: bisect a bracketed ladder to this precision
     underrun_slo: float | None = None  # --underrun-slo: a rung with more stalled streams fails
     confidence: float | None = None  # --confidence: each rung's p95 interval at this level
+    repeat: int = 1  # --repeat: bisections around the knee, their probes taking turns
     store: Store = field(default_factory=Store)
     probe_windows: list[ProbeWindow] = field(default_factory=list)
-    refine_ended_by: RefineEnd | None = None
+    refine_ended_by: RefineEnd | None = None  # the first bisection's end
+    repeats_ended_by: dict[int, RefineEnd] = field(default_factory=dict)  # the others'
     # The web UI's "Ladder" tab: one row per rung or probe, live while held, final once judged.
     board: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ended: set[int] = field(default_factory=set)  # the bisections that ended
 
     # ------------------------------------------------------------------ the schedule
 
@@ -265,6 +269,7 @@ class LadderRun:
     def begin_refinement(self, closed_at: float) -> None:
         """The coarse schedule ends where the failing rung's window closed; probes follow."""
         self.refine_ended_by = "interrupted"  # until the bisection says otherwise
+        self.repeats_ended_by = dict.fromkeys(range(1, self.repeat), "interrupted")
         self.change(self.snapshot.refinement_begun(closed_at - self.start_epoch))
 
     def add_probe(self, users: int, start_s: float) -> Window:
@@ -276,23 +281,38 @@ class LadderRun:
         w1 = self.epoch(phase.end_s)
         return w1 - self.snapshot.schedule.measure_s, w1
 
-    def record_probe(self, users: int, window: Window) -> None:
-        """The last probe was judged over `window`: keep its window and its extension."""
+    def record_probe(self, users: int, window: Window, repeat: int = 0) -> None:
+        """The last probe (of bisection `repeat`) was judged over `window`: keep its window and
+        its extension."""
         held = self.snapshot.probes[-1]
         extended = held.end_s - held.start_s - self.snapshot.schedule.hold_s
-        self.probe_windows.append(ProbeWindow(users, *window, extended))
+        self.probe_windows.append(ProbeWindow(users, *window, extended, repeat))
 
-    def end_refinement(self, ended_by: RefineEnd) -> None:
-        self.refine_ended_by = ended_by
-        self.change(self.snapshot.refinement_over())
+    def end_refinement(self, ended_by: RefineEnd, repeat: int = 0) -> None:
+        """Bisection `repeat` ended; once every repeat has, the run idles no more."""
+        if repeat == 0:
+            self.refine_ended_by = ended_by
+        else:
+            self.repeats_ended_by[repeat] = ended_by
+        self.ended.add(repeat)
+        if len(self.ended) >= self.repeat:
+            self.change(self.snapshot.refinement_over())
 
-    def refinement(self, coarse: list[Rung]) -> Refinement | None:
-        """The probes recomputed from all samples, when the ladder was refined."""
+    def refinements(self, coarse: list[Rung]) -> list[Refinement]:
+        """Each bisection's probes recomputed from all samples (the first first); none when the
+        ladder was not refined."""
         if self.refine_pct is None or self.refine_ended_by is None:
-            return None
+            return []
         if coarse_bracket(coarse) is None:
-            return None
-        probes = [
+            return []
+        ended = {0: self.refine_ended_by, **self.repeats_ended_by}
+        return [
+            build_refinement(coarse, self.probes_of(repeat), self.refine_pct, ended[repeat])
+            for repeat in sorted(ended)
+        ]
+
+    def probes_of(self, repeat: int) -> list[RefinementProbe]:
+        return [
             RefinementProbe(
                 rung=self.statistics(p.users, (p.w0, p.w1)),
                 window_start_epoch=p.w0,
@@ -300,8 +320,8 @@ class LadderRun:
                 extended_s=p.extended_s,
             )
             for p in self.probe_windows
+            if p.repeat == repeat
         ]
-        return build_refinement(coarse, probes, self.refine_pct, self.refine_ended_by)
 
     # ------------------------------------------------------------------ the artifact
 
@@ -312,6 +332,7 @@ class LadderRun:
         rungs = self.coarse_rungs(now)
         if not rungs:
             return None
+        refinements = self.refinements(rungs)
         return build_qmax_artifact(
             rungs,
             fingerprint,
@@ -320,8 +341,9 @@ class LadderRun:
             provenance,
             self.start_epoch,
             underrun_slo_share=self.underrun_slo,
-            refinement=self.refinement(rungs),
+            refinement=refinements[0] if refinements else None,
             confidence=self.confidence,
+            repeats=repeats_of(rungs, refinements, self.confidence),
         )
 
 

@@ -283,18 +283,21 @@ def format_duration(seconds: float) -> str:
     return f"{h} h {m:02d} min {s:02d} s" if h else (f"{m} min {s:02d} s" if m else f"{s} s")
 
 
-def refinement_worst_case_s(schedule: LadderSchedule, refine_pct: float) -> tuple[int, float]:
-    """The most probes a refinement can hold after this ladder, and their wall-clock time.
+def refinement_worst_case_s(
+    schedule: LadderSchedule, refine_pct: float, repeat: int = 1
+) -> tuple[int, float]:
+    """The most probes a refinement (`repeat` bisections) can hold after this ladder, and
+    their wall-clock time.
 
     Each probe is held `hold_s` (`max_hold_s` when every one is extended) after at least
     `idle_s` (and at least 1 s) without load.
     """
-    probes = worst_case_probes_for_ladder(schedule.rungs, refine_pct)
+    probes = repeat * worst_case_probes_for_ladder(schedule.rungs, refine_pct)
     return probes, probes * (schedule.longest_hold_s + max(schedule.idle_s, 1.0))
 
 
 def describe_schedule(
-    schedule: LadderSchedule, slo_ms: float, refine_pct: float | None = None
+    schedule: LadderSchedule, slo_ms: float, refine_pct: float | None = None, repeat: int = 1
 ) -> str:
     """The dry run's text: one line per rung and the wall-clock estimate (with `max_hold_s`,
     the worst case: every rung extended to it)."""
@@ -326,9 +329,10 @@ def describe_schedule(
         f"{unextended})"
     )
     if refine_pct is not None:
-        probes, probe_s = refinement_worst_case_s(schedule, refine_pct)
+        probes, probe_s = refinement_worst_case_s(schedule, refine_pct, repeat)
+        times = f", {repeat} bisections taking turns" if repeat > 1 else ""
         lines.append(
-            f"refinement to max(1 user, {refine_pct:g} % of Q_max): at most {probes} probes of "
+            f"refinement to max(1 user, {refine_pct:g} % of Q_max){times}: at most {probes} probes of "
             f"{schedule.longest_hold_s:g} s, {format_duration(probe_s)} more; worst case in all "
             f"{format_duration(worst.duration_s + probe_s)}"
         )

@@ -28,6 +28,7 @@ from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.qmax import (
     QmaxArtifact,
+    QmaxRepeats,
     Refinement,
     RefinementProbe,
     ladder_outcome,
@@ -314,6 +315,7 @@ def build_qmax_artifact(
     underrun_slo_share: float | None = None,
     refinement: Refinement | None = None,
     confidence: float | None = None,
+    repeats: QmaxRepeats | None = None,
 ) -> QmaxArtifact:
     q_max, bracketed = ladder_outcome(rungs)
     # A rung cut short after the first failure has no record: neither has its extension.
@@ -337,6 +339,7 @@ def build_qmax_artifact(
         ladder=settings,
         refinement=refinement,
         q_max_interval=None if confidence is None else q_max_interval_of(judged, confidence),
+        repeats=repeats,
         provenance=provenance,
     )
 

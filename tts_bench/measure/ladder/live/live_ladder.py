@@ -79,6 +79,7 @@ class LiveLadderRequest:
     # The plan's surge ratio the verification rungs are held for; None holds none.
     plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
     contract: str | None = None  # --contract as given; None: kokoro
+    repeat: int = 1  # --repeat: bisections around the knee
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,7 @@ def run_live_ladder(
             slo_ms=request.slo_ms, transport=request.transport.value, corpus=request.corpus,
             model=request.model, out=request.out, processes=request.processes,
             refine_pct=request.refine_pct, underrun_slo=request.underrun_slo,
-            confidence=request.confidence, contract=request.contract,
+            confidence=request.confidence, contract=request.contract, repeat=request.repeat,
         )  # fmt: skip
         path = run_ladder(ladder, target.fingerprint, progress, args, target.provenance_kind)
         held = hold_verification(
@@ -191,7 +192,7 @@ def hold_verification(
             f"minutes of InvocationsPerInstance are read there, at most {longest:g} s"
         )
     with tempfile.TemporaryDirectory(prefix="tts-bench-verification-") as scratch:
-        run = replace(ladder, schedule=schedule, out=Path(scratch), refine_pct=None)
+        run = replace(ladder, schedule=schedule, out=Path(scratch), refine_pct=None, repeat=1)
         try:
             held = run_ladder(
                 run, target.fingerprint, lambda line: progress(f"verification {line}"), args,
