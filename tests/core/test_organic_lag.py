@@ -165,6 +165,9 @@ def test_detection_stages_before_desired_set_are_recorded_not_counted() -> None:
         ("alarm -> desired_set", 1.0, False),
         ("desired_set -> in_service", 214.0, True),
     ]
+    # A hand-edited artifact naming no point is refused in one line, not a ValueError.
+    with pytest.raises(TtotalError, match="counted_from 'x' names no point"):
+        timed_stages(70.0, points, 1.0, counted_from="x")
 
 
 BURST = AlarmRule(

@@ -36,6 +36,10 @@ def timed_stages(
 
     `reasons` notes a stage by the name of the point it ends at."""
     names = [name for name, _ in points]
+    if counted_from is not None and counted_from not in names:
+        raise TtotalError(
+            f"events.counted_from {counted_from!r} names no point (the points: {', '.join(names)})"
+        )
     first_counted = names.index(counted_from) if counted_from is not None else 0
     first, started = points[0]
     stages = [
