@@ -309,7 +309,8 @@ def _stack(**changes: Any) -> dict[str, Any]:
 def test_the_stack_config_deploys_an_image_or_a_model_package() -> None:
     from tts_bench.infra.stack_config import StackConfig
 
-    package = StackConfig.parse(_stack(image=None, modelPackageArn=SONIC3_PACKAGE)).model_package
+    package_stack = _stack(image=None, modelPackageArn=SONIC3_PACKAGE, account="111122223333")
+    package = StackConfig.parse(package_stack).model_package
     assert package is not None
     assert (package.name, package.version, package.account) == (
         "sonic-3-standin",
@@ -340,6 +341,11 @@ def test_the_stack_config_deploys_an_image_or_a_model_package() -> None:
             "is not a model package ARN",
         ),
         ({"image": None, "modelPackageArn": SONIC3_PACKAGE[:-1] + "0"}, "is not a model package"),
+        (
+            {"image": None, "modelPackageArn": SONIC3_PACKAGE, "account": None},
+            "a modelPackageArn stack needs account (your 12-digit AWS account",
+        ),
+        ({"account": "111122223333"}, "account is for a modelPackageArn stack"),
     ],
 )
 def test_a_stack_config_with_both_or_neither_or_a_bad_arn_is_refused_in_one_line(
@@ -347,6 +353,8 @@ def test_a_stack_config_with_both_or_neither_or_a_bad_arn_is_refused_in_one_line
 ) -> None:
     from tts_bench.infra.stack_config import StackConfig
 
+    if changes.get("image", "") is None:
+        changes = {"account": "111122223333", **changes}
     with pytest.raises(StackConfigError, match=re.escape(expected_error)) as caught:
         StackConfig.parse(_stack(**changes))
     assert "\n" not in str(caught.value)

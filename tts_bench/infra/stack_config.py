@@ -69,6 +69,9 @@ class StackConfig(BaseModel):
     model_package_arn: str | None = Field(
         None, alias=MODEL_PACKAGE_KEY, description="a versioned SageMaker model package's ARN"
     )
+    # The operator's AWS account, for a model package stack only: an image's registry names it,
+    # but a Marketplace package's ARN names the seller's. The execution role's log ARNs use it.
+    account: str | None = Field(None, pattern=r"^\d{12}$")
     min_instances: PositiveInt = Field(alias="minInstances")
     max_instances: PositiveInt = Field(alias="maxInstances")
     slo_ms: PositiveFloat = Field(alias="sloMs")
@@ -120,6 +123,13 @@ class StackConfig(BaseModel):
                 f"set exactly one of {IMAGE_KEY} (an image digest) and {MODEL_PACKAGE_KEY} "
                 "(a versioned model package)"
             )
+        if self.model_package_arn is not None and self.account is None:
+            raise ValueError(
+                "a modelPackageArn stack needs account (your 12-digit AWS account: the package's "
+                "ARN names its seller's)"
+            )
+        if self.image is not None and self.account is not None:
+            raise ValueError("account is for a modelPackageArn stack; an image's registry names it")
         return self
 
     @field_validator("performance_env")
