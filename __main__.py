@@ -22,6 +22,7 @@ from components import (
     gate_scaling,
 )
 from tts_bench.artifacts.fingerprint import OWN_CONTRACT
+from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import (
     TAG_CONTRACT,
     TAG_IMAGE_DIGEST,
@@ -155,33 +156,8 @@ def main() -> None:
     )
     pulumi.export("endpoint_name", speech.endpoint_name)
     pulumi.export("plan_gate", {"condition": gate.condition.value, "reason": gate.reason})
-    if plan is None:
-        return
-    scaling = EndpointAutoscaling(
-        endpoint,
-        EndpointAutoscalingArgs(
-            endpoint_name=endpoint,
-            variant_name=cfg.variant_name,
-            plan=plan,
-            bounds=cfg.bounds,
-            image_digest=image.digest,
-            tags=tags,
-        ),
-        opts=pulumi.ResourceOptions(depends_on=[speech]),
-    )
-    EndpointObservability(
-        endpoint,
-        EndpointObservabilityArgs(
-            endpoint_name=endpoint,
-            variant_name=cfg.variant_name,
-            region=cfg.region,
-            plan=plan,
-            tags=tags,
-        ),
-        opts=pulumi.ResourceOptions(depends_on=[speech]),
-    )
-    pulumi.export("plan_id", plan.plan_id)
-    pulumi.export("scaling", {"min": scaling.min_capacity, "max": scaling.max_capacity})
+    if plan is not None:
+        deploy_scaling(cfg, plan, tags, speech, image_digest=image.digest)
 
 
 def package_main(cfg: StackConfig) -> None:
@@ -236,8 +212,21 @@ def package_main(cfg: StackConfig) -> None:
     )
     pulumi.export("endpoint_name", speech.endpoint_name)
     pulumi.export("plan_gate", {"condition": gate.condition.value, "reason": gate.reason})
-    if plan is None:
-        return
+    if plan is not None:
+        deploy_scaling(cfg, plan, tags, speech, image_digest=None, model_package=package)
+
+
+def deploy_scaling(
+    cfg: StackConfig,
+    plan: PlanArtifact,
+    tags: dict[str, str],
+    speech: SpeechEndpoint,
+    *,
+    image_digest: str | None,
+    model_package: str | None = None,
+) -> None:
+    """The plan's autoscaling and observability, after the endpoint: the same for either."""
+    endpoint = cfg.endpoint_name
     scaling = EndpointAutoscaling(
         endpoint,
         EndpointAutoscalingArgs(
@@ -245,9 +234,9 @@ def package_main(cfg: StackConfig) -> None:
             variant_name=cfg.variant_name,
             plan=plan,
             bounds=cfg.bounds,
-            image_digest=None,
+            image_digest=image_digest,
             tags=tags,
-            model_package=package,
+            model_package=model_package,
         ),
         opts=pulumi.ResourceOptions(depends_on=[speech]),
     )
