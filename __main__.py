@@ -16,15 +16,24 @@ from components import (
     FoundationArgs,
     ModelCache,
     ModelCacheArgs,
+    PackageRole,
     SpeechEndpoint,
     SpeechEndpointArgs,
     gate_scaling,
 )
 from tts_bench.artifacts.fingerprint import OWN_CONTRACT
-from tts_bench.deployment import TAG_CONTRACT, TAG_IMAGE_DIGEST, TAG_MODEL, TAG_PLAN_ID
+from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.deployment import (
+    TAG_CONTRACT,
+    TAG_IMAGE_DIGEST,
+    TAG_MODEL,
+    TAG_MODEL_PACKAGE,
+    TAG_PLAN_ID,
+)
 from tts_bench.errors import TtsBenchError
 from tts_bench.infra.iam_documents import AccountScope
 from tts_bench.infra.stack_config import StackConfig
+from tts_bench.measure.transport.contract import recommended_routing
 from tts_bench.planning.gate import GateQuery
 from tts_bench.telemetry import (
     ENV_ENDPOINT_NAME,
@@ -55,6 +64,9 @@ def read_config() -> StackConfig:
 
 def main() -> None:
     cfg = read_config()
+    if cfg.model_package_arn is not None:
+        package_main(cfg)
+        return
     repository = cfg.repository
     endpoint = cfg.endpoint_name
     tags = {"tts-bench:endpoint": endpoint}
@@ -144,8 +156,77 @@ def main() -> None:
     )
     pulumi.export("endpoint_name", speech.endpoint_name)
     pulumi.export("plan_gate", {"condition": gate.condition.value, "reason": gate.reason})
-    if plan is None:
+    if plan is not None:
+        deploy_scaling(cfg, plan, tags, speech, image_digest=image.digest)
+
+
+def package_main(cfg: StackConfig) -> None:
+    """A vendor's model package (issue 39): no repository, weights bucket or model cache; the
+    Model names the package and runs network-isolated, as Marketplace requires."""
+    package = cfg.model_package_arn
+    assert package is not None and cfg.account is not None  # StackConfig refuses otherwise
+    endpoint = cfg.endpoint_name
+    tags = {"tts-bench:endpoint": endpoint}
+    role = PackageRole(
+        endpoint, AccountScope(account=cfg.account, region=cfg.region), endpoint, tags
+    )
+    if not cfg.deploy_endpoint:
+        pulumi.log.warn("deployEndpoint is false: only the execution role is deployed")
         return
+    gate = gate_scaling(
+        Path(__file__).resolve().parent / cfg.measurements_dir,
+        GateQuery(
+            model=cfg.model,
+            instance_type=cfg.instance_type,
+            model_package=package,
+            performance_env=cfg.performance_env,
+            bounds=cfg.bounds,
+            slo_ms=cfg.slo_ms,
+            surge_ratio=cfg.surge_ratio,
+            rule=cfg.plan_rule,
+            contract=cfg.contract,
+        ),
+    )
+    plan = gate.plan if gate.enabled else None
+    # The vendor's container reads none of this project's env (its bound included): only the
+    # operator's performance settings reach it.
+    model_tags = {TAG_MODEL: cfg.model, TAG_MODEL_PACKAGE: package, TAG_CONTRACT: cfg.contract}
+    if plan is not None:
+        model_tags[TAG_PLAN_ID] = plan.plan_id
+    speech = SpeechEndpoint(
+        endpoint,
+        SpeechEndpointArgs(
+            endpoint_name=endpoint,
+            variant_name=cfg.variant_name,
+            image=None,
+            model_data_uri=None,
+            execution_role_arn=role.execution_role_arn,
+            instance_type=cfg.instance_type,
+            initial_instance_count=gate.deployed_min if gate.deployed_min else cfg.min_instances,
+            environment=dict(cfg.performance_env),
+            model_tags=model_tags,
+            tags=tags,
+            model_package=package,
+            routing=recommended_routing(cfg.contract),
+        ),
+    )
+    pulumi.export("endpoint_name", speech.endpoint_name)
+    pulumi.export("plan_gate", {"condition": gate.condition.value, "reason": gate.reason})
+    if plan is not None:
+        deploy_scaling(cfg, plan, tags, speech, image_digest=None, model_package=package)
+
+
+def deploy_scaling(
+    cfg: StackConfig,
+    plan: PlanArtifact,
+    tags: dict[str, str],
+    speech: SpeechEndpoint,
+    *,
+    image_digest: str | None,
+    model_package: str | None = None,
+) -> None:
+    """The plan's autoscaling and observability, after the endpoint: the same for either."""
+    endpoint = cfg.endpoint_name
     scaling = EndpointAutoscaling(
         endpoint,
         EndpointAutoscalingArgs(
@@ -153,8 +234,9 @@ def main() -> None:
             variant_name=cfg.variant_name,
             plan=plan,
             bounds=cfg.bounds,
-            image_digest=image.digest,
+            image_digest=image_digest,
             tags=tags,
+            model_package=model_package,
         ),
         opts=pulumi.ResourceOptions(depends_on=[speech]),
     )

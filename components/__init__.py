@@ -1,7 +1,7 @@
 """Pulumi ComponentResources of the speech endpoint stack, in dependency order."""
 
 from components.autoscaling import EndpointAutoscaling, EndpointAutoscalingArgs
-from components.foundation import Foundation, FoundationArgs
+from components.foundation import Foundation, FoundationArgs, PackageRole
 from components.model_cache import ModelCache, ModelCacheArgs
 from components.observability import EndpointObservability, EndpointObservabilityArgs
 from components.plan_gate import gate_scaling
@@ -16,6 +16,7 @@ __all__ = [
     "FoundationArgs",
     "ModelCache",
     "ModelCacheArgs",
+    "PackageRole",
     "SpeechEndpoint",
     "SpeechEndpointArgs",
     "gate_scaling",

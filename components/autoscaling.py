@@ -23,6 +23,7 @@ from tts_bench.deployment import (
     TAG_IMAGE_DIGEST,
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
+    TAG_MODEL_PACKAGE,
     TAG_PLAN_ID,
     TAG_PLAN_RULE,
     OperatorBounds,
@@ -46,8 +47,16 @@ class EndpointAutoscalingArgs:
     variant_name: str
     plan: PlanArtifact
     bounds: OperatorBounds
-    image_digest: str
+    image_digest: str | None  # None when a model package is deployed
     tags: dict[str, str]
+    model_package: str | None = None
+
+
+def deployed_tag(image_digest: str | None, model_package: str | None) -> dict[str, str]:
+    """The tag naming what the stack deploys: its model package, else its image's digest."""
+    if model_package is not None:
+        return {TAG_MODEL_PACKAGE: model_package}
+    return {TAG_IMAGE_DIGEST: image_digest or ""}
 
 
 def _bound(value: float | None) -> str | None:
@@ -81,7 +90,7 @@ class EndpointAutoscaling(pulumi.ComponentResource):
                 **args.tags,
                 TAG_PLAN_ID: plan.plan_id,
                 TAG_PLAN_RULE: plan.rule,
-                TAG_IMAGE_DIGEST: args.image_digest,
+                **deployed_tag(args.image_digest, args.model_package),
                 TAG_MIN_BOUND: str(args.bounds.min_instances),
                 TAG_MAX_BOUND: str(args.bounds.max_instances),
             },

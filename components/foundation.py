@@ -12,6 +12,7 @@ from tts_bench.infra.iam_documents import (
     assume_role_document,
     build_role_document,
     execution_role_document,
+    package_execution_role_document,
 )
 
 
@@ -128,3 +129,33 @@ class Foundation(pulumi.ComponentResource):
                 "build_role_arn": self.build_role_arn,
             }
         )
+
+
+class PackageRole(pulumi.ComponentResource):
+    """The execution role of a stack that deploys a vendor's model package: logs only. Such a
+    stack has no weights bucket, no repository and no build (the package brings its own)."""
+
+    def __init__(
+        self,
+        name: str,
+        scope: AccountScope,
+        endpoint_name: str,
+        tags: dict[str, str],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("speech:aws:PackageRole", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.execution_role = aws.iam.Role(
+            f"{name}-execution-role",
+            assume_role_policy=assume_role_document("sagemaker.amazonaws.com"),
+            tags=tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-execution-policy",
+            role=self.execution_role.id,
+            policy=package_execution_role_document(scope, endpoint_name),
+            opts=child,
+        )
+        self.execution_role_arn: pulumi.Output[str] = self.execution_role.arn
+        self.register_outputs({"execution_role_arn": self.execution_role_arn})

@@ -42,6 +42,8 @@ TAG_PLAN_ID: Final = "tts-bench:plan-id"
 # The rule of the plan the stack deploys (its config's planRule), so the pack picks that plan.
 TAG_PLAN_RULE: Final = "tts-bench:plan-rule"
 TAG_IMAGE_DIGEST: Final = "tts-bench:image-digest"
+# In its place on a stack that deploys a vendor's model package: the versioned package ARN.
+TAG_MODEL_PACKAGE: Final = "tts-bench:model-package"
 # The model id the plan was measured for, on the SageMaker Model, so a policy can match plans.
 TAG_MODEL: Final = "tts-bench:model"
 # The endpoint contract the stack's container speaks, when not kokoro (a Kokoro stack's Model

@@ -1,4 +1,5 @@
-"""Images are pinned by digest: a tag can be moved to another build after it was measured."""
+"""Images are pinned by digest: a tag can be moved to another build after it was measured. A
+model package (fixed by its versioned ARN) runs network-isolated, as Marketplace requires."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def validate(args: ResourceValidationArgs, report_violation: ReportViolation) ->
             image = read(container, "image", default=None)
             if image is not None:
                 images.append((f"containers.{index}.image", image))
+        # A Marketplace model package runs only network-isolated (issue 39): without it,
+        # CreateModel fails at deploy, after the preview said nothing.
+        package = read(args.props, "primaryContainer", "modelPackageName", default=None)
+        if (
+            package is not None
+            and read(args.props, "enableNetworkIsolation", default=None) is not True
+        ):
+            report_violation(
+                f"model package {package} needs enableNetworkIsolation: true (Marketplace "
+                "packages run only network-isolated)"
+            )
         for where, image in images:
             if not _PINNED.match(image):
                 report_violation(

@@ -36,6 +36,7 @@ from tts_bench.deployment import (
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
     TAG_MODEL,
+    TAG_MODEL_PACKAGE,
     TAG_PLAN_ID,
     TAG_PLAN_RULE,
     OperatorBounds,
@@ -132,6 +133,7 @@ class Deployed:
     model: PolicyResource
     resources: Sequence[PolicyResource]
     bounds: OperatorBounds
+    model_package: str | None = None  # then `digest` holds the package's ARN
 
 
 def _deployed(
@@ -155,6 +157,8 @@ def _deployed(
         return None
     image = read(model.props, "primaryContainer", "image", default="")
     digest = image.partition("@")[2]
+    # A vendor's model package (issue 39) is matched by its versioned ARN, never by a digest.
+    package = read(model.props, "primaryContainer", "modelPackageName", default=None)
     model_tags = read(model.props, "tags", default={})
     model_id = model_tags.get(TAG_MODEL)
     try:
@@ -164,7 +168,7 @@ def _deployed(
     except (KeyError, ValueError):
         report(f"{rid}: missing plan: the target lacks valid {TAG_MIN_BOUND}/{TAG_MAX_BOUND} tags")
         return None
-    if not model_id or not digest.startswith("sha256:"):
+    if not model_id or not (package or digest.startswith("sha256:")):
         report(
             f"{rid}: missing plan: its Model needs a {TAG_MODEL} tag and an image pinned by digest "
             f"(image {image or '(none)'})"
@@ -181,7 +185,8 @@ def _deployed(
         query = GateQuery(
             model=model_id,
             instance_type=read(entry, "instanceType", default=""),
-            image_digest=digest,
+            image_digest=None if package else digest,
+            model_package=package,
             image_is_local=is_local_image(image),
             performance_env=performance_env_of(dict(env)),
             bounds=bounds,
@@ -191,7 +196,10 @@ def _deployed(
     except ValueError as exc:
         report(f"{rid}: missing plan: cannot form the plan query ({exc})")
         return None
-    return Deployed(rid, endpoint, variant, digest, target, model, resources, bounds), query
+    deployed = Deployed(
+        rid, endpoint, variant, package or digest, target, model, resources, bounds, package
+    )
+    return deployed, query
 
 
 def _check_target(
@@ -229,9 +237,12 @@ def _compare(plan: PlanArtifact, gate: GateResult, deployed: Deployed) -> list[s
 def _tag_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
     tags = read(deployed.target.props, "tags", default={})
     problems = []
-    for tag, want in ((TAG_PLAN_ID, plan.plan_id), (TAG_IMAGE_DIGEST, deployed.digest)):
+    deployed_tag = TAG_MODEL_PACKAGE if deployed.model_package else TAG_IMAGE_DIGEST
+    for tag, want in ((TAG_PLAN_ID, plan.plan_id), (deployed_tag, deployed.digest)):
         if tags.get(tag) != want:
-            what = "the matching plan" if tag == TAG_PLAN_ID else "the model image"
+            what = {TAG_PLAN_ID: "the matching plan", TAG_IMAGE_DIGEST: "the model image"}.get(
+                tag, "the model package"
+            )
             problems.append(f"target tag {tag} is {tags.get(tag)!r}, {what} is {want}")
     return problems
 
@@ -431,7 +442,9 @@ def _container_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
     bound = read(deployed.model.props, "primaryContainer", "environment", default={}).get(
         ENV_MAX_QUEUE_DEPTH
     )
-    if bound != str(plan.queue_max_depth):
+    # A vendor's container reads no bound of ours: it refuses past its own (the contract's
+    # `admits`), which the ladder measured as it is.
+    if deployed.model_package is None and bound != str(plan.queue_max_depth):
         problems.append(
             f"{ENV_MAX_QUEUE_DEPTH} {bound} != the plan's queue bound {plan.queue_max_depth}"
         )

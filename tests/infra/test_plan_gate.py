@@ -253,3 +253,108 @@ def test_the_stack_config_names_its_contract() -> None:
     assert StackConfig.parse({**base, "contract": "sonic3"}).contract == "sonic3"
     with pytest.raises(StackConfigError, match="contract"):
         StackConfig.parse({**base, "contract": "Sonic 3"})
+
+
+SONIC3_PACKAGE = "arn:aws:sagemaker:us-east-1:865070037744:model-package/sonic-3-standin/2"
+
+
+def test_a_package_plan_gates_only_that_package_version(
+    make_plan: Callable[..., PlanArtifact],
+    reference_plan: PlanArtifact,
+    plans_dir: Callable[..., Path],
+) -> None:
+    """Issue 39: a plan measured on a model package never gates an image, another package or
+    another version of it; an image plan never gates a package (even one of the same digest)."""
+    package_plan = make_plan(fingerprint={"model_package": SONIC3_PACKAGE})
+    assert package_plan.fingerprint.image_digest == reference_plan.fingerprint.image_digest
+    packages, images = plans_dir(package_plan, name="p"), plans_dir(reference_plan, name="i")
+    assert select_plan(packages, query(image_digest=None, model_package=SONIC3_PACKAGE)).enabled
+    image_stack = select_plan(packages, query())
+    assert image_stack.condition is GateCondition.DIGEST_MISMATCH
+    assert f"measured on model package(s) {SONIC3_PACKAGE}, not {REFERENCE_DIGEST}" in (
+        image_stack.reason
+    )
+    next_version = select_plan(
+        packages, query(image_digest=None, model_package=SONIC3_PACKAGE[:-1] + "3")
+    )
+    assert next_version.condition is GateCondition.DIGEST_MISMATCH
+    package_stack = select_plan(images, query(image_digest=None, model_package=SONIC3_PACKAGE))
+    assert package_stack.condition is GateCondition.DIGEST_MISMATCH
+    assert "no plan for this model package" in package_stack.reason
+    assert "measured on image(s) " in package_stack.reason
+
+
+def test_a_package_plans_file_names_its_package(
+    make_plan: Callable[..., PlanArtifact], reference_plan: PlanArtifact
+) -> None:
+    package_fp = make_plan(fingerprint={"model_package": SONIC3_PACKAGE}).fingerprint
+    assert package_fp.slug.startswith(reference_plan.fingerprint.slug + "-pkg")
+    assert not package_fp.same_build(reference_plan.fingerprint)
+    assert "model_package: " + SONIC3_PACKAGE + " != (an image)" in package_fp.differences(
+        reference_plan.fingerprint
+    )
+    # An image's fingerprint writes no model_package key: its artifacts keep their bytes.
+    assert "model_package" not in reference_plan.fingerprint.model_dump(mode="json")
+
+
+def _stack(**changes: Any) -> dict[str, Any]:
+    base = {
+        "model": "sonic-3", "instanceType": "ml.g6e.xlarge",
+        "image": f"{REGISTRY_REPO}@{REFERENCE_DIGEST}", "minInstances": 1, "maxInstances": 20,
+        "sloMs": 3000, "surgeRatio": 1.25, "region": "us-east-1", "modelRevision": "a" * 40,
+    }  # fmt: skip
+    return {k: v for k, v in {**base, **changes}.items() if v is not None}
+
+
+def test_the_stack_config_deploys_an_image_or_a_model_package() -> None:
+    from tts_bench.infra.stack_config import StackConfig
+
+    package_stack = _stack(image=None, modelPackageArn=SONIC3_PACKAGE, account="111122223333")
+    package = StackConfig.parse(package_stack).model_package
+    assert package is not None
+    assert (package.name, package.version, package.account) == (
+        "sonic-3-standin",
+        2,
+        "865070037744",
+    )
+    assert StackConfig.parse(_stack()).model_package is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected_error"),
+    [
+        (
+            {"modelPackageArn": SONIC3_PACKAGE},
+            "set exactly one of image (an image digest) and modelPackageArn",
+        ),
+        ({"image": None}, "set exactly one of image (an image digest) and modelPackageArn"),
+        (
+            {"image": None, "modelPackageArn": SONIC3_PACKAGE.rsplit("/", 1)[0]},
+            "names no version; append it (/<version>)",
+        ),
+        (
+            {"image": None, "modelPackageArn": SONIC3_PACKAGE.replace("model-package", "model")},
+            "is not a model package ARN (arn:aws:sagemaker:<region>:<12-digit account>:",
+        ),
+        (
+            {"image": None, "modelPackageArn": SONIC3_PACKAGE.replace("865070037744", "86507")},
+            "is not a model package ARN",
+        ),
+        ({"image": None, "modelPackageArn": SONIC3_PACKAGE[:-1] + "0"}, "is not a model package"),
+        (
+            {"image": None, "modelPackageArn": SONIC3_PACKAGE, "account": None},
+            "a modelPackageArn stack needs account (your 12-digit AWS account",
+        ),
+        ({"account": "111122223333"}, "account is for a modelPackageArn stack"),
+    ],
+)
+def test_a_stack_config_with_both_or_neither_or_a_bad_arn_is_refused_in_one_line(
+    changes: dict[str, Any], expected_error: str
+) -> None:
+    from tts_bench.infra.stack_config import StackConfig
+
+    if changes.get("image", "") is None:
+        changes = {"account": "111122223333", **changes}
+    with pytest.raises(StackConfigError, match=re.escape(expected_error)) as caught:
+        StackConfig.parse(_stack(**changes))
+    assert "\n" not in str(caught.value)

@@ -257,6 +257,24 @@ def test_scaling_needs_the_measured_plan(change: Any, expected: str | None) -> N
         assert any(expected in v for v in violations), violations
 
 
+def _package(props: dict[str, dict[str, Any]]) -> None:
+    """The deployment with the committed Kokoro plan, but a model package in place of its image."""
+    props["model"]["primaryContainer"] = {"modelPackageName": PACKAGE, "environment": {}}
+    props["model"]["enableNetworkIsolation"] = True
+    props["model"]["tags"] = {"tts-bench:model": "kokoro-82m", "tts-bench:model-package": PACKAGE}
+    del props["target"]["tags"]["tts-bench:image-digest"]
+    props["target"]["tags"]["tts-bench:model-package"] = PACKAGE
+
+
+def test_an_image_plan_never_gates_a_model_package() -> None:
+    """Issue 39: the pack matches a package stack by its versioned ARN; the committed plan,
+    measured on an image of the same model and instance type, does not gate it."""
+    violations = validate(scaling_plan.POLICY, deployment(_package).args())
+    assert any(
+        "missing plan: no plan for this model package" in v and PACKAGE in v for v in violations
+    ), violations
+
+
 def test_an_infeasible_plan_is_refused(
     infeasible_plan: PlanArtifact, plans_dir: Callable[..., Path]
 ) -> None:
@@ -454,6 +472,8 @@ def test_a_target_without_endpoint_or_model_is_refused() -> None:
 
 # --------------------------------------------------------------------------- images
 
+PACKAGE = "arn:aws:sagemaker:us-east-1:865070037744:model-package/sonic-3-standin/2"
+
 
 @pytest.mark.parametrize(
     ("props", "expected"),
@@ -463,6 +483,14 @@ def test_a_target_without_endpoint_or_model_is_refused() -> None:
         ({"primaryContainer": {"image": f"{REGISTRY_REPO}:latest"}}, "is not pinned by digest"),
         ({"containers": [{"image": f"{REGISTRY_REPO}"}]}, "containers.0.image"),
         ({"primaryContainer": {"image": UNKNOWN_STRING_VALUE}}, "image is unknown at preview"),
+        (
+            {"primaryContainer": {"modelPackageName": PACKAGE}, "enableNetworkIsolation": True},
+            None,
+        ),
+        (
+            {"primaryContainer": {"modelPackageName": PACKAGE}},
+            f"model package {PACKAGE} needs enableNetworkIsolation: true",
+        ),
     ],
 )
 def test_images_are_pinned_by_digest(props: dict[str, Any], expected: str | None) -> None:

@@ -22,6 +22,7 @@ from tts_bench.deployment import (
     TAG_MAX_BOUND,
     TAG_MIN_BOUND,
     TAG_MODEL,
+    TAG_MODEL_PACKAGE,
     TAG_PLAN_ID,
     TARGET_TRACKING_METRIC,
     first_chunk_alarm_name,
@@ -319,3 +320,62 @@ def test_bad_config_fails_with_a_clear_error(
 ) -> None:
     with pytest.raises(PreviewError, match=re.escape(expected_error)):
         run(program_copy(**config))
+
+
+SONIC3_PACKAGE = "arn:aws:sagemaker:us-east-1:865070037744:model-package/sonic-3-standin/2"
+
+
+def test_a_model_package_stack_deploys_the_package_network_isolated_and_nothing_to_build(
+    program_copy: Callable[..., Path],
+) -> None:
+    """Issue 39: a Marketplace package is deployed by ModelPackageName with network isolation,
+    routed as its contract recommends; no repository, weights bucket or model cache exists."""
+    recording = run(
+        program_copy(
+            image=None, modelPackageArn=SONIC3_PACKAGE, account="111122223333", contract="sonic3"
+        )
+    )
+    model = one(recording, "aws:sagemaker/model:Model")
+    assert model["primaryContainer"]["modelPackageName"] == SONIC3_PACKAGE
+    assert "image" not in model["primaryContainer"]
+    assert "modelDataSource" not in model["primaryContainer"]
+    assert model["enableNetworkIsolation"] is True
+    assert model["tags"][TAG_MODEL_PACKAGE] == SONIC3_PACKAGE
+    assert TAG_IMAGE_DIGEST not in model["tags"]
+    variant = one(recording, "aws:sagemaker/endpointConfiguration:EndpointConfiguration")[
+        "productionVariants"
+    ][0]
+    assert variant["routingConfigs"] == [{"routingStrategy": "LEAST_OUTSTANDING_REQUESTS"}]
+    types = {r.type for r in recording.resources}
+    assert not types & {
+        "aws:ecr/repository:Repository",
+        "aws:s3/bucket:Bucket",
+        "aws:codebuild/project:Project",
+    }
+    policy = json.loads(one(recording, "aws:iam/rolePolicy:RolePolicy")["policy"])
+    assert {a for s in policy["Statement"] for a in s["Action"]} == {
+        "logs:CreateLogGroup",
+        "logs:CreateLogStream",
+        "logs:DescribeLogStreams",
+        "logs:PutLogEvents",
+    }
+    assert all(":111122223333:" in r for s in policy["Statement"] for r in s["Resource"])
+    # The committed plan is Kokoro's, measured on an image: it never gates this stack.
+    assert not types & SCALING_TYPES
+    assert "contract-mismatch" in warnings(recording) + " ".join(m.message for m in recording.logs)
+
+
+def test_a_model_package_stack_without_a_routing_recommendation_sends_none(
+    program_copy: Callable[..., Path],
+) -> None:
+    recording = run(
+        program_copy(image=None, modelPackageArn=SONIC3_PACKAGE, account="111122223333")
+    )
+    variant = one(recording, "aws:sagemaker/endpointConfiguration:EndpointConfiguration")[
+        "productionVariants"
+    ][0]
+    assert "routingConfigs" not in variant
+    # Under the Kokoro contract the contract matches, so the refusal is the package's.
+    assert "no plan for this model package" in warnings(recording) + " ".join(
+        m.message for m in recording.logs
+    )

@@ -19,6 +19,7 @@ from tts_bench.measure.transport.contract import (
     contract_of_ladder,
     load_contract,
     parse_contract,
+    recommended_routing,
 )
 
 texts = st.text(min_size=1, max_size=40)
@@ -174,3 +175,13 @@ def test_a_command_from_a_ladder_takes_only_the_ladders_contract(tmp_path) -> No
     edited.write_text(SONIC3.model_copy(update={"admits": 8}).model_dump_json())
     with pytest.raises(ContractError, match=r"another contract named sonic3 \(sha256 "):
         contract_of_ladder(str(edited), SONIC3.ref, "q.json")
+
+
+def test_a_routing_recommendation_reaches_the_stack_but_not_the_hash() -> None:
+    """Sonic-3's page recommends least-outstanding-requests routing: the program reads it, and
+    it shapes the fleet, not what one container was measured doing, so it leaves the hash."""
+    sonic3 = BUILT_IN["sonic3"]
+    assert recommended_routing("sonic3") == "LEAST_OUTSTANDING_REQUESTS"
+    assert recommended_routing("kokoro") is None and recommended_routing("third") is None
+    assert sonic3.model_copy(update={"routing": None}).sha256 == sonic3.sha256
+    assert sonic3.model_copy(update={"admits": 5}).sha256 != sonic3.sha256

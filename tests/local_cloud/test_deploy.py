@@ -4,6 +4,7 @@ bridged (the recording is made once per module: the program runs under mocks).""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -24,9 +25,11 @@ from tts_bench.local_cloud.control_plane.deploy import (
     Deployment,
     apply_deployment,
     deployment_from_recording,
+    local_image_overrides,
     record_stack,
 )
 from tts_bench.local_cloud.control_plane.moto_host import MotoHost
+from tts_bench.local_cloud.errors import DeployError
 from tts_bench.local_cloud.settings import REGION, REPO_ROOT
 from tts_bench.telemetry import ENV_IMAGE_DIGEST, ENV_INSTANCE_TYPE, ENV_MAX_QUEUE_DEPTH
 
@@ -246,3 +249,15 @@ def test_a_scheduled_plans_actions_are_deployed_and_a_plan_without_removes_them(
     assert plain.scheduled_actions == []
     apply_deployment(plain, client, endpoint_exists=True, switch_config=lambda _: None)
     assert deployed() == []
+
+
+def test_a_model_package_stack_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Issue 39: the local cloud runs only what it starts itself, never a vendor's package."""
+    (tmp_path / "Pulumi.yaml").write_text("name: tts-bench\nruntime: python\n", encoding="utf-8")
+    package = "arn:aws:sagemaker:us-east-1:865070037744:model-package/sonic-3-standin/2"
+    (tmp_path / "Pulumi.sonic.yaml").write_text(
+        f"config:\n  tts-bench:modelPackageArn: {package}\n", encoding="utf-8"
+    )
+    with pytest.raises(DeployError, match="stack sonic deploys a modelPackageArn") as caught:
+        local_image_overrides(tmp_path, "sonic", "sha256:" + "a" * 64)
+    assert "\n" not in str(caught.value)

@@ -1,10 +1,10 @@
 """Build fingerprints: what a measurement was taken against, and the file names derived from it.
 
-A fingerprint names the model, the instance type, the image digest, the container settings
-that change performance, the transport the client used and, when it is not this project's own,
-the endpoint contract the requests and events followed. Two artifacts pair only when
-their fingerprints agree (SPEC §5); the slug in each file name keeps a second configuration
-from overwriting the first.
+A fingerprint names the model, the instance type, the image digest (and, for a vendor's model
+package, the package's versioned ARN), the container settings that change performance, the
+transport the client used and, when it is not this project's own, the endpoint contract the
+requests and events followed. Two artifacts pair only when their fingerprints agree (SPEC §5);
+the slug in each file name keeps a second configuration from overwriting the first.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ from tts_bench.telemetry import DEPLOYMENT_ENV
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 CONTRACT_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,31}$"
+# A versioned SageMaker model package (AWS partitions, regions and 12-digit accounts; a name of
+# 1-63 alphanumerics and hyphens; a positive version). Named groups for `infra.model_package`.
+MODEL_PACKAGE_ARN_PATTERN = (
+    r"^arn:aws(?:-[a-z]+)*:sagemaker:(?P<region>[a-z]{2}(?:-[a-z]+)+-\d):(?P<account>\d{12}):"
+    r"model-package/(?P<name>[a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62})/(?P<version>[1-9]\d{0,9})$"
+)
 OWN_CONTRACT = "kokoro"  # this project's container's: never named in a fingerprint
 _MODEL_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
 
@@ -72,6 +78,17 @@ class Fingerprint(BaseModel):
         description="the endpoint contract, when not this project's (kokoro)",
     )
 
+    # Set when the measured endpoint ran a vendor's model package (issue 39): the versioned ARN is
+    # then the identity, beside the digest of its container. Absent (never written) for an image
+    # this project deployed, so every image artifact keeps its bytes and no plan of a package
+    # pairs with one of an image.
+    model_package: str | None = Field(
+        default=None,
+        pattern=MODEL_PACKAGE_ARN_PATTERN,
+        exclude_if=lambda arn: arn is None,
+        description="the versioned model package ARN, when a package was deployed",
+    )
+
     @field_validator("performance_env")
     @classmethod
     def _no_deployment_config(cls, env: dict[str, str]) -> dict[str, str]:
@@ -89,6 +106,11 @@ class Fingerprint(BaseModel):
         return OWN_CONTRACT if self.contract is None else self.contract.name
 
     @property
+    def deployed(self) -> str:
+        """What was deployed, as the gate names it: the model package ARN, else the image digest."""
+        return self.model_package or self.image_digest
+
+    @property
     def short_digest(self) -> str:
         return self.image_digest.removeprefix("sha256:")[:8]
 
@@ -103,12 +125,14 @@ class Fingerprint(BaseModel):
     @property
     def slug(self) -> str:
         """`g5xlarge-8b1b96bc`, plus `-<env hash>` when the performance env is not empty and
-        `-<contract><6 hex>` under another contract than Kokoro's."""
+        `-<contract><6 hex>` under another contract than Kokoro's, `-pkg<6 hex>` for a package."""
         parts = [condense_instance_type(self.instance_type), self.short_digest]
         if self.env_hash:
             parts.append(self.env_hash)
         if self.contract is not None:
             parts.append(f"{self.contract.name}{self.contract.sha256[:6]}")
+        if self.model_package is not None:
+            parts.append(f"pkg{hashlib.sha256(self.model_package.encode()).hexdigest()[:6]}")
         return "-".join(parts)
 
     def same_build(self, other: Fingerprint) -> bool:
@@ -119,11 +143,14 @@ class Fingerprint(BaseModel):
             and self.image_digest == other.image_digest
             and self.performance_env == other.performance_env
             and self.contract == other.contract
+            and self.model_package == other.model_package
         )
 
     def _shown(self, name: str) -> str:
         value = getattr(self, name)
-        return OWN_CONTRACT if name == "contract" and value is None else str(value)
+        if value is None:
+            return {"contract": OWN_CONTRACT, "model_package": "(an image)"}[name]
+        return str(value)
 
     def differences(self, other: Fingerprint) -> list[str]:
         """Human-readable `field: a != b` for each field that differs."""
@@ -136,6 +163,7 @@ class Fingerprint(BaseModel):
                 "performance_env",
                 "transport",
                 "contract",
+                "model_package",
             )
             if getattr(self, name) != getattr(other, name)
         ]

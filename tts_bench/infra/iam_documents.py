@@ -51,17 +51,15 @@ def execution_role_document(
             ),
             _allow(["s3:ListBucket"], [bucket_arn(bucket)]),
             _allow(["s3:GetObject"], [f"{bucket_arn(bucket)}/{models_prefix}*"]),
-            _allow(
-                [
-                    "logs:CreateLogGroup",
-                    "logs:CreateLogStream",
-                    "logs:DescribeLogStreams",
-                    "logs:PutLogEvents",
-                ],
-                log_group_arns(scope, f"/aws/sagemaker/Endpoints/{endpoint}"),
-            ),
+            _endpoint_logs(scope, endpoint),
         ]
     )
+
+
+def package_execution_role_document(scope: AccountScope, endpoint: str) -> str:
+    """What an endpoint of a vendor's model package needs: write its logs. SageMaker pulls the
+    package's images itself, and its artifacts come with the package: no repository, no bucket."""
+    return _document([_endpoint_logs(scope, endpoint)])
 
 
 def build_role_document(scope: AccountScope, bucket: str, models_prefix: str, project: str) -> str:
@@ -78,6 +76,18 @@ def build_role_document(scope: AccountScope, bucket: str, models_prefix: str, pr
                 log_group_arns(scope, f"/aws/codebuild/{project}"),
             ),
         ]
+    )
+
+
+def _endpoint_logs(scope: AccountScope, endpoint: str) -> dict[str, object]:
+    return _allow(
+        [
+            "logs:CreateLogGroup",
+            "logs:CreateLogStream",
+            "logs:DescribeLogStreams",
+            "logs:PutLogEvents",
+        ],
+        log_group_arns(scope, f"/aws/sagemaker/Endpoints/{endpoint}"),
     )
 
 

@@ -35,10 +35,16 @@ from tts_bench.infra.image_ref import (
     parse_pinned,
     parse_repository,
 )
+from tts_bench.infra.model_package import (
+    ModelPackage,
+    ModelPackageArnError,
+    parse_model_package_arn,
+)
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
 DEFAULT_ENDPOINT = "speech-kokoro-82m"
 IMAGE_KEY = "image"
+MODEL_PACKAGE_KEY = "modelPackageArn"
 
 
 class StackConfigError(TtsBenchError):
@@ -56,7 +62,16 @@ class StackConfig(BaseModel):
     variant_name: str = Field(DEFAULT_VARIANT, alias="variantName", pattern=r"^[a-zA-Z0-9-]{1,63}$")
     model: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     instance_type: str = Field(alias="instanceType", pattern=r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
-    image: str = Field(description="ECR reference pinned by digest (bare repository: no endpoint)")
+    # Exactly one of the two: an image this project builds, or a vendor's model package (issue 39).
+    image: str | None = Field(
+        None, description="ECR reference pinned by digest (bare repository: no endpoint)"
+    )
+    model_package_arn: str | None = Field(
+        None, alias=MODEL_PACKAGE_KEY, description="a versioned SageMaker model package's ARN"
+    )
+    # The operator's AWS account, for a model package stack only: an image's registry names it,
+    # but a Marketplace package's ARN names the seller's. The execution role's log ARNs use it.
+    account: str | None = Field(None, pattern=r"^\d{12}$")
     min_instances: PositiveInt = Field(alias="minInstances")
     max_instances: PositiveInt = Field(alias="maxInstances")
     slo_ms: PositiveFloat = Field(alias="sloMs")
@@ -79,7 +94,9 @@ class StackConfig(BaseModel):
 
     @field_validator("image")
     @classmethod
-    def _ecr(cls, value: str) -> str:
+    def _ecr(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         try:
             parse_repository(value)
             if is_tag_only(value):
@@ -87,6 +104,33 @@ class StackConfig(BaseModel):
         except ImageReferenceError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("model_package_arn")
+    @classmethod
+    def _package(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            parse_model_package_arn(value)
+        except ModelPackageArnError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_artifact(self) -> StackConfig:
+        if (self.image is None) == (self.model_package_arn is None):
+            raise ValueError(
+                f"set exactly one of {IMAGE_KEY} (an image digest) and {MODEL_PACKAGE_KEY} "
+                "(a versioned model package)"
+            )
+        if self.model_package_arn is not None and self.account is None:
+            raise ValueError(
+                "a modelPackageArn stack needs account (your 12-digit AWS account: the package's "
+                "ARN names its seller's)"
+            )
+        if self.image is not None and self.account is not None:
+            raise ValueError("account is for a modelPackageArn stack; an image's registry names it")
+        return self
 
     @field_validator("performance_env")
     @classmethod
@@ -99,7 +143,7 @@ class StackConfig(BaseModel):
 
     @model_validator(mode="after")
     def _pinned_to_deploy(self) -> StackConfig:
-        if self.deploy_endpoint:
+        if self.deploy_endpoint and self.image is not None:
             try:
                 parse_pinned(self.image)
             except ImageReferenceError as exc:
@@ -116,11 +160,22 @@ class StackConfig(BaseModel):
 
     @property
     def pinned_image(self) -> EcrImage:
+        if self.image is None:
+            raise StackConfigError(f"this stack deploys {self.model_package_arn}, not an image")
         return parse_pinned(self.image)
 
     @property
     def repository(self) -> EcrRepository:
+        if self.image is None:
+            raise StackConfigError(f"this stack deploys {self.model_package_arn}, not an image")
         return parse_repository(self.image)
+
+    @property
+    def model_package(self) -> ModelPackage | None:
+        """The versioned model package the stack deploys, or None for an image stack."""
+        if self.model_package_arn is None:
+            return None
+        return parse_model_package_arn(self.model_package_arn)
 
     @property
     def bounds(self) -> OperatorBounds:

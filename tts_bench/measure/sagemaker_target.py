@@ -11,13 +11,20 @@ cloud of curve instances says so in its Model's env, and what is measured there 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from tts_bench.artifacts.fingerprint import OWN_CONTRACT, ContractRef, Fingerprint, Transport
+from tts_bench.artifacts.fingerprint import (
+    MODEL_PACKAGE_ARN_PATTERN,
+    OWN_CONTRACT,
+    ContractRef,
+    Fingerprint,
+    Transport,
+)
 from tts_bench.artifacts.provenance import ProvenanceKind
 from tts_bench.aws.deployed import describe_endpoint
 from tts_bench.aws.session import AwsSession
@@ -101,6 +108,21 @@ def _variant_entry(entries: list[dict[str, Any]], variant: str, what: str) -> di
     raise RefusalError(f"{what} has no variant {variant!r}; pass --variant with one of {names}")
 
 
+def _package_image(session: AwsSession, package: str) -> tuple[str, str]:
+    """The image and digest of a model package's (first) inference container, as
+    DescribeModelPackage reports them."""
+    described = session.call(
+        "sagemaker",
+        "describe_model_package",
+        resource=f"model package {package}",
+        ModelPackageName=package,
+    )
+    containers = (described.get("InferenceSpecification") or {}).get("Containers") or [{}]
+    first = containers[0]
+    image = str(first.get("Image", ""))
+    return image, str(first.get("ImageDigest") or image.partition("@")[2])
+
+
 def _model_tags(session: AwsSession, model: dict[str, Any]) -> dict[str, str]:
     arn = model.get("ModelArn")
     if not arn:
@@ -151,6 +173,14 @@ def read_endpoint_target(
     image = str(container.get("Image", ""))
     env = {str(k): str(v) for k, v in (container.get("Environment") or {}).items()}
     digest = image.partition("@")[2]
+    package = container.get("ModelPackageName")
+    if package:  # a vendor's package (issue 39): its identity, and its container's digest
+        if not re.match(MODEL_PACKAGE_ARN_PATTERN, str(package)):
+            raise RefusalError(
+                f"endpoint {endpoint}: cannot fingerprint model {model_name} (model package "
+                f"{package!r}): it must deploy a versioned package ARN (…/<name>/<version>)"
+            )
+        image, digest = _package_image(session, str(package))
     tags = _model_tags(session, described_model)
     try:
         fingerprint = Fingerprint(
@@ -159,12 +189,15 @@ def read_endpoint_target(
             image_digest=digest,
             performance_env=performance_env_of(env),
             transport=transport,
+            model_package=str(package) if package else None,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
+        what = f"model package {package!r}" if package else f"image {image!r}"
+        must = "a versioned package ARN" if package else "an image pinned by digest"
         raise RefusalError(
-            f"endpoint {endpoint}: cannot fingerprint model {model_name} (image {image!r}): "
-            f"{'.'.join(map(str, first['loc']))}: {first['msg']}; its image must be pinned by digest"
+            f"endpoint {endpoint}: cannot fingerprint model {model_name} ({what}): "
+            f"{'.'.join(map(str, first['loc']))}: {first['msg']}; it must deploy {must}"
         ) from None
     runtime_url = session.endpoint_url("sagemaker-runtime")
     return EndpointTarget(

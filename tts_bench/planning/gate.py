@@ -22,10 +22,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tts_bench.artifacts.files import load_artifact
-from tts_bench.artifacts.fingerprint import CONTRACT_NAME_PATTERN, DIGEST_PATTERN, OWN_CONTRACT
+from tts_bench.artifacts.fingerprint import (
+    CONTRACT_NAME_PATTERN,
+    DIGEST_PATTERN,
+    MODEL_PACKAGE_ARN_PATTERN,
+    OWN_CONTRACT,
+)
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import ArtifactError
@@ -58,7 +63,9 @@ class GateQuery(BaseModel):
 
     model: str
     instance_type: str
-    image_digest: str = Field(pattern=DIGEST_PATTERN)
+    # Exactly one: the image's digest, or the versioned ARN of the model package deployed.
+    image_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    model_package: str | None = Field(default=None, pattern=MODEL_PACKAGE_ARN_PATTERN)
     performance_env: dict[str, str] = Field(default_factory=dict)
     bounds: OperatorBounds
     slo_ms: float | None = None
@@ -74,6 +81,17 @@ class GateQuery(BaseModel):
         pattern=CONTRACT_NAME_PATTERN,
         description="the endpoint contract the stack's container speaks",
     )
+
+    @model_validator(mode="after")
+    def _one_deployed(self) -> GateQuery:
+        if (self.image_digest is None) == (self.model_package is None):
+            raise ValueError("a gate query names exactly one of image_digest and model_package")
+        return self
+
+    @property
+    def deployed(self) -> str:
+        """What the stack deploys, as a fingerprint's `deployed` spells it."""
+        return self.model_package or self.image_digest or ""
 
 
 class GateResult(BaseModel):
@@ -178,14 +196,21 @@ def _same_contract(plans: Candidates, query: GateQuery, folder: str) -> Candidat
 
 
 def _same_image(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
-    kept = [(p, a) for p, a in plans if a.fingerprint.image_digest == query.image_digest]  # type: ignore[union-attr]
-    others = sorted({a.fingerprint.short_digest for _, a in plans})  # type: ignore[union-attr]
+    # A package plan gates only that package version, an image plan only that image: a package's
+    # fingerprint also carries its container's digest, which must never stand in for the package.
+    kept = [(p, a) for p, a in plans if a.fingerprint.deployed == query.deployed]  # type: ignore[union-attr]
+    images = sorted(
+        {a.fingerprint.short_digest for _, a in plans if not a.fingerprint.model_package}
+    )  # type: ignore[union-attr]
+    packages = sorted({a.fingerprint.model_package for _, a in plans} - {None})  # type: ignore[union-attr]
+    measured = [f"image(s) {', '.join(images)}"] if images else []
+    measured += [f"model package(s) {', '.join(packages)}"] if packages else []  # type: ignore[arg-type]
+    what = "model package" if query.model_package else "image"
     return kept or Refusal(
         GateCondition.DIGEST_MISMATCH,
-        f"no plan for this image: plans in {folder} for model {query.model} on "
-        f"{query.instance_type} were measured on image(s) {', '.join(others)}, not "
-        f"{query.image_digest}",
-        "measure this image",
+        f"no plan for this {what}: plans in {folder} for model {query.model} on "
+        f"{query.instance_type} were measured on {' and '.join(measured)}, not {query.deployed}",
+        f"measure this {what}",
     )
 
 
@@ -194,7 +219,7 @@ def _same_env(plans: Candidates, query: GateQuery, folder: str) -> Candidates | 
     kept = [(p, a) for p, a in plans if a.fingerprint.performance_env == env]  # type: ignore[union-attr]
     return kept or Refusal(
         GateCondition.ENV_MISMATCH,
-        f"no plan for this container env: plans for image {query.image_digest} were measured "
+        f"no plan for this container env: plans for {query.deployed} were measured "
         f"with another performance env than {env}",
     )
 

@@ -24,7 +24,7 @@ import yaml
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.infra.preview import record
 from tts_bench.infra.preview_recorder import RecordedResource, Recording
-from tts_bench.infra.stack_config import project_name, stack_file, stack_values
+from tts_bench.infra.stack_config import MODEL_PACKAGE_KEY, project_name, stack_file, stack_values
 from tts_bench.local_cloud.errors import DeployError
 from tts_bench.local_cloud.settings import ACCOUNT
 from tts_bench.telemetry import ENV_IMAGE_DIGEST, ENV_INSTANCE_TYPE
@@ -96,6 +96,13 @@ def local_image_overrides(program_dir: Path, stack: str, image_digest: str) -> d
     program's plan gate looks for plans of what actually runs here (an emulated plan may gate
     only this deploy; SPEC §11 honesty)."""
     values = stack_values(program_dir, stack)
+    if f"{project_name(program_dir)}:{MODEL_PACKAGE_KEY}" in values:
+        # moto keeps a Model's ModelPackageName but drops EnableNetworkIsolation, and nothing
+        # here can run a vendor's package: only a command or server this cloud starts itself.
+        raise DeployError(
+            f"stack {stack} deploys a {MODEL_PACKAGE_KEY}, which the local cloud cannot run; give "
+            "the stand-in's stack an image and start it with --container-cmd"
+        )
     image = str(values.get(f"{project_name(program_dir)}:image", "local/tts-server"))
     repository = image.split("@", 1)[0]
     return {"image": f"{repository}@{image_digest}", "localCloud": True}

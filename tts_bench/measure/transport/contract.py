@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from pydantic import ConfigDict, Field, JsonValue, PositiveInt, ValidationError, field_validator
 
@@ -88,6 +88,12 @@ class EndpointContract(StrictModel):
     admits: PositiveInt | None = Field(
         default=None, description="generations a container admits at once, where published"
     )
+    # How the vendor asks SageMaker to spread requests over a variant's instances, where it says
+    # (the stack's RoutingConfig). Not in the hash: it shapes the fleet, not what one container
+    # was measured doing, so adding it never orphaned a measurement.
+    routing: Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM"] | None = Field(
+        default=None, description="the RoutingConfig strategy the vendor recommends"
+    )
 
     @field_validator("request")
     @classmethod
@@ -122,7 +128,10 @@ class EndpointContract(StrictModel):
     def sha256(self) -> str:
         """Hex digest of the contract's canonical JSON (sorted keys, no spaces)."""
         canonical = json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            self.model_dump(mode="json", exclude={"routing"}),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -180,7 +189,8 @@ KOKORO = EndpointContract(
 
 # Cartesia Sonic-3 on SageMaker, as its page publishes it (the second seed): the sample body's
 # `voice_id`, raw `pcm` at 44.1 kHz (16-bit assumed: the page names no width), a `done` event
-# ends the stream, 429 once a container holds 4 generations. The voice is the page's sample id.
+# ends the stream, 429 once a container holds 4 generations, least-outstanding-requests routing
+# recommended. The voice is the page's sample id.
 SONIC3 = EndpointContract(
     name="sonic3",
     source="Cartesia Sonic-3 on Amazon SageMaker JumpStart (docs.cartesia.ai)",
@@ -199,9 +209,17 @@ SONIC3 = EndpointContract(
     voice="bf0a246a-8642-498a-9950-80c35e9276b5",
     events=SONIC3_EVENTS,
     admits=4,
+    routing="LEAST_OUTSTANDING_REQUESTS",  # "load-aware routing" beside the 429s
 )
 
 BUILT_IN: Final[dict[str, EndpointContract]] = {"kokoro": KOKORO, "sonic3": SONIC3}
+
+
+def recommended_routing(name: str) -> str | None:
+    """The routing the built-in contract `name` recommends; None for any other (a stack names its
+    contract, not a file, so only a built-in's recommendation can reach the program)."""
+    contract = BUILT_IN.get(name)
+    return None if contract is None else contract.routing
 
 
 def parse_contract(text: str, source: str) -> EndpointContract:
