@@ -29,11 +29,11 @@ from tts_bench.deployment import (
     TAG_MODEL,
     TAG_MODEL_PACKAGE,
     TAG_PLAN_ID,
+    recommended_routing,
 )
 from tts_bench.errors import TtsBenchError
 from tts_bench.infra.iam_documents import AccountScope
 from tts_bench.infra.stack_config import StackConfig
-from tts_bench.measure.transport.contract import recommended_routing
 from tts_bench.planning.gate import GateQuery
 from tts_bench.telemetry import (
     ENV_ENDPOINT_NAME,

@@ -28,6 +28,18 @@ TARGET_TRACKING_PERIOD_S: Final = 10
 # scale-out cooldown (10 s × 3 + 30 s), added to the measured T_total as its own term.
 TARGET_TRACKING_EVALUATION_PERIODS: Final = 3
 DEFAULT_POLICY_LAG_BOUND_S: Final = 60.0
+
+# The variant routing a built-in endpoint contract's vendor recommends (Sonic-3's page asks for
+# least-outstanding-requests beside its 429s); a stack names its contract, so the program reads
+# it here, and the contract (`measure.transport.contract`) takes its `routing` from here too.
+CONTRACT_ROUTING: Final[dict[str, str]] = {"sonic3": "LEAST_OUTSTANDING_REQUESTS"}
+
+
+def recommended_routing(contract: str) -> str | None:
+    """The routing the built-in contract named `contract` recommends; None for any other."""
+    return CONTRACT_ROUTING.get(contract)
+
+
 # Scale-in: a step policy removing one instance on our own alarm. It evaluates the statistic
 # and period its threshold's ratio was measured for: the ladder reads CloudWatch's 10 s
 # Maximum, so this is a high-resolution alarm (period < 60 s; priced above a standard one).

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tts_bench.cli import main
+from tts_bench.deployment import recommended_routing
 from tts_bench.measure.corpus import Utterance
 from tts_bench.measure.transport.contract import (
     BUILT_IN,
@@ -19,7 +20,6 @@ from tts_bench.measure.transport.contract import (
     contract_of_ladder,
     load_contract,
     parse_contract,
-    recommended_routing,
 )
 
 texts = st.text(min_size=1, max_size=40)

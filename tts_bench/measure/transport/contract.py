@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, JsonValue, PositiveInt, ValidationError,
 
 from tts_bench.artifacts.files import describe_validation_error
 from tts_bench.artifacts.fingerprint import ContractRef
+from tts_bench.deployment import CONTRACT_ROUTING
 from tts_bench.errors import TtsBenchError, printable
 from tts_bench.measure.transport.stream_events import KOKORO_EVENTS, SONIC3_EVENTS, EventRules
 from tts_bench.strict import StrictModel, UnrepresentableNumber, strict_loads
@@ -209,17 +210,10 @@ SONIC3 = EndpointContract(
     voice="bf0a246a-8642-498a-9950-80c35e9276b5",
     events=SONIC3_EVENTS,
     admits=4,
-    routing="LEAST_OUTSTANDING_REQUESTS",  # "load-aware routing" beside the 429s
+    routing=CONTRACT_ROUTING["sonic3"],  # "load-aware routing" beside the 429s
 )
 
 BUILT_IN: Final[dict[str, EndpointContract]] = {"kokoro": KOKORO, "sonic3": SONIC3}
-
-
-def recommended_routing(name: str) -> str | None:
-    """The routing the built-in contract `name` recommends; None for any other (a stack names its
-    contract, not a file, so only a built-in's recommendation can reach the program)."""
-    contract = BUILT_IN.get(name)
-    return None if contract is None else contract.routing
 
 
 def parse_contract(text: str, source: str) -> EndpointContract:
