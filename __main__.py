@@ -4,6 +4,7 @@ compose the components. Nothing else happens here."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pulumi
 
@@ -34,7 +35,7 @@ from tts_bench.deployment import (
 from tts_bench.errors import TtsBenchError
 from tts_bench.infra.iam_documents import AccountScope
 from tts_bench.infra.stack_config import StackConfig
-from tts_bench.planning.gate import GateQuery
+from tts_bench.planning.gate import GateQuery, GateResult
 from tts_bench.telemetry import (
     ENV_ENDPOINT_NAME,
     ENV_IMAGE_DIGEST,
@@ -109,21 +110,7 @@ def main() -> None:
         )
         return
     image = cfg.pinned_image
-    gate = gate_scaling(
-        Path(__file__).resolve().parent / cfg.measurements_dir,
-        GateQuery(
-            model=cfg.model,
-            instance_type=cfg.instance_type,
-            image_digest=image.digest,
-            image_is_local=cfg.local_cloud,
-            performance_env=cfg.performance_env,
-            bounds=cfg.bounds,
-            slo_ms=cfg.slo_ms,
-            surge_ratio=cfg.surge_ratio,
-            rule=cfg.plan_rule,
-            contract=cfg.contract,
-        ),
-    )
+    gate = gate_for(cfg, image_digest=image.digest, image_is_local=cfg.local_cloud)
     plan = gate.plan if gate.enabled else None
     environment = {
         **cfg.performance_env,
@@ -160,6 +147,17 @@ def main() -> None:
         deploy_scaling(cfg, plan, tags, speech, image_digest=image.digest)
 
 
+def gate_for(cfg: StackConfig, **deployed: Any) -> GateResult:
+    """The plan gate over the stack's measurements for what it deploys: an image digest (and
+    whether it is a local build) or a model package."""
+    query = GateQuery(
+        model=cfg.model, instance_type=cfg.instance_type, performance_env=cfg.performance_env,
+        bounds=cfg.bounds, slo_ms=cfg.slo_ms, surge_ratio=cfg.surge_ratio, rule=cfg.plan_rule,
+        contract=cfg.contract, **deployed,
+    )  # fmt: skip
+    return gate_scaling(Path(__file__).resolve().parent / cfg.measurements_dir, query)
+
+
 def package_main(cfg: StackConfig) -> None:
     """A vendor's model package (issue 39): no repository, weights bucket or model cache; the
     Model names the package and runs network-isolated, as Marketplace requires."""
@@ -173,20 +171,7 @@ def package_main(cfg: StackConfig) -> None:
     if not cfg.deploy_endpoint:
         pulumi.log.warn("deployEndpoint is false: only the execution role is deployed")
         return
-    gate = gate_scaling(
-        Path(__file__).resolve().parent / cfg.measurements_dir,
-        GateQuery(
-            model=cfg.model,
-            instance_type=cfg.instance_type,
-            model_package=package,
-            performance_env=cfg.performance_env,
-            bounds=cfg.bounds,
-            slo_ms=cfg.slo_ms,
-            surge_ratio=cfg.surge_ratio,
-            rule=cfg.plan_rule,
-            contract=cfg.contract,
-        ),
-    )
+    gate = gate_for(cfg, model_package=package)
     plan = gate.plan if gate.enabled else None
     # The vendor's container reads none of this project's env (its bound included): only the
     # operator's performance settings reach it.
