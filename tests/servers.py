@@ -113,3 +113,17 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def as_a_client_of_the_cloud(patch: Any, cloud_env: dict[str, str], state_dir: Path) -> None:
+    """Point this process's AWS SDK and the CLI at a started local cloud, as its printed
+    `export` lines would: its endpoint URLs and keys, no profile of the machine's, a state
+    folder of the test's own, and the repository on the path of what the CLI starts.
+    `patch` is a pytest MonkeyPatch, so all of it is undone with it."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        patch.delenv(name, raising=False)
+    for name, value in cloud_env.items():
+        patch.setenv(name, value)
+    patch.setenv("TTS_BENCH_STATE_DIR", str(state_dir))
+    paths = [str(REPO), str(REPO / "container"), os.environ.get("PYTHONPATH", "")]
+    patch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))

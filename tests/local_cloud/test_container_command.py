@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.servers import as_a_client_of_the_cloud
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.qmax import QmaxArtifact
@@ -55,13 +56,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         cloudwatch_delay_s=0.0,
     )
     with pytest.MonkeyPatch.context() as patch, local_cloud(settings) as started:
-        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-            patch.delenv(name, raising=False)
-        for name, value in started.env.items():
-            patch.setenv(name, value)
-        patch.setenv("TTS_BENCH_STATE_DIR", str(tmp_path_factory.mktemp("state")))
-        paths = [str(REPO), str(REPO / "container"), os.environ.get("PYTHONPATH", "")]
-        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+        as_a_client_of_the_cloud(patch, started.env, tmp_path_factory.mktemp("state"))
         yield started
 
 

@@ -5,13 +5,13 @@ no code in tts_bench knows and whose `/ping` is SageMaker's bare health check.""
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.servers import as_a_client_of_the_cloud
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.qmax import QmaxArtifact
@@ -44,14 +44,8 @@ def test_a_contract_file_alone_brackets_a_third_containers_two_slots(
         },
         cloudwatch_delay_s=0.0,
     )  # fmt: skip
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TTS_BENCH_STATE_DIR", str(tmp_path / "state"))
-    paths = [str(REPO), str(REPO / "container"), os.environ.get("PYTHONPATH", "")]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     with local_cloud(settings) as cloud:
-        for key, value in cloud.env.items():
-            monkeypatch.setenv(key, value)
+        as_a_client_of_the_cloud(monkeypatch, cloud.env, tmp_path / "state")
         request = LiveLadderRequest(
             endpoint=cloud.endpoint_name, variant=cloud.variant_name,
             transport=Transport.RESPONSE_STREAM,
