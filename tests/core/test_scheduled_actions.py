@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from tts_bench.planning.aws.scheduled import (
     ScheduledAction,
     UnsupportedSchedule,
-    daily_cron,
     due,
     fire_times,
     held_at,
+    recurring_cron,
     run_action,
 )
 
@@ -24,13 +24,13 @@ MIDNIGHT = datetime(2026, 12, 4, tzinfo=UTC).timestamp()
 
 
 def action(name: str, at_s: int, low: int | None, high: int | None = 20) -> ScheduledAction:
-    return ScheduledAction(name, daily_cron(at_s), "Etc/UTC", low, high)
+    return ScheduledAction(name, recurring_cron(at_s), "Etc/UTC", low, high)
 
 
 @given(minute=st.integers(0, 24 * 60 - 1), day=st.integers(0, 400))
 def test_a_daily_cron_runs_once_a_day_at_its_minute(minute: int, day: int) -> None:
     start = MIDNIGHT + day * DAY_S
-    times = fire_times(daily_cron(minute * 60), "Etc/UTC", start - 1, start + 3 * DAY_S - 1)
+    times = fire_times(recurring_cron(minute * 60), "Etc/UTC", start - 1, start + 3 * DAY_S - 1)
     assert times == [start + minute * 60 + k * DAY_S for k in range(3)]
 
 
@@ -78,9 +78,13 @@ def test_the_bounds_held_after_a_stretch_are_the_last_runs() -> None:
 @pytest.mark.parametrize(
     ("schedule", "timezone", "says"),
     [
-        ("rate(5 minutes)", "UTC", "only daily crons"),
-        ("cron(0 9 ? * MON-FRI *)", "UTC", "only daily crons"),
-        ("cron(75 9 * * ? *)", "UTC", "no such time of day"),
+        ("rate(5 minutes)", "UTC", "no `rate`"),
+        ("cron(0/15 9 * * ? *)", "UTC", "0/15 is no value this reads"),
+        ("cron(0 9 ? * 2#1 *)", "UTC", "2#1 is no value this reads"),
+        ("cron(0 9 1 * ? *)", "UTC", "every day of every month"),
+        ("cron(0 9 * * MON *)", "UTC", "in the day-of-month or day-of-week field"),
+        ("cron(75 9 * * ? *)", "UTC", "75 is no value this reads"),
+        ("cron(0 24 * * ? *)", "UTC", "24 is no value this reads"),
         ("cron(0 9 * * ? *)", "Mars/Olympus", "not an IANA time zone"),
     ],
 )

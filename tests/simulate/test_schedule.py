@@ -21,6 +21,7 @@ from tts_bench.custody.folder import ArtifactFolder
 from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import TtsBenchError
+from tts_bench.planning.aws.scheduled import ScheduledAction, recurring_cron
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.gate import GateCondition, GateQuery
 from tts_bench.planning.schedule.attach import with_schedule
@@ -119,7 +120,14 @@ def test_the_steps_hold_the_floor_within_the_bounds(rates, lead_s, surge) -> Non
 def test_the_simulator_scales_out_to_a_scheduled_minimum_and_keeps_the_policy(tmp_path) -> None:
     inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
     policy = parse_policy("plan", inputs.plan, inputs.shape, inputs.curves)
-    policy = replace(policy, schedule=((0.0, 1), (600.0, 8), (900.0, 1)))
+    steps = ((0, 1), (600, 8), (900, 1))
+    policy = replace(
+        policy,
+        schedule=tuple(
+            ScheduledAction(f"s{at}", recurring_cron(at), "Etc/UTC", low, policy.max_instances)
+            for at, low in steps
+        ),
+    )
     traffic = traffic_of("steady:5", 1500.0, inputs, seed=3)
     run = run_fleet_model(
         inputs.curves, inputs.shape, policy, traffic, inputs.throughput_at_trigger_rps,
@@ -216,7 +224,12 @@ def test_a_plan_without_a_schedule_writes_no_schedule_field() -> None:
     [
         (["--schedule"], "--schedule is made from the day: give --traffic or --traffic-trace"),
         (["--schedule", "--traffic", "steady:5", "--rule", "published"], "needs the fleet rule"),
-        (["--schedule", "--traffic", "diurnal:1:5:172800"], "a daily schedule takes 1 to 1440"),
+        (["--schedule", "--traffic", "diurnal:1:5:172800"], "does not divide a day (86400 s)"),
+        (
+            ["--schedule", "--traffic", "diurnal:1:5:10000"],
+            "diurnal:1:5:10000 repeats every 10000 s; a period of 10000 s does not divide a day",
+        ),
+        (["--schedule", "--traffic", "diurnal:1:5:5400"], "neither whole hours nor a divisor"),
     ],
 )
 def test_schedule_flags_are_refused_in_one_line(capsys, tmp_path, extra, expected) -> None:
