@@ -22,6 +22,7 @@ from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.aws.scheduled import ScheduledAction, recurring_cron
+from tts_bench.planning.deploy import scheduled_actions_of
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.gate import GateCondition, GateQuery
 from tts_bench.planning.schedule.attach import with_schedule
@@ -61,6 +62,54 @@ def test_a_tiny_day_by_hand() -> None:
     floor = floor_per_minute(TINY_DAY, TINY)
     assert merged_steps(floor, need, tolerance=0.5) == [Step(0, 3)]
     assert merged_steps(floor, need, tolerance=2 / 14) == [Step(0, 3), Step(5, 1)]
+
+
+def test_a_day_that_repeats_holds_its_next_ramp_across_its_end() -> None:
+    # Needs 3 3 1 1 1 1 1 3; the ramp at minute 7 runs on into the next period's minutes 0-1.
+    # Minutes 5 and 6 see 30 within two minutes (6 sees minute 0 of the next period): too fast.
+    # They cover minutes 6, 7 and, wrapping, 0, which want 1 3 3; two minutes ahead, the floor
+    # is 3 1 1 1 1 3 3 3. Read as one day, nothing comes after minute 7: minute 0 wants only 1.
+    day = np.array([30.0, 30, 5, 5, 5, 5, 5, 30])
+    assert floor_per_minute(day, TINY, cyclic=True).tolist() == [3, 1, 1, 1, 1, 3, 3, 3]
+    assert floor_per_minute(day, TINY).tolist() == [1, 1, 1, 1, 1, 3, 3, 3]
+    # Merging either pair of runs costs 6 instance-minutes, past 1 % of the 14 needed.
+    assert schedule_steps(day, TINY, cyclic=True) == [Step(0, 3), Step(1, 1), Step(5, 3)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rates=st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=60),
+    turn=st.integers(0, 59),
+    hold_minutes=st.integers(0, 5),
+)
+def test_a_repeating_days_floor_turns_with_the_day(rates, turn, hold_minutes) -> None:
+    # A day that repeats has no first minute: starting it elsewhere moves its floor alike.
+    day = np.array(rates)
+    fleet = replace(TINY, hold_s=60.0 * hold_minutes)
+    k = turn % len(day)
+    turned = floor_per_minute(np.roll(day, k), fleet, cyclic=True)
+    assert turned.tolist() == np.roll(floor_per_minute(day, fleet, cyclic=True), k).tolist()
+
+
+def test_a_4_h_days_steps_recur_every_4_h_in_the_plan_the_simulator_and_the_deploy(
+    tmp_path,
+) -> None:
+    inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
+    rates = [10.0] * 60 + [300.0] * 20 + [10.0] * 160
+    plan = with_schedule(inputs.plan, "a 4 h day", rates, period_s=14_400)
+    assert plan.schedule is not None and plan.schedule.period_s == 14_400
+    actions = scheduled_actions_of(plan, None, "e")
+    by_time = {s.at_s: s.min_capacity for s in plan.schedule.steps}
+    for step, action in zip(plan.schedule.steps, actions, strict=True):
+        hours = ",".join(str(step.at_s // 3600 % 4 + 4 * k) for k in range(6))
+        assert action.schedule == f"cron({step.at_s // 60 % 60} {hours} * * ? *)"
+    policy = parse_policy("plan", plan, inputs.shape, inputs.curves)
+    runs = policy.scheduled_runs(0.0, 86_400.0)
+    # Every step's six runs of the day (00:00's is the one before it), and 00:00's the next day.
+    day = [(at + k * 14_400.0, low) for at, low in by_time.items() for k in range(6) if at or k]
+    assert runs == [*sorted(day), (86_400.0, by_time[0])]
+    # The step at 00:00 held from the start, as the run at the day's end holds it again.
+    assert policy.scheduled_min_at_start() == min(by_time[0], policy.max_instances)
 
 
 def test_a_want_is_held_either_side_of_its_minute() -> None:
