@@ -252,6 +252,24 @@ def test_a_hand_edited_schedule_is_refused_by_verify_and_the_gate(
     assert result.condition is GateCondition.NOT_REDERIVED and named in result.reason
 
 
+def test_a_repeating_days_plan_rederives_and_its_period_is_in_custody(tmp_path: Path) -> None:
+    for source in (REFERENCE_QMAX, REFERENCE_TTOTAL):
+        shutil.copy(source, tmp_path / source.name)
+    request = PlanRequest(peak_rps=400, trough_rps=10, rule="fleet")
+    rates = [10.0] * 60 + [300.0] * 20 + [10.0] * 160
+
+    def schedule(plan, *_):  # type: ignore[no-untyped-def]
+        return with_schedule(plan, "a 4 h day", rates, period_s=14_400)
+
+    qmax, ttotal = tmp_path / REFERENCE_QMAX.name, tmp_path / REFERENCE_TTOTAL.name
+    path = plan_from_files(qmax, ttotal, request, tmp_path, schedule).path
+    assert "re-derived from" in ArtifactFolder(tmp_path).check(path).line()
+    _edit(path, lambda d: d["schedule"].update(period_s=86_400))
+    with pytest.raises(TtsBenchError) as refused:
+        ArtifactFolder(tmp_path).check(path)
+    assert "plan_id" in str(refused.value), refused.value  # the period is hashed into the id
+
+
 def test_tts_bench_verify_names_the_edited_step(scheduled_plan: Path, capsys) -> None:
     from tts_bench.cli import main
 
