@@ -112,6 +112,35 @@ def test_a_4_h_days_steps_recur_every_4_h_in_the_plan_the_simulator_and_the_depl
     assert policy.scheduled_min_at_start() == min(by_time[0], policy.max_instances)
 
 
+def test_a_week_gets_its_weekdays_steps_by_day_of_the_week(tmp_path) -> None:
+    # Each weekday the hand day (a ramp to 300 at 01:00 for 20 minutes), the weekend flat: the
+    # day alone gives 1 at 00:00, 22 at 00:21, 1 at 01:39; the week gives those steps on each
+    # weekday, as weekly crons naming the day, and nothing on Saturday or Sunday.
+    inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
+    day = [10.0] * 60 + [300.0] * 20 + [10.0] * 1360
+    daily = with_schedule(inputs.plan, "a day", day).schedule
+    assert daily is not None
+    assert [(s.at_utc, s.min_capacity) for s in daily.steps] == [
+        ("00:00", 1), ("00:21", 22), ("01:39", 1)
+    ]  # fmt: skip
+    plan = with_schedule(inputs.plan, "a week", day * 5 + [10.0] * 2880, period_s=7 * 86_400)
+    assert plan.schedule is not None
+    days = ("Mon", "Tue", "Wed", "Thu", "Fri")
+    assert [(s.at_utc, s.min_capacity) for s in plan.schedule.steps] == [("Mon 00:00", 1)] + [
+        (f"{d} {t}", low) for d in days for t, low in (("00:21", 22), ("01:39", 1))
+    ]
+    actions = scheduled_actions_of(plan, None, "e")
+    assert (actions[3].name, actions[3].schedule) == (
+        "e-AllTraffic-schedule-tue-0021", "cron(21 0 ? * TUE *)"
+    )  # fmt: skip
+    # The simulator's day 0 is a Monday: Friday's ramp runs on day 4, nothing on days 5 and 6.
+    policy = parse_policy("plan", plan, inputs.shape, inputs.curves)
+    runs = policy.scheduled_runs(0.0, 7 * 86_400.0)
+    assert [(t // 86_400, t % 86_400, low) for t, low in runs][-3:] == [
+        (4, 21 * 60, 22), (4, 99 * 60, 1), (7, 0, 1)
+    ]  # fmt: skip
+
+
 def test_a_want_is_held_either_side_of_its_minute() -> None:
     # Held two minutes: the wants 0 0 1 3 3 0 0 0 become 1 3 3 3 3 3 3 0; a lead of two
     # minutes ahead makes every minute but the last 3.

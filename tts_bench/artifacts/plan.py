@@ -285,7 +285,10 @@ class ScheduledStep(_Strict):
     `Schedule.period_s`)."""
 
     at_s: NonNegativeInt = Field(description="seconds from the period's start, a whole minute")
-    at_utc: str = Field(pattern=r"^\d{2}:\d{2}$", description="HH:MM, UTC (+00:00)")
+    at_utc: str = Field(
+        pattern=r"^((Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?\d{2}:\d{2}$",
+        description="HH:MM, UTC (+00:00); a weekly schedule's after its day, `Sat 07:30`",
+    )
     min_capacity: PositiveInt
 
 
@@ -300,8 +303,8 @@ class Schedule(_Strict):
     )
     period_s: PositiveInt = Field(
         default=86_400,
-        description="how often the day repeats, so its steps recur: a day, or a shorter period "
-        "dividing it (minute_rps is one period)",
+        description="how often the day repeats, so its steps recur: a day, a shorter period "
+        "dividing it, or a week from Monday (minute_rps is one period)",
     )
     minute_rps_sha256: _SHA256 = Field(description="sha256 of minute_rps as canonical JSON")
     utc_offset: Literal["+00:00"] = Field(

@@ -117,7 +117,7 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
 def _schedule(schedule: Schedule) -> list[str]:
     """The scheduled actions, one line each, times in UTC (a cron again every period)."""
     period = schedule.period_s
-    every = "daily" if period == 86_400 else f"every {period // 60} min"
+    every = {86_400: "daily", 604_800: "weekly"}.get(period, f"every {period // 60} min")
     lines = [
         f"Schedule ({len(schedule.steps)} scheduled actions, {every}, UTC {schedule.utc_offset}; "
         f"from {schedule.traffic}, {len(schedule.minute_rps)} minutes, sha256 "

@@ -11,7 +11,7 @@ import numpy as np
 
 from tts_bench.artifacts.plan import PlanArtifact, Schedule, ScheduledStep
 from tts_bench.errors import RefusalError
-from tts_bench.planning.aws.scheduled import DAY_S, period_problem
+from tts_bench.planning.aws.scheduled import DAY_S, WEEK_S, period_problem
 from tts_bench.planning.findings import FINDING_ORDER
 from tts_bench.planning.schedule.day import MINUTE_S, rates_sha256, rounded_rates
 from tts_bench.planning.schedule.ramp import clock, ramp_rate
@@ -43,27 +43,27 @@ def derive_schedule(
     trace_sha256: str | None = None,
     period_s: float = DAY_S,
 ) -> Schedule:
-    """The schedule of a day that repeats every `period_s` (a day, or a shorter period dividing
-    it: `minute_rps` is then exactly one period, and each step recurs every period)."""
-    if (problem := period_problem(period_s)) is not None or period_s > DAY_S:
-        why = problem or "a schedule recurs daily"
+    """The schedule of a day that repeats every `period_s` (a day; a shorter period dividing it,
+    or a week from Monday 00:00: `minute_rps` is then exactly one period, and each step recurs
+    every period)."""
+    if (problem := period_problem(period_s)) is not None:
         raise RefusalError(
-            f"--schedule: {traffic} repeats every {period_s:g} s; {why} (give a period of "
-            "whole hours dividing 24 h, or one dividing an hour, or a day)"
+            f"--schedule: {traffic} repeats every {period_s:g} s; {problem} (give a period of "
+            "whole hours dividing 24 h, or one dividing an hour, or a day, or a week)"
         )
-    if period_s < DAY_S and len(minute_rps) != period_s // MINUTE_S:
+    if period_s != DAY_S and len(minute_rps) != period_s // MINUTE_S:
         raise RefusalError(
             f"--schedule: the day repeats every {period_s // MINUTE_S} minutes but "
             f"{len(minute_rps)} were given; give exactly one period"
         )
-    if not 0 < len(minute_rps) <= DAY_MINUTES:
+    if period_s != WEEK_S and not 0 < len(minute_rps) <= DAY_MINUTES:
         raise RefusalError(
             f"--schedule: the day has {len(minute_rps)} minutes; a daily schedule takes 1 to "
             f"{DAY_MINUTES} (give a day of traffic, or --traffic with a period of at most 86400)"
         )
     fleet = day_fleet(plan)
     rates = rounded_rates(minute_rps)
-    steps = schedule_steps(np.asarray(rates, dtype=float), fleet, cyclic=period_s < DAY_S)
+    steps = schedule_steps(np.asarray(rates, dtype=float), fleet, cyclic=period_s != DAY_S)
     ends = [s.start_minute for s in steps[1:]] + [len(rates)]
     return Schedule(
         traffic=traffic,
@@ -77,7 +77,7 @@ def derive_schedule(
         steps=[
             ScheduledStep(
                 at_s=s.start_minute * MINUTE_S,
-                at_utc=clock(s.start_minute),
+                at_utc=clock(s.start_minute, weekly=period_s == WEEK_S),
                 min_capacity=s.min_capacity,
             )
             for s in steps

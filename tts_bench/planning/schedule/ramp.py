@@ -30,8 +30,13 @@ def percent_per_minute(factor: float, minutes: int) -> float:
     return 100 * (factor ** (1 / minutes) - 1)
 
 
-def clock(minute: int) -> str:
-    return f"{(minute // 60) % 24:02d}:{minute % 60:02d}"
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # a week's day 0 is a Monday
+
+
+def clock(minute: int, weekly: bool = False) -> str:
+    """HH:MM of a minute of the day; with `weekly`, of the week, after its day's name."""
+    time = f"{(minute // 60) % 24:02d}:{minute % 60:02d}"
+    return f"{DAYS[minute // 1440 % 7]} {time}" if weekly else time
 
 
 def ramp_rate(rates_rps: np.ndarray, fleet: DayFleet, scheduled: bool) -> Finding:
