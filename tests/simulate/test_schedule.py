@@ -326,6 +326,10 @@ def test_a_plan_without_a_schedule_writes_no_schedule_field() -> None:
             "diurnal:1:5:10000 repeats every 10000 s; a period of 10000 s does not divide a day",
         ),
         (["--schedule", "--traffic", "diurnal:1:5:5400"], "neither whole hours nor a divisor"),
+        (
+            ["--schedule", "--traffic", "diurnal:1:5:10000+weekend:0.5"],
+            "has a weekend but its days differ (a period of 10000 s does not divide a day)",
+        ),
     ],
 )
 def test_schedule_flags_are_refused_in_one_line(capsys, tmp_path, extra, expected) -> None:
