@@ -99,6 +99,7 @@ def with_schedule(
     derived = derive_schedule(plan, traffic, minute_rps, trace_sha256, period_s)
     rates = np.asarray(derived.minute_rps, dtype=float)
     findings = [f for f in plan.findings if f.name != "ramp_rate"]
-    findings.append(ramp_rate(rates, day_fleet(plan), scheduled=True))
+    weekly = derived.period_s == WEEK_S
+    findings.append(ramp_rate(rates, day_fleet(plan), scheduled=True, weekly=weekly))
     findings.sort(key=lambda f: (-f.verdict.severity, FINDING_ORDER.index(f.name)))
     return identified(plan.model_copy(update={"schedule": derived, "findings": findings}))
