@@ -4,9 +4,9 @@ Every construct comes from the plan's deploy shape (`planning.deploy.deploy_shap
 published rule's target tracking on the high-resolution concurrency metric (scale-in disabled)
 with a step scale-in on its own alarm, or the fleet rule's target tracking on invocations per
 instance (scale-in by its own alarm) with a burst step on the concurrency metric. A plan made
-with `--schedule` adds its scheduled actions (`planning.deploy.scheduled_actions_of`: a daily
-cron per step setting MinCapacity, in the time zone the plan states); a plan without one deploys
-none. Every number comes from the plan.
+with `--schedule` adds its scheduled actions (`planning.deploy.scheduled_actions_of`: a cron
+per step, recurring with the plan's day, setting MinCapacity, in the time zone the plan states);
+a plan without one deploys none. Every number comes from the plan.
 """
 
 from __future__ import annotations

@@ -106,8 +106,9 @@ def step_alarm_name(endpoint: str, variant: str, role: str) -> str:
 
 
 def scheduled_action_name(endpoint: str, variant: str, at_utc: str) -> str:
-    """A plan's scheduled action by its time of day (`HH:MM`): one per minute, so unique."""
-    return f"{endpoint}-{variant}-schedule-{at_utc.replace(':', '')}"
+    """A plan's scheduled action by its time (`HH:MM`, a weekly one's `Sat 07:30`): one per
+    minute of its period, so unique."""
+    return f"{endpoint}-{variant}-schedule-{at_utc.replace(':', '').replace(' ', '-').lower()}"
 
 
 def target_tracking_policy_name(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:

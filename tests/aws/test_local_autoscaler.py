@@ -174,6 +174,19 @@ def test_scheduled_actions_run_at_their_time_on_the_clouds_clock(windows: Window
     assert windows.scaler.decisions[0][0] == START + 120
 
 
+def test_a_cron_listing_hours_or_days_runs_at_each(windows: Windows) -> None:
+    """A day that repeats every 4 h deploys its step as one cron listing the hours; a week's,
+    one naming the day. START is a Friday 08:00 UTC: the Friday and 4-hourly crons run at
+    08:01 and 08:02, the weekend one not at all."""
+    _schedule(windows, "every-4-h", "cron(1 0,4,8,12,16,20 * * ? *)", 4)
+    _schedule(windows, "friday", "cron(2 8 ? * FRI *)", 6)
+    _schedule(windows, "weekend", "cron(3 8 ? * SAT,SUN *)", 9)
+    windows.scaler.reload()
+    windows.run(240, 1.0, 1.0)
+    assert [d[1:] for d in windows.scaler.decisions] == [("every-4-h", 2, 4), ("friday", 4, 6)]
+    assert _target(windows)[0] == 6
+
+
 def test_a_suspended_schedule_skips_its_action_for_good(windows: Windows) -> None:
     windows.aws.target(suspended={"ScheduledScalingSuspended": True})
     _schedule(windows, "up", "cron(1 8 * * ? *)", 6)

@@ -362,3 +362,19 @@ def test_a_scheduled_plans_min_is_the_step_in_effect_and_its_actions_a_row(
         "cron(0 0 * * ? *) Etc/UTC min 1 max 363; cron(21 0 * * ? *) Etc/UTC min 22 max 363; "
         "cron(39 1 * * ? *) Etc/UTC min 1 max 363"
     )
+
+
+def test_a_weekly_steps_min_holds_over_the_weekend() -> None:
+    """A weekly schedule's step on Friday 20:00 still holds on Sunday noon, 40 h later."""
+    from datetime import UTC, datetime
+
+    from tts_bench.aws.validate import scheduled_min
+    from tts_bench.planning.aws.scheduled import ScheduledAction
+
+    actions = [
+        ScheduledAction("mon", "cron(0 6 ? * MON *)", "Etc/UTC", 3, 20),
+        ScheduledAction("fri", "cron(0 20 ? * FRI *)", "Etc/UTC", 8, 20),
+    ]
+    sunday_noon = datetime(2026, 12, 6, 12, tzinfo=UTC)  # 2026-12-04 is a Friday
+    assert scheduled_min(actions, 1, 20, sunday_noon) == 8
+    assert scheduled_min(actions, 1, 20, datetime(2026, 12, 7, 7, tzinfo=UTC)) == 3

@@ -278,8 +278,9 @@ INNER: dict[str, dict[str, frozenset[str]]] = {
         "": frozenset({"aws", "rounding"}),
         "rounding": frozenset(),
         "aws": frozenset({"rounding"}),
-        # The schedule reads the plan's findings and id; nothing at the top imports it.
-        "schedule": frozenset({"", "rounding"}),
+        # The schedule reads the plan's findings and id, and which periods AWS's crons hold;
+        # nothing at the top imports it.
+        "schedule": frozenset({"", "aws", "rounding"}),
     },
     "measure": {
         "": frozenset({"transport"}),

@@ -169,3 +169,14 @@ def scheduled_fleet_plan(reference_plan_path: Path) -> PlanArtifact:
         reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
     )
     return with_schedule(fleet, "a hand-made day", SCHEDULED_DAY)
+
+
+@pytest.fixture(scope="session")
+def four_hourly_plan(reference_plan_path: Path) -> PlanArtifact:
+    """The committed fleet plan with the schedule of a day that repeats every 4 h."""
+    from tts_bench.planning.schedule.attach import with_schedule
+
+    fleet = load_artifact(
+        reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    return with_schedule(fleet, "a 4 h day", SCHEDULED_DAY + [10.0] * 80, period_s=14_400)

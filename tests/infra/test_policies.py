@@ -743,6 +743,51 @@ def test_scheduled_actions_are_the_plans_schedule(
         assert any(expected in v for v in violations), violations
 
 
+def test_a_4_hourly_schedule_is_its_crons_listing_every_recurrence(
+    four_hourly_plan: PlanArtifact, plans_dir: Callable[..., Path]
+) -> None:
+    config = {"plansDir": str(plans_dir(four_hourly_plan))}
+    planned = _scheduled_stack(four_hourly_plan).resources
+    actions = [dict(copy.deepcopy(r.props)) for r in planned if r.resource_type == SCHEDULED_ACTION]
+    assert [a["schedule"] for a in actions] == [
+        "cron(0 0,4,8,12,16,20 * * ? *)",
+        "cron(21 0,4,8,12,16,20 * * ? *)",
+        "cron(39 1,5,9,13,17,21 * * ? *)",
+    ]
+    assert validate(scaling_plan.POLICY, _scheduled_stack(four_hourly_plan).args(config)) == []
+    # Deployed daily, as a schedule of one period would have been before periods, it is refused.
+    actions[1]["schedule"] = "cron(21 0 * * ? *)"
+    violations = validate(
+        scaling_plan.POLICY, _scheduled_stack(four_hourly_plan, actions).args(config)
+    )
+    assert any(
+        "schedule-0021 schedule cron(21 0 * * ? *) != the plan's cron(21 0,4,8,12,16,20" in v
+        for v in violations
+    ), violations
+
+
+def test_a_weekly_schedule_is_its_crons_naming_the_day(
+    reference_plan_path: Path, plans_dir: Callable[..., Path]
+) -> None:
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.planning.schedule.attach import with_schedule
+
+    fleet = load_artifact(
+        reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    day = [10.0] * 60 + [300.0] * 20 + [10.0] * 1360
+    plan = with_schedule(fleet, "a week", day * 5 + [10.0] * 2880, period_s=7 * 86_400)
+    config = {"plansDir": str(plans_dir(plan))}
+    stack = _scheduled_stack(plan)
+    actions = [dict(r.props) for r in stack.resources if r.resource_type == SCHEDULED_ACTION]
+    assert [a["schedule"] for a in actions][:3] == [
+        "cron(0 0 ? * MON *)",
+        "cron(21 0 ? * MON *)",
+        "cron(39 1 ? * MON *)",
+    ]
+    assert validate(scaling_plan.POLICY, stack.args(config)) == []
+
+
 def test_a_plan_without_a_schedule_refuses_a_scheduled_action(
     scheduled_fleet_plan: PlanArtifact,
 ) -> None:

@@ -261,3 +261,40 @@ def test_a_model_package_stack_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(DeployError, match="stack sonic deploys a modelPackageArn") as caught:
         local_image_overrides(tmp_path, "sonic", "sha256:" + "a" * 64)
     assert "\n" not in str(caught.value)
+
+
+def test_a_4_hourly_plans_crons_list_every_recurrence_and_deploy(moto: MotoHost, tmp_path) -> None:
+    """A day that repeats every 4 h: the program records each step as one cron listing its six
+    hours, and moto takes them as the cloud's Autoscaler will read them."""
+    from tests.infra.conftest import copy_program
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.artifacts.plan import PlanArtifact
+    from tts_bench.infra.preview import record
+    from tts_bench.planning.schedule.attach import with_schedule
+
+    fleet = load_artifact(
+        REPO_ROOT / "measurements" / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    day = [10.0] * 60 + [300.0] * 20 + [10.0] * 160
+    plan = with_schedule(fleet, "a 4 h day", day, period_s=14_400)
+    program = copy_program(tmp_path, [plan], planRule="fleet", maxInstances=20)
+    deployment = deployment_from_recording(record(program, "dev"), DIGEST, None, "abc1234")
+    assert sorted(a["Schedule"] for a in deployment.scheduled_actions) == [
+        "cron(0 0,4,8,12,16,20 * * ? *)",
+        "cron(21 0,4,8,12,16,20 * * ? *)",
+        "cron(39 1,5,9,13,17,21 * * ? *)",
+    ]
+
+    def client(service: str) -> Any:
+        return boto3.client(
+            service, region_name=REGION, endpoint_url=moto.url,
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )  # fmt: skip
+
+    apply_deployment(deployment, client, endpoint_exists=False, switch_config=lambda _: None)
+    read = client("application-autoscaling").describe_scheduled_actions(
+        ServiceNamespace="sagemaker"
+    )["ScheduledActions"]
+    assert sorted(a["Schedule"] for a in read) == sorted(
+        a["Schedule"] for a in deployment.scheduled_actions
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,33 @@ def test_a_surge_multiplies_the_rate_for_one_hold() -> None:
     assert before == pytest.approx(during / 1.25, rel=1e-3) and after < during
     with pytest.raises(TrafficError, match="cannot carry another surge"):
         parse_synthetic("surge:1:2:3+surge:1.5:10")
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    scale=st.floats(0.01, 10, allow_nan=False),
+    second=st.floats(0, 4 * 7 * 86_400 - 1, allow_nan=False),
+)
+def test_a_weekend_scales_saturday_and_sunday_only(scale: float, second: float) -> None:
+    shape = parse_synthetic(f"diurnal:10:500:43200+surge:1.25:3600+weekend:{scale!r}")
+    weekday = parse_synthetic("diurnal:10:500:43200+surge:1.25:3600")
+    t = np.array([second])
+    weekend = int(second // 86_400) % 7 in (5, 6)  # day 0 is a Monday
+    expected = weekday.rate_rps(t, 500.0) * (scale if weekend else 1.0)  # ×1 is still a week
+    assert shape.rate_rps(t, 500.0) == pytest.approx(expected)
+    assert shape.default_duration_s(500.0) == 7 * 86_400
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("steady:5+weekend:0", "the weekend scale must be positive"),
+        ("steady:5+weekend:0.3+surge:1.2:5", "any may end in +weekend:SCALE"),
+    ],
+)
+def test_a_bad_weekend_is_refused_in_one_line(spec: str, says: str) -> None:
+    with pytest.raises(TrafficError, match=re.escape(says)):
+        parse_synthetic(spec)
 
 
 def test_an_instance_asked_for_serves_one_measured_t_total_after_its_alarm(reference) -> None:

@@ -21,6 +21,8 @@ from tts_bench.custody.folder import ArtifactFolder
 from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import OperatorBounds
 from tts_bench.errors import TtsBenchError
+from tts_bench.planning.aws.scheduled import ScheduledAction, recurring_cron
+from tts_bench.planning.deploy import scheduled_actions_of
 from tts_bench.planning.from_files import plan_from_files
 from tts_bench.planning.gate import GateCondition, GateQuery
 from tts_bench.planning.schedule.attach import with_schedule
@@ -60,6 +62,83 @@ def test_a_tiny_day_by_hand() -> None:
     floor = floor_per_minute(TINY_DAY, TINY)
     assert merged_steps(floor, need, tolerance=0.5) == [Step(0, 3)]
     assert merged_steps(floor, need, tolerance=2 / 14) == [Step(0, 3), Step(5, 1)]
+
+
+def test_a_day_that_repeats_holds_its_next_ramp_across_its_end() -> None:
+    # Needs 3 3 1 1 1 1 1 3; the ramp at minute 7 runs on into the next period's minutes 0-1.
+    # Minutes 5 and 6 see 30 within two minutes (6 sees minute 0 of the next period): too fast.
+    # They cover minutes 6, 7 and, wrapping, 0, which want 1 3 3; two minutes ahead, the floor
+    # is 3 1 1 1 1 3 3 3. Read as one day, nothing comes after minute 7: minute 0 wants only 1.
+    day = np.array([30.0, 30, 5, 5, 5, 5, 5, 30])
+    assert floor_per_minute(day, TINY, cyclic=True).tolist() == [3, 1, 1, 1, 1, 3, 3, 3]
+    assert floor_per_minute(day, TINY).tolist() == [1, 1, 1, 1, 1, 3, 3, 3]
+    # Merging either pair of runs costs 6 instance-minutes, past 1 % of the 14 needed.
+    assert schedule_steps(day, TINY, cyclic=True) == [Step(0, 3), Step(1, 1), Step(5, 3)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rates=st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=60),
+    turn=st.integers(0, 59),
+    hold_minutes=st.integers(0, 5),
+)
+def test_a_repeating_days_floor_turns_with_the_day(rates, turn, hold_minutes) -> None:
+    # A day that repeats has no first minute: starting it elsewhere moves its floor alike.
+    day = np.array(rates)
+    fleet = replace(TINY, hold_s=60.0 * hold_minutes)
+    k = turn % len(day)
+    turned = floor_per_minute(np.roll(day, k), fleet, cyclic=True)
+    assert turned.tolist() == np.roll(floor_per_minute(day, fleet, cyclic=True), k).tolist()
+
+
+def test_a_4_h_days_steps_recur_every_4_h_in_the_plan_the_simulator_and_the_deploy(
+    tmp_path,
+) -> None:
+    inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
+    rates = [10.0] * 60 + [300.0] * 20 + [10.0] * 160
+    plan = with_schedule(inputs.plan, "a 4 h day", rates, period_s=14_400)
+    assert plan.schedule is not None and plan.schedule.period_s == 14_400
+    actions = scheduled_actions_of(plan, None, "e")
+    by_time = {s.at_s: s.min_capacity for s in plan.schedule.steps}
+    for step, action in zip(plan.schedule.steps, actions, strict=True):
+        hours = ",".join(str(step.at_s // 3600 % 4 + 4 * k) for k in range(6))
+        assert action.schedule == f"cron({step.at_s // 60 % 60} {hours} * * ? *)"
+    policy = parse_policy("plan", plan, inputs.shape, inputs.curves)
+    runs = policy.scheduled_runs(0.0, 86_400.0)
+    # Every step's six runs of the day (00:00's is the one before it), and 00:00's the next day.
+    day = [(at + k * 14_400.0, low) for at, low in by_time.items() for k in range(6) if at or k]
+    assert runs == [*sorted(day), (86_400.0, by_time[0])]
+    # The step at 00:00 held from the start, as the run at the day's end holds it again.
+    assert policy.scheduled_min_at_start() == min(by_time[0], policy.max_instances)
+
+
+def test_a_week_gets_its_weekdays_steps_by_day_of_the_week(tmp_path) -> None:
+    # Each weekday the hand day (a ramp to 300 at 01:00 for 20 minutes), the weekend flat: the
+    # day alone gives 1 at 00:00, 22 at 00:21, 1 at 01:39; the week gives those steps on each
+    # weekday, as weekly crons naming the day, and nothing on Saturday or Sunday.
+    inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
+    day = [10.0] * 60 + [300.0] * 20 + [10.0] * 1360
+    daily = with_schedule(inputs.plan, "a day", day).schedule
+    assert daily is not None
+    assert [(s.at_utc, s.min_capacity) for s in daily.steps] == [
+        ("00:00", 1), ("00:21", 22), ("01:39", 1)
+    ]  # fmt: skip
+    plan = with_schedule(inputs.plan, "a week", day * 5 + [10.0] * 2880, period_s=7 * 86_400)
+    assert plan.schedule is not None
+    days = ("Mon", "Tue", "Wed", "Thu", "Fri")
+    assert [(s.at_utc, s.min_capacity) for s in plan.schedule.steps] == [("Mon 00:00", 1)] + [
+        (f"{d} {t}", low) for d in days for t, low in (("00:21", 22), ("01:39", 1))
+    ]
+    actions = scheduled_actions_of(plan, None, "e")
+    assert (actions[3].name, actions[3].schedule) == (
+        "e-AllTraffic-schedule-tue-0021", "cron(21 0 ? * TUE *)"
+    )  # fmt: skip
+    # The simulator's day 0 is a Monday: Friday's ramp runs on day 4, nothing on days 5 and 6.
+    policy = parse_policy("plan", plan, inputs.shape, inputs.curves)
+    runs = policy.scheduled_runs(0.0, 7 * 86_400.0)
+    assert [(t // 86_400, t % 86_400, low) for t, low in runs][-3:] == [
+        (4, 21 * 60, 22), (4, 99 * 60, 1), (7, 0, 1)
+    ]  # fmt: skip
 
 
 def test_a_want_is_held_either_side_of_its_minute() -> None:
@@ -119,7 +198,14 @@ def test_the_steps_hold_the_floor_within_the_bounds(rates, lead_s, surge) -> Non
 def test_the_simulator_scales_out_to_a_scheduled_minimum_and_keeps_the_policy(tmp_path) -> None:
     inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
     policy = parse_policy("plan", inputs.plan, inputs.shape, inputs.curves)
-    policy = replace(policy, schedule=((0.0, 1), (600.0, 8), (900.0, 1)))
+    steps = ((0, 1), (600, 8), (900, 1))
+    policy = replace(
+        policy,
+        schedule=tuple(
+            ScheduledAction(f"s{at}", recurring_cron(at), "Etc/UTC", low, policy.max_instances)
+            for at, low in steps
+        ),
+    )
     traffic = traffic_of("steady:5", 1500.0, inputs, seed=3)
     run = run_fleet_model(
         inputs.curves, inputs.shape, policy, traffic, inputs.throughput_at_trigger_rps,
@@ -195,6 +281,24 @@ def test_a_hand_edited_schedule_is_refused_by_verify_and_the_gate(
     assert result.condition is GateCondition.NOT_REDERIVED and named in result.reason
 
 
+def test_a_repeating_days_plan_rederives_and_its_period_is_in_custody(tmp_path: Path) -> None:
+    for source in (REFERENCE_QMAX, REFERENCE_TTOTAL):
+        shutil.copy(source, tmp_path / source.name)
+    request = PlanRequest(peak_rps=400, trough_rps=10, rule="fleet")
+    rates = [10.0] * 60 + [300.0] * 20 + [10.0] * 160
+
+    def schedule(plan, *_):  # type: ignore[no-untyped-def]
+        return with_schedule(plan, "a 4 h day", rates, period_s=14_400)
+
+    qmax, ttotal = tmp_path / REFERENCE_QMAX.name, tmp_path / REFERENCE_TTOTAL.name
+    path = plan_from_files(qmax, ttotal, request, tmp_path, schedule).path
+    assert "re-derived from" in ArtifactFolder(tmp_path).check(path).line()
+    _edit(path, lambda d: d["schedule"].update(period_s=86_400))
+    with pytest.raises(TtsBenchError) as refused:
+        ArtifactFolder(tmp_path).check(path)
+    assert "plan_id" in str(refused.value), refused.value  # the period is hashed into the id
+
+
 def test_tts_bench_verify_names_the_edited_step(scheduled_plan: Path, capsys) -> None:
     from tts_bench.cli import main
 
@@ -216,7 +320,16 @@ def test_a_plan_without_a_schedule_writes_no_schedule_field() -> None:
     [
         (["--schedule"], "--schedule is made from the day: give --traffic or --traffic-trace"),
         (["--schedule", "--traffic", "steady:5", "--rule", "published"], "needs the fleet rule"),
-        (["--schedule", "--traffic", "diurnal:1:5:172800"], "a daily schedule takes 1 to 1440"),
+        (["--schedule", "--traffic", "diurnal:1:5:172800"], "does not divide a day (86400 s)"),
+        (
+            ["--schedule", "--traffic", "diurnal:1:5:10000"],
+            "diurnal:1:5:10000 repeats every 10000 s; a period of 10000 s does not divide a day",
+        ),
+        (["--schedule", "--traffic", "diurnal:1:5:5400"], "neither whole hours nor a divisor"),
+        (
+            ["--schedule", "--traffic", "diurnal:1:5:10000+weekend:0.5"],
+            "has a weekend but its days differ (a period of 10000 s does not divide a day)",
+        ),
     ],
 )
 def test_schedule_flags_are_refused_in_one_line(capsys, tmp_path, extra, expected) -> None:

@@ -281,10 +281,14 @@ _SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class ScheduledStep(_Strict):
-    """One scheduled action: MinCapacity from `at_s` on (a daily cron at `at_utc`)."""
+    """One scheduled action: MinCapacity from `at_s` on (a cron at `at_utc`, again every
+    `Schedule.period_s`)."""
 
-    at_s: NonNegativeInt = Field(description="seconds from the day's start, a whole minute")
-    at_utc: str = Field(pattern=r"^\d{2}:\d{2}$", description="HH:MM, UTC (+00:00)")
+    at_s: NonNegativeInt = Field(description="seconds from the period's start, a whole minute")
+    at_utc: str = Field(
+        pattern=r"^((Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?\d{2}:\d{2}$",
+        description="HH:MM, UTC (+00:00); a weekly schedule's after its day, `Sat 07:30`",
+    )
     min_capacity: PositiveInt
 
 
@@ -296,6 +300,11 @@ class Schedule(_Strict):
     trace_sha256: _SHA256 | None = None
     minute_rps: list[NonNegativeFloat] = Field(
         min_length=1, description="each minute's expected offered rate, the schedule's input"
+    )
+    period_s: PositiveInt = Field(
+        default=86_400,
+        description="how often the day repeats, so its steps recur: a day, a shorter period "
+        "dividing it, or a week from Monday (minute_rps is one period)",
     )
     minute_rps_sha256: _SHA256 = Field(description="sha256 of minute_rps as canonical JSON")
     utc_offset: Literal["+00:00"] = Field(

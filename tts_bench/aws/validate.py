@@ -4,7 +4,7 @@
 the operator's bounds when given, as the stack deploys them) in, one `Comparison` per setting
 out. A `--schedule` plan's scheduled actions are one setting (all of them as one line), and its
 min instances is the MinCapacity its schedule holds at the snapshot's time (the last action due
-within the day before it); a plan without a schedule gets the row only when the target has a
+within the week before it); a plan without a schedule gets the row only when the target has a
 scheduled action, which then differs from its "none". `drift --plan` reuses it for the scaling settings. `read_and_compare` is the thin edge
 that reads the snapshot with boto3.
 """
@@ -356,8 +356,9 @@ def _with_schedule(
 
 
 def scheduled_min(actions: Sequence[ScheduledAction], low: int, high: int, at: datetime) -> int:
-    """The MinCapacity daily `actions` hold at `at`: the last one due within the day before."""
-    start = (at - DAY).timestamp()
+    """The MinCapacity `actions` hold at `at`: the last one due within the week before (a
+    weekly schedule's step may have run days ago)."""
+    start = (at - 7 * DAY).timestamp()
     return held_at(list(actions), low, high, start, at.timestamp())[0]
 
 

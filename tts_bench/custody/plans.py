@@ -61,8 +61,9 @@ def rederive(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) -> 
     )
     if (schedule := plan.schedule) is not None:
         derived = with_schedule(
-            derived, schedule.traffic, schedule.minute_rps, schedule.trace_sha256
-        )
+            derived, schedule.traffic, schedule.minute_rps, schedule.trace_sha256,
+            schedule.period_s,
+        )  # fmt: skip
     check = plan.traffic_check
     if check is None:
         return derived

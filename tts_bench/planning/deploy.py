@@ -24,7 +24,7 @@ from tts_bench.artifacts.plan import (
     TargetTrackingSpec,
 )
 from tts_bench.planning.aws import scaling as aws_scaling
-from tts_bench.planning.aws.scheduled import ScheduledAction, daily_cron
+from tts_bench.planning.aws.scheduled import ScheduledAction, recurring_cron
 from tts_bench.planning.aws.semantics import AwsSemantics
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
@@ -142,8 +142,8 @@ def scheduled_actions_of(
     endpoint: str,
     variant: str = deployment.DEFAULT_VARIANT,
 ) -> tuple[ScheduledAction, ...]:
-    """The plan's schedule as scheduled actions on the variant's target: each step a daily cron
-    at its time that sets MinCapacity to the step's (clamped, like the target's own min, into
+    """The plan's schedule as scheduled actions on the variant's target: each step a cron at its
+    time, again every period of the day (`recurring_cron`), that sets MinCapacity to the step's (clamped, like the target's own min, into
     the operator's bounds) and MaxCapacity to the target's, so no action can leave min above
     max. Nothing for a plan without a schedule: it deploys exactly as before schedules."""
     if plan.schedule is None:
@@ -157,7 +157,7 @@ def scheduled_actions_of(
     return tuple(
         ScheduledAction(
             name=deployment.scheduled_action_name(endpoint, variant, step.at_utc),
-            schedule=daily_cron(step.at_s),
+            schedule=recurring_cron(step.at_s, plan.schedule.period_s),
             timezone=timezone,
             min_capacity=min(max(step.min_capacity, low), high),
             max_capacity=high,

@@ -115,9 +115,11 @@ def render_plan(plan: PlanArtifact, qmax: QmaxArtifact, ttotal: TtotalArtifact) 
 
 
 def _schedule(schedule: Schedule) -> list[str]:
-    """The scheduled actions, one line each, times in UTC (a daily cron)."""
+    """The scheduled actions, one line each, times in UTC (a cron again every period)."""
+    period = schedule.period_s
+    every = {86_400: "daily", 604_800: "weekly"}.get(period, f"every {period // 60} min")
     lines = [
-        f"Schedule ({len(schedule.steps)} scheduled actions, daily, UTC {schedule.utc_offset}; "
+        f"Schedule ({len(schedule.steps)} scheduled actions, {every}, UTC {schedule.utc_offset}; "
         f"from {schedule.traffic}, {len(schedule.minute_rps)} minutes, sha256 "
         f"{schedule.minute_rps_sha256[:12]}; {schedule.lead_s:g} s ahead, held "
         f"±{schedule.hold_s:g} s, at "

@@ -107,7 +107,9 @@ def identified(plan: PlanArtifact) -> PlanArtifact:
         extra["traffic_check"] = check.model_dump(mode="json", exclude={"seeds", "mean"})
         extra["traffic_check"]["seeds"] = [s.seed for s in check.seeds]  # type: ignore[index]
     if (schedule := plan.schedule) is not None:
-        extra["schedule"] = schedule.model_dump(mode="json", exclude={"minute_rps"})
+        # A daily schedule's id leaves the period out, as before periods were recorded.
+        daily = {"period_s"} if schedule.period_s == 86_400 else set()
+        extra["schedule"] = schedule.model_dump(mode="json", exclude={"minute_rps", *daily})
     if not extra:
         return plan
     plan_id_ = plan_id(plan.inputs, dict(plan.sources), plan.fingerprint, plan.rule, extra)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -50,6 +51,9 @@ from tts_bench.simulate.traffic import (
 
 SECONDS_PER_HOUR = 3600.0
 MINUTE_S = 60
+DAY_S = 86_400.0
+WEEK_S = 7 * DAY_S
+_SURGE = re.compile(r"\+surge:[^+]*")  # the surprise, left out of the forecast's description
 CHECK_SEMANTICS: tuple[AwsSemantics, ...] = (DOCUMENTED, PESSIMISTIC)
 
 
@@ -114,24 +118,36 @@ class CheckTraffic:
             counts = rng.poisson(counts * self.scale).astype(np.int64)
         return Traffic(traffic.tick_s, counts, f"{traffic.description}, missed")
 
-    def forecast(self, plan: PlanArtifact) -> tuple[str, list[float], str | None]:
-        """What a schedule is made from: a description, each minute's expected rate, and the
-        trace's sha256. A synthetic day's expected rate without its `+surge` (the surprise the
-        headroom is for, not part of the forecast); a trace's per-minute counts."""
+    def forecast(self, plan: PlanArtifact) -> tuple[str, list[float], str | None, float]:
+        """What a schedule is made from: a description, each minute's expected rate, the
+        trace's sha256, and how often the day repeats. A synthetic day's expected rate without
+        its `+surge` (the surprise the headroom is for, not part of the forecast), one period
+        of a diurnal shorter than a day, a week for one with `+weekend`; a trace's per-minute
+        counts, as one day."""
         if self.trace is not None:
             rates, _ = minute_rates(self.build(plan, np.random.default_rng(0)))
-            return f"trace {self.trace.name}", rates.tolist(), sha256_file(self.trace)
+            return f"trace {self.trace.name}", rates.tolist(), sha256_file(self.trace), DAY_S
         shape = parse_synthetic(self.spec or "")
+        period = shape.period_s if shape.kind == "diurnal" and shape.period_s != DAY_S else DAY_S
+        if shape.weekend_scale is not None:
+            if period != DAY_S and DAY_S % period:
+                raise TtsBenchError(
+                    f"--schedule: {self.spec} has a weekend but its days differ (a period of "
+                    f"{period:g} s does not divide a day); give a period dividing 86400"
+                )
+            period = WEEK_S
         base = replace(shape, surge_ratio=1.0, surge_at_s=math.inf)
         duration = self.duration_s or shape.default_duration_s(plan.inputs.planned_total_s)
+        if period != DAY_S:
+            duration = period
         seconds = np.arange(math.ceil(duration)) + 0.5
         per_second = base.rate_rps(seconds, 0.0)
         minutes = math.ceil(len(per_second) / MINUTE_S)
         padded = np.pad(per_second, (0, minutes * MINUTE_S - len(per_second)))
         counts = padded.reshape(minutes, MINUTE_S).sum(axis=1)
         lengths = np.minimum(MINUTE_S, len(per_second) - MINUTE_S * np.arange(minutes))
-        spec = self.spec.split("+surge")[0] if self.spec else ""
-        return spec, (counts / lengths).tolist(), None
+        spec = _SURGE.sub("", self.spec) if self.spec else ""
+        return spec, (counts / lengths).tolist(), None, period
 
 
 def day_figures(

@@ -16,7 +16,8 @@ finish off the books). The endpoint is Updating from a capacity change until its
 is refused then, the action fails (a failed scaling activity: no cooldown, tried again at the
 alarm's next invocation) and is counted in `refusals`.
 
-Scheduled actions (a plan made with `--schedule`) set MinCapacity at their times of day, daily.
+Scheduled actions (a plan made with `--schedule`) set MinCapacity when their crons run, read as
+deployed (`Policy.scheduled_runs`: a day's runs at a time, from a Monday 00:00 UTC).
 AWS: "If current capacity is less than the specified minimum capacity, Application Auto Scaling
 scales out (increases capacity) to the specified minimum capacity" (Application Auto Scaling
 user guide, "How scheduled scaling for Application Auto Scaling works"); a lower minimum
@@ -37,7 +38,7 @@ from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.policies import Policy
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
-DAY_S = 86_400.0  # a schedule's actions recur daily (a cron at their time of day)
+DAY_S = 86_400.0  # the scheduled runs are read a day ahead at a time
 
 
 @dataclass(frozen=True)
@@ -73,21 +74,20 @@ class Controller:
         }
         self._alarms = alarms
         self.actions: list[tuple[float, aws_scaling.Action]] = []  # (when, what), in order
-        self.min_now = policy.scheduled_min_at_start()
-        self._next_step = 1 if policy.schedule else 0  # the step at 00:00 holds from the start
-        self._day_s = 0.0
+        self.min_now = policy.scheduled_min_at_start()  # the runs up to time 0 included
+        self._runs: deque[tuple[float, int | None]] = deque()
+        self._read_until_s = 0.0
 
     def _hold_schedule(self, now_s: float) -> None:
         """Apply the scheduled actions due by `now_s`, and scale out to a minimum not held."""
-        steps = self.policy.schedule
-        while steps:
-            if self._next_step == len(steps):
-                self._next_step, self._day_s = 0, self._day_s + DAY_S
-            at_s, minimum = steps[self._next_step]
-            if self._day_s + at_s > now_s:
-                break
-            self.min_now = min(minimum, self.policy.max_instances)
-            self._next_step += 1
+        while self.policy.schedule and self._read_until_s < now_s:
+            start = self._read_until_s
+            self._read_until_s += DAY_S
+            self._runs.extend(self.policy.scheduled_runs(start, self._read_until_s))
+        while self._runs and self._runs[0][0] <= now_s:
+            _, minimum = self._runs.popleft()
+            if minimum is not None:
+                self.min_now = min(minimum, self.policy.max_instances)
         if self.desired >= self.min_now:
             return
         action = aws_scaling.Action("scheduled", "MinCapacity", self.desired, self.min_now)

@@ -24,16 +24,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.errors import TtsBenchError
 from tts_bench.planning.aws import scaling as aws_scaling
+from tts_bench.planning.aws.scheduled import WEEK_S, ScheduledAction, due, held_at
+from tts_bench.planning.deploy import scheduled_actions_of
 from tts_bench.planning.rounding import ceil9, round9
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.service import ServiceCurves
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 POLICY_NAMES = ("plan", "naive", "fixed:N", "plan+burst")
+# The simulated run's time 0 on the schedule's clock: a Monday 00:00 UTC, so a schedule's crons
+# (a weekly one's day of the week too) run as they would on a deployed target from that midnight.
+DAY_ZERO_S = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
 # Instance counts are int64 in the fleet model and instance-seconds over a month must stay exact.
 MAX_FIXED_INSTANCES = 1_000_000
 
@@ -45,12 +51,22 @@ class Policy:
     min_instances: int
     max_instances: int
     rules: tuple[aws_scaling.Rule, ...] = ()
-    # The plan's scheduled actions: (seconds into the day, MinCapacity), repeated daily.
-    schedule: tuple[tuple[float, int], ...] = ()
+    # The plan's scheduled actions as deployed (`planning.deploy.scheduled_actions_of`).
+    schedule: tuple[ScheduledAction, ...] = ()
 
     def scheduled_min_at_start(self) -> int:
-        """MinCapacity at time 0: the first step's (a schedule always has one at 00:00)."""
-        return self.schedule[0][1] if self.schedule else self.min_instances
+        """MinCapacity at time 0: what the schedule holds after a week of its runs before it."""
+        if not self.schedule:
+            return self.min_instances
+        low, _ = held_at(
+            self.schedule, self.min_instances, self.max_instances, DAY_ZERO_S - WEEK_S, DAY_ZERO_S
+        )
+        return low
+
+    def scheduled_runs(self, after_s: float, until_s: float) -> list[tuple[float, int | None]]:
+        """(run time, MinCapacity) of each scheduled run within (after_s, until_s], run seconds."""
+        runs = due(self.schedule, DAY_ZERO_S + after_s, DAY_ZERO_S + until_s)
+        return [(when - DAY_ZERO_S, action.min_capacity) for when, action in runs]
 
 
 def burst_rule(shape: ScalingShape, curves: ServiceCurves) -> aws_scaling.StepRule:
@@ -79,11 +95,7 @@ def parse_policy(
 ) -> Policy:
     """One `--policy` value; an unknown one is a one-line `TtsBenchError`."""
     if name == "plan":
-        schedule = (
-            tuple((float(s.at_s), s.min_capacity) for s in plan.schedule.steps)
-            if plan.schedule
-            else ()
-        )
+        schedule = scheduled_actions_of(plan, None, "simulated")
         return Policy("plan", True, shape.min_instances, shape.max_instances, shape.rules, schedule)
     if name == "naive":
         sizing = plan.finding("fleet_sizing")

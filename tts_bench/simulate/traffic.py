@@ -9,7 +9,9 @@ request-level model; the fleet model bins it into one-second ticks.
 Synthetic specs: `steady:RPS`, `diurnal:TROUGH_RPS:PEAK_RPS:PERIOD_S` (trough at t = 0, peak
 at half the period) and `surge:BASE_RPS:RATIO:AT_S` (BASE, stepping to BASE × RATIO at AT_S
 for one planned T_total). `steady` and `diurnal` also take a surge: `diurnal:10:5000:86400+surge:1.25:21600`
-multiplies the rate by 1.25 from 6 h on for one planned T_total.
+multiplies the rate by 1.25 from 6 h on for one planned T_total. A week: `+weekend:SCALE` last
+(`diurnal:10:2000:86400+weekend:0.3`) makes the run's days 5 and 6 a weekend, the shape × SCALE
+(day 0 is a Monday, as the simulator's clock for a schedule), and runs a week by default.
 
 Bounds, checked before anything is sized or drawn: a run lasts at most `MAX_DURATION_S` (a
 month of one-second ticks), holds at most `MAX_ARRIVALS` arrivals (a 5000 requests/s day is
@@ -38,6 +40,9 @@ SYNTHETIC_TICK_S = 1.0
 TRACE_TICK_S = 1.0
 MINUTE_S = 60.0
 DEFAULT_STEADY_DURATION_S = 3600.0
+DAY_S = 86_400.0
+WEEK_S = 7 * DAY_S
+WEEKEND_DAYS = (5, 6)  # Saturday and Sunday of a week from Monday
 MAX_DURATION_S = 31 * 86400.0
 MAX_ARRIVALS = 1_000_000_000
 MAX_TICK_ARRIVALS = 10_000_000
@@ -89,6 +94,7 @@ class SyntheticShape:
     surge_ratio: float = 1.0
     surge_at_s: float = math.inf
     spec: str = ""
+    weekend_scale: float | None = None  # a week: the rate on days 5 and 6 × this
 
     def rate_rps(self, t_s: np.ndarray, surge_hold_s: float) -> np.ndarray:
         if self.kind == "steady":
@@ -96,10 +102,15 @@ class SyntheticShape:
         else:
             swing = (1 - np.cos(2 * np.pi * t_s / self.period_s)) / 2
             rate = self.low_rps + (self.high_rps - self.low_rps) * swing
+        if self.weekend_scale is not None:
+            weekend = np.isin(np.floor(t_s / DAY_S) % 7, WEEKEND_DAYS)
+            rate = np.where(weekend, rate * self.weekend_scale, rate)
         surging = (t_s >= self.surge_at_s) & (t_s < self.surge_at_s + surge_hold_s)
         return np.where(surging, rate * self.surge_ratio, rate)
 
     def default_duration_s(self, surge_hold_s: float) -> float:
+        if self.weekend_scale is not None:
+            return WEEK_S
         base = self.period_s if self.kind == "diurnal" else DEFAULT_STEADY_DURATION_S
         if math.isfinite(self.surge_at_s) and self.kind == "steady":
             return max(base, self.surge_at_s + 2 * surge_hold_s)
@@ -113,14 +124,20 @@ _FORMS = {
     "surge": re.compile(rf"surge:{_NUMBER}:{_NUMBER}:{_NUMBER}"),
 }
 _SURGE_SUFFIX = re.compile(rf"\+surge:{_NUMBER}:{_NUMBER}$")
+_WEEKEND_SUFFIX = re.compile(rf"\+weekend:{_NUMBER}$")
 SYNTHETIC_HELP = (
     "steady:RPS, diurnal:TROUGH_RPS:PEAK_RPS:PERIOD_S or surge:BASE_RPS:RATIO:AT_S "
-    "(steady and diurnal may end in +surge:RATIO:AT_S)"
+    "(steady and diurnal may end in +surge:RATIO:AT_S; any may end in +weekend:SCALE)"
 )
 
 
 def parse_synthetic(spec: str) -> SyntheticShape:
     text = spec.strip()
+    weekend = None
+    if week := _WEEKEND_SUFFIX.search(text):
+        weekend, text = float(week.group(1)), text[: week.start()]
+        if not 0 < weekend < math.inf:
+            raise TrafficError(f"--synthetic {spec!r}: the weekend scale must be positive")
     surge_ratio, surge_at = 1.0, math.inf
     if suffix := _SURGE_SUFFIX.search(text):
         surge_ratio, surge_at = float(suffix.group(1)), float(suffix.group(2))
@@ -154,8 +171,9 @@ def parse_synthetic(spec: str) -> SyntheticShape:
     if surge_ratio <= 0:
         raise TrafficError(f"--synthetic {spec!r}: the surge ratio must be positive")
     return SyntheticShape(
-        shape.kind, shape.low_rps, shape.high_rps, shape.period_s, surge_ratio, surge_at, spec
-    )
+        shape.kind, shape.low_rps, shape.high_rps, shape.period_s, surge_ratio, surge_at, spec,
+        weekend,
+    )  # fmt: skip
 
 
 def check_duration(duration_s: float) -> None:

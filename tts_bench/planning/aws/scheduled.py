@@ -7,8 +7,12 @@ is scaled out to it, one above the new maximum scaled in to it ("How scheduled s
 Application Auto Scaling works"). While ScheduledScalingSuspended is set no action runs, and
 resuming does not run the ones whose time passed meanwhile.
 
-The plan deploys daily crons only (`daily_cron`); `fire_times` reads those and one-time `at`
-expressions, which is what the local cloud and `thaw` need. Other forms are refused by name
+The plan deploys crons that recur with its day (`recurring_cron`): daily at one time, several
+times a day for a day that repeats every few hours (an hour or minute list), or weekly on one day
+(a day of the week). `fire_times` reads the cron forms AWS documents that those use (six fields,
+values, comma lists and ranges for minutes, hours and day of week; `?` for the other day field),
+and one-time `at` expressions: what the local cloud, the simulator and `thaw` need. Other forms
+(`rate`, `/`, `L`, `W`, `#`, a day of the month, a month, a year) are refused by name
 (`UnsupportedSchedule`), never guessed.
 """
 
@@ -22,9 +26,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from tts_bench.errors import TtsBenchError
 
 DAY = timedelta(days=1)
-# A daily cron at one minute of one hour: minutes, hours, day of month, month, day of week, year.
-_DAILY = re.compile(r"cron\((\d{1,2}) (\d{1,2}) \* \* \? \*\)")
+DAY_S = 86_400
+WEEK_S = 7 * DAY_S
+# cron(Minutes Hours Day-of-month Month Day-of-week Year), AWS's six fields.
+_CRON = re.compile(r"cron\((\S+) (\S+) (\S+) (\S+) (\S+) (\S+)\)")
 _AT = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
+# AWS numbers the days of the week 1-7 from Sunday; Python's weekday() from Monday = 0.
+DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 
 
 class UnsupportedSchedule(TtsBenchError):
@@ -42,10 +50,88 @@ class ScheduledAction:
     max_capacity: int | None
 
 
-def daily_cron(at_s: int) -> str:
-    """The cron expression that runs every day at `at_s` seconds past midnight (whole minutes)."""
-    minute = at_s // 60
-    return f"cron({minute % 60} {minute // 60 % 24} * * ? *)"
+def period_problem(period_s: int) -> str | None:
+    """Why a day repeating every `period_s` cannot be deployed as one cron per step, or None.
+
+    A period of a day or a week is a daily or a weekly cron. A shorter one must divide the day
+    (each day then runs the same steps) and be whole hours (a step's runs share its minute: an
+    hour list) or divide the hour (they share every hour: a minute list); otherwise its runs are
+    no product of minutes and hours, which one cron cannot list."""
+    if period_s in (DAY_S, WEEK_S):
+        return None
+    if period_s <= 0 or period_s % 60 or DAY_S % period_s:
+        return f"a period of {period_s:g} s does not divide a day (86400 s) in whole minutes"
+    if period_s % 3600 and 3600 % period_s:
+        return (
+            f"a period of {period_s:g} s is neither whole hours nor a divisor of an hour, so "
+            "its runs are no cron's minute and hour lists"
+        )
+    return None
+
+
+def recurring_cron(at_s: int, period_s: int = DAY_S) -> str:
+    """The cron that runs at `at_s` seconds into a period (from 00:00, a week from Monday
+    00:00) and again every `period_s` (`period_problem` says which periods one cron holds)."""
+    if (problem := period_problem(period_s)) is not None:
+        raise UnsupportedSchedule(problem)
+    if period_s == WEEK_S:
+        day = DAY_NAMES[(at_s // DAY_S + 1) % 7]  # day 0 is a Monday
+        minute = at_s % DAY_S // 60
+        return f"cron({minute % 60} {minute // 60} ? * {day} *)"
+    runs = sorted({(at_s + k * period_s) % DAY_S // 60 for k in range(DAY_S // period_s)})
+    minutes = sorted({m % 60 for m in runs})
+    hours = sorted({m // 60 for m in runs})
+    hour_field = "*" if len(hours) == 24 else ",".join(map(str, hours))
+    return f"cron({','.join(map(str, minutes))} {hour_field} * * ? *)"
+
+
+def _values(field: str, low: int, high: int, names: tuple[str, ...] = ()) -> set[int]:
+    """A cron field's values: `*`, or a comma list of values and `a-b` ranges (names allowed
+    where given, numbered from `low`)."""
+    if field == "*":
+        return set(range(low, high + 1))
+
+    def one(text: str) -> int:
+        if text.upper() in names:
+            return low + names.index(text.upper())
+        if not text.isdigit() or not low <= int(text) <= high:
+            raise ValueError(text)
+        return int(text)
+
+    found: set[int] = set()
+    for part in field.split(","):
+        first, _, last = part.partition("-")
+        a = one(first)
+        b = one(last) if last else a
+        if b < a:
+            raise ValueError(part)
+        found.update(range(a, b + 1))
+    return found
+
+
+def _cron_fields(schedule: str) -> tuple[set[int], set[int], set[int]] | None:
+    """(minutes, hours, AWS days of the week) of a cron this reads; None when not a cron."""
+    cron = _CRON.fullmatch(schedule)
+    if cron is None:
+        return None
+    minutes, hours, day_of_month, month, day_of_week, year = cron.groups()
+    if "?" not in (day_of_month, day_of_week):
+        raise UnsupportedSchedule(
+            f"schedule {schedule!r}: AWS needs `?` in the day-of-month or day-of-week field"
+        )
+    if month != "*" or year != "*" or day_of_month not in ("*", "?"):
+        raise UnsupportedSchedule(
+            f"schedule {schedule!r}: only crons on every day of every month and year are read "
+            "(minutes, hours and day of week may list values)"
+        )
+    try:
+        days = _values(day_of_week, 1, 7, DAY_NAMES) if day_of_week != "?" else set(range(1, 8))
+        return _values(minutes, 0, 59), _values(hours, 0, 23), days
+    except ValueError as exc:
+        raise UnsupportedSchedule(
+            f"schedule {schedule!r}: {exc} is no value this reads (values, `a-b` ranges and "
+            "comma lists; no `/`, `L`, `W` or `#`)"
+        ) from None
 
 
 def _zone(timezone: str | None) -> ZoneInfo:
@@ -61,21 +147,24 @@ def fire_times(schedule: str, timezone: str | None, after_s: float, until_s: flo
     if at := _AT.fullmatch(schedule):
         when = datetime.fromisoformat(at.group(1)).replace(tzinfo=zone).timestamp()
         return [when] if after_s < when <= until_s else []
-    daily = _DAILY.fullmatch(schedule)
-    if daily is None:
+    fields = _cron_fields(schedule)
+    if fields is None:
         raise UnsupportedSchedule(
-            f"schedule {schedule!r}: only daily crons `cron(M H * * ? *)` and `at(...)` are read"
+            f"schedule {schedule!r}: only `cron(...)` and `at(...)` are read (no `rate`)"
         )
-    minute, hour = int(daily.group(1)), int(daily.group(2))
-    if minute > 59 or hour > 23:
-        raise UnsupportedSchedule(f"schedule {schedule!r}: no such time of day")
+    minutes, hours, days = fields
     day: date = datetime.fromtimestamp(after_s, zone).date() - DAY
     last = datetime.fromtimestamp(until_s, zone).date()
     times = []
     while day <= last:
-        when = datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone).timestamp()
-        if after_s < when <= until_s:
-            times.append(when)
+        if (day.weekday() + 1) % 7 + 1 in days:
+            for hour in sorted(hours):
+                for minute in sorted(minutes):
+                    when = datetime(
+                        day.year, day.month, day.day, hour, minute, tzinfo=zone
+                    ).timestamp()
+                    if after_s < when <= until_s:
+                        times.append(when)
         day += DAY
     return times
 

@@ -8,6 +8,6 @@ over a per-minute rate list, so `verify` and the gate re-derive a schedule from 
 records, without the simulator.
 
 May import: `artifacts`, the top-level leaves, and of `planning` its top-level modules
-(`findings`, `traffic_check`, `rounding`); nothing of `planning` imports this but through
-`custody`, `simulate` and `cli`.
+(`findings`, `traffic_check`, `rounding`) and `aws` (which periods a cron can repeat); nothing
+of `planning` imports this but through `custody`, `simulate` and `cli`.
 """

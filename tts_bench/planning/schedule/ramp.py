@@ -30,11 +30,18 @@ def percent_per_minute(factor: float, minutes: int) -> float:
     return 100 * (factor ** (1 / minutes) - 1)
 
 
-def clock(minute: int) -> str:
-    return f"{(minute // 60) % 24:02d}:{minute % 60:02d}"
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # a week's day 0 is a Monday
 
 
-def ramp_rate(rates_rps: np.ndarray, fleet: DayFleet, scheduled: bool) -> Finding:
+def clock(minute: int, weekly: bool = False) -> str:
+    """HH:MM of a minute of the day; with `weekly`, of the week, after its day's name."""
+    time = f"{(minute // 60) % 24:02d}:{minute % 60:02d}"
+    return f"{DAYS[minute // 1440 % 7]} {time}" if weekly else time
+
+
+def ramp_rate(
+    rates_rps: np.ndarray, fleet: DayFleet, scheduled: bool, weekly: bool = False
+) -> Finding:
     lead = lead_minutes(fleet.lead_s)
     s = fleet.surge_ratio
     follows = percent_per_minute(s, lead)
@@ -65,10 +72,10 @@ def ramp_rate(rates_rps: np.ndarray, fleet: DayFleet, scheduled: bool) -> Findin
     figures["fastest_percent_per_minute"] = round(percent_per_minute(growth[worst], lead), 3)
     figures["fastest_at_fleet_size"] = int(need[worst])
     text += (
-        f"; the day grows faster at {len(where)} minutes between {clock(int(where[0]))} and "
-        f"{clock(int(where[-1]) + 1)} UTC, at fleet sizes {int(need[where].min())}–"
+        f"; the day grows faster at {len(where)} minutes between {clock(int(where[0]), weekly)} "
+        f"and {clock(int(where[-1]) + 1, weekly)} UTC, at fleet sizes {int(need[where].min())}–"
         f"{int(need[where].max())}, fastest {figures['fastest_percent_per_minute']:.2f} % a "
-        f"minute at {clock(worst)} (fleet of {need[worst]})"
+        f"minute at {clock(worst, weekly)} (fleet of {need[worst]})"
     )
     if scheduled:
         text += "; the schedule holds capacity ahead of them"

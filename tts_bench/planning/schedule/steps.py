@@ -6,7 +6,8 @@
    is held `hold_s` either side of its minute (`FORECAST_HOLD_S`, the ±30 min the forecast
    errors are judged at). A step acts a lead before the minutes it serves, so the floor at
    minute m is the largest held want over m .. m + lead (whole minutes), within the plan's min
-   and max.
+   and max. A day that repeats (a period shorter than the day) wraps: its last minutes hold the
+   wants of the next period's first, and its first those of the last period's end.
 2. **The merge.** The floor's runs of equal value are the per-minute schedule (one scheduled
    action per run). Adjacent runs are merged greedily, cheapest first, into one run at the
    higher value: a merge only raises MinCapacity, so it never takes capacity away where the floor
@@ -60,9 +61,16 @@ class Step:
     min_capacity: int
 
 
-def floor_per_minute(rates_rps: np.ndarray, fleet: DayFleet) -> np.ndarray:
-    """The MinCapacity each minute wants (step 1 above)."""
+def floor_per_minute(rates_rps: np.ndarray, fleet: DayFleet, cyclic: bool = False) -> np.ndarray:
+    """The MinCapacity each minute wants (step 1 above); `cyclic`: the rates are one period of
+    a day that repeats, so the lead and hold reach across its ends."""
     lead = lead_minutes(fleet.lead_s)
+    if cyclic:
+        n = len(rates_rps)
+        # enough whole periods either side for the cover, hold and lead to see past an end
+        reach = -(-(2 * lead + round(fleet.hold_s / MINUTE_S)) // n)
+        around = floor_per_minute(np.tile(rates_rps, 2 * reach + 1), fleet)
+        return around[reach * n : (reach + 1) * n]
     need = instances_needed(rates_rps, fleet.per_instance_rps)
     fast = unfollowable(rates_rps, fleet.per_instance_rps, fleet.surge_ratio, lead)
     # minute k is covered when a fast minute lies within k − lead .. k − 1
@@ -121,6 +129,6 @@ def _held(need: np.ndarray, start: int, end: int, value: int) -> float:
     return float(np.maximum(need[start:end], value).sum())
 
 
-def schedule_steps(rates_rps: np.ndarray, fleet: DayFleet) -> list[Step]:
+def schedule_steps(rates_rps: np.ndarray, fleet: DayFleet, cyclic: bool = False) -> list[Step]:
     need = instances_needed(rates_rps, fleet.per_instance_rps)
-    return merged_steps(floor_per_minute(rates_rps, fleet), need)
+    return merged_steps(floor_per_minute(rates_rps, fleet, cyclic), need)
