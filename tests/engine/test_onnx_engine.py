@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import numpy as np
 import pytest
-from tts_server.engine import Engine, RequestRejected, SynthesisRequest
+from tts_server.engine import Engine, EngineError, RequestRejected, SynthesisRequest
 from tts_server.engine.offline_weights import cache_dir
 
 from tests.engine.conftest import Run, collect
@@ -152,3 +153,20 @@ def test_fingerprint_settings(onnx_engine: Engine) -> None:
     env = onnx_engine.performance_env
     assert env["ENGINE_BACKEND"] == "onnx" and env["ENGINE_MODE"] == "concurrent"
     assert len(onnx_engine.weights_sha256) == 64
+
+
+@pytest.mark.parametrize(("cores", "threads"), [("1", "1"), ("3", "3"), ("8", "4")])
+def test_engine_cores_sets_the_runs_and_their_threads(monkeypatch, cores, threads):
+    from tts_server.engine.onnx_backend import CORES_ENV, planned_settings
+
+    monkeypatch.setenv(CORES_ENV, cores)
+    assert planned_settings()["ORT_INTRA_OP_THREADS"] == threads
+
+
+@pytest.mark.parametrize("cores", ["0", "two", "-1", "1.5"])
+def test_a_bad_engine_cores_is_refused_naming_it(monkeypatch, cores):
+    from tts_server.engine.onnx_backend import CORES_ENV, planned_settings
+
+    monkeypatch.setenv(CORES_ENV, cores)
+    with pytest.raises(EngineError, match=rf"^ENGINE_CORES='{re.escape(cores)}': give a whole"):
+        planned_settings()

@@ -28,7 +28,18 @@ from tts_server.engine.offline_weights import DURATION_OUTPUT
 _CORES_PER_SLOT = 4
 
 
+# Cores one engine may use, where the host runs other work beside it (a second server, a test
+# worker): its runs then keep off cores that work needs instead of spinning against it.
+CORES_ENV = "ENGINE_CORES"
+
+
 def usable_cores() -> int:
+    """`$ENGINE_CORES` when set, else the cores this process may run on."""
+    given = os.environ.get(CORES_ENV, "")
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise EngineError(f"{CORES_ENV}={given!r}: give a whole number of cores, 1 or more")
+        return int(given)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
