@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
+from tts_bench.deployment import local_image_reference
 from tts_bench.local_cloud.cloudwatch.logs import LogShipper
 from tts_bench.local_cloud.cloudwatch.metrics import MetricsPublisher, VariantMetrics, WindowFigures
 from tts_bench.local_cloud.control_plane.deploy import (
     Deployment,
     apply_deployment,
     deployment_from_recording,
-    local_image_overrides,
+    local_overrides,
     new_suffix,
     record_stack,
     stack_max_instances,
@@ -143,8 +144,11 @@ class LocalCloud:
         overrides = {
             **self.settings.stack_overrides,
             **(curve.stack_overrides() if curve else {}),
-            **local_image_overrides(
-                self.settings.program_dir, self.settings.stack, self._image_digest
+            **local_overrides(
+                self.settings.program_dir,
+                self.settings.stack,
+                self._image_digest,
+                self.settings.container_cmd,
             ),
         }
         if curve is not None and plans_dir is None:
@@ -190,6 +194,9 @@ class LocalCloud:
             f"deploying {deployment.endpoint_name} ({deployment.instance_type}, "
             f"{deployment.initial_count} instance(s), {scaling}, image {self._image_digest[:19]}…)"
         )
+        if deployment.model_package is not None:  # what the Model names, held here
+            image = local_image_reference(self._image_digest)
+            self.moto.hold_model_package(deployment.model_package, image, self._image_digest)
         apply_deployment(
             deployment,
             self.client,
