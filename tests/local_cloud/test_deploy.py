@@ -256,7 +256,8 @@ STANDIN_STACK = "sonic3-standin"  # the committed Pulumi.sonic3-standin.yaml
 
 def test_a_model_package_stack_needs_the_command_each_instance_runs(tmp_path: Path) -> None:
     """Issue 39: a package has no image for the local cloud to run; without --container-cmd
-    its stack is refused in one line saying what to give."""
+    its stack is refused in one line saying what to give. (The package Model read back
+    isolated, its package described: tests/local_cloud/test_container_command.py.)"""
     with pytest.raises(
         DeployError, match="stack sonic3-standin deploys a modelPackageArn"
     ) as caught:
@@ -268,46 +269,6 @@ def test_a_model_package_stack_needs_the_command_each_instance_runs(tmp_path: Pa
         "sonic-3-standin/1",
         "localCloud": True,
     }
-
-
-def test_a_package_model_reads_back_isolated_and_its_package_described(
-    moto: MotoHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """moto keeps ModelPackageName but drops EnableNetworkIsolation: the local cloud keeps it,
-    and holds the package the Model names, so drift, validate and the fingerprint read both."""
-    from tts_bench.aws.deployed import read_snapshot
-    from tts_bench.aws.session import AwsSession
-    from tts_bench.deployment import is_local_package, local_image_reference
-
-    overrides = local_overrides(REPO_ROOT, STANDIN_STACK, DIGEST, "python serve.py")
-    recording = record_stack(
-        REPO_ROOT, STANDIN_STACK, {**overrides, "measurementsDir": str(tmp_path)}
-    )
-    deployment = deployment_from_recording(recording, DIGEST, None, "abc1234")
-    package = deployment.model_package
-    assert package == overrides["modelPackageArn"] and is_local_package(package)
-    assert deployment.model["EnableNetworkIsolation"] is True
-    assert "Image" not in deployment.model["PrimaryContainer"]
-    moto.hold_model_package(package, local_image_reference(DIGEST), DIGEST)
-
-    def client(service: str) -> Any:
-        return boto3.client(
-            service, region_name=REGION, endpoint_url=moto.url,
-            aws_access_key_id="testing", aws_secret_access_key="testing",
-        )  # fmt: skip
-
-    apply_deployment(deployment, client, endpoint_exists=False, switch_config=lambda _: None)
-    described = client("sagemaker").describe_model_package(ModelPackageName=package)
-    (container,) = described["InferenceSpecification"]["Containers"]
-    assert (container["Image"], container["ImageDigest"]) == (local_image_reference(DIGEST), DIGEST)
-    for name, value in (("AWS_ENDPOINT_URL", moto.url), ("AWS_ACCESS_KEY_ID", "testing"),
-                        ("AWS_SECRET_ACCESS_KEY", "testing")):  # fmt: skip
-        monkeypatch.setenv(name, value)
-    snapshot = read_snapshot(AwsSession.from_environment(REGION), "sonic3-standin")
-    (variant,) = snapshot.variants
-    assert (variant.model_package, variant.network_isolation, variant.image) == (
-        package, True, None
-    )  # fmt: skip
 
 
 def test_a_4_hourly_plans_crons_list_every_recurrence_and_deploy(moto: MotoHost, tmp_path) -> None:

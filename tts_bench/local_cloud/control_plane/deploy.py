@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,17 @@ class Deployment:
 
 
 def record_stack(program_dir: Path, stack: str, overrides: dict[str, object]) -> Recording:
-    """The program's recording for `stack`, with `overrides` (un-namespaced keys) applied to a
-    copy of the stack file in a scratch folder; the program itself is linked, not copied."""
+    """The program's recording for `stack`, with `overrides` (un-namespaced keys) applied."""
     if not overrides:
         return record(program_dir, stack)
+    with overridden_stack(program_dir, stack, overrides) as scratch:
+        return record(scratch, stack)
+
+
+@contextmanager
+def overridden_stack(program_dir: Path, stack: str, overrides: dict[str, object]) -> Iterator[Path]:
+    """A scratch program folder whose stack file is `stack`'s with `overrides` (un-namespaced
+    keys) applied; the program itself is linked, not copied. Removed on exit."""
     project = project_name(program_dir)
     values = stack_values(program_dir, stack)
     for key, value in overrides.items():
@@ -94,7 +102,7 @@ def record_stack(program_dir: Path, stack: str, overrides: dict[str, object]) ->
             if entry.name not in (own_stack_file, ".git") and not entry.name.startswith(".venv"):
                 os.symlink(entry, scratch / entry.name)
         (scratch / own_stack_file).write_text(yaml.safe_dump({"config": values}), encoding="utf-8")
-        return record(scratch, stack)
+        yield scratch
 
 
 def local_overrides(
