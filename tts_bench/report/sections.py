@@ -516,17 +516,13 @@ def _fingerprint_of(item: Item) -> dict[str, Any] | None:
 
 
 def _fingerprint_cells(fp: dict[str, Any] | None) -> list[Any]:
-    """A fingerprint's row: what was measured, a vendor's package and the endpoint contract
-    (issue 39; this project's own, kokoro, when it names none) included."""
+    """What was measured: a vendor's package and the contract (kokoro when none is named) too."""
     if fp is None:
         return ["no fingerprint", *["-"] * 6]
-    contract = fp.get("contract") or {}
-    env = ", ".join(f"{k}={v}" for k, v in (fp.get("performance_env") or {}).items())
-    return [
-        fp.get("model"), fp.get("instance_type"), (fp.get("image_digest"), "hash"),
-        fp.get("model_package") or "-", contract.get("name", OWN_CONTRACT), fp.get("transport"),
-        env or "-",
-    ]  # fmt: skip
+    env = ", ".join(f"{k}={v}" for k, v in (fp.get("performance_env") or {}).items()) or "-"
+    contract = (fp.get("contract") or {}).get("name", OWN_CONTRACT)
+    return [fp.get("model"), fp.get("instance_type"), (fp.get("image_digest"), "hash"),
+            fp.get("model_package") or "-", contract, fp.get("transport"), env]  # fmt: skip
 
 
 def _sources_of(item: Item) -> dict[str, tuple[str, str]]:
