@@ -22,6 +22,7 @@ from typing import Any
 
 from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
 from tts_bench.deployment import local_image_reference
+from tts_bench.infra.stack_config import stack_file
 from tts_bench.local_cloud.cloudwatch.logs import LogShipper
 from tts_bench.local_cloud.cloudwatch.metrics import MetricsPublisher, VariantMetrics, WindowFigures
 from tts_bench.local_cloud.control_plane.deploy import (
@@ -31,6 +32,7 @@ from tts_bench.local_cloud.control_plane.deploy import (
     local_overrides,
     new_suffix,
     record_stack,
+    require_command_for_package,
     stack_max_instances,
 )
 from tts_bench.local_cloud.control_plane.endpoint import EndpointControl
@@ -436,6 +438,8 @@ def check_settings(settings: LocalCloudSettings) -> None:
                 "`python -m tts_server`"
             )
         parse_command(settings.container_cmd)
+    if stack_file(settings.program_dir, settings.stack).is_file():
+        require_command_for_package(settings.program_dir, settings.stack, settings.container_cmd)
     if settings.instance_quota is not None and settings.instance_quota < 1:
         raise LocalCloudError(f"instance_quota {settings.instance_quota}: give at least 1")
     if not 0 <= settings.provision_delay_s <= MAX_PROVISION_DELAY_S:

@@ -111,21 +111,31 @@ def local_overrides(
     """The stack's image repository pinned to the local digest, or its model package's ARN as
     the local cloud holds it (`local_package_arn`), and `localCloud` set, so the program's plan
     gate looks for plans of what actually runs here (an emulated plan may gate only this
-    deploy; SPEC §11 honesty). A package has no image to run: its stack needs the command each
-    instance runs (`container_cmd`)."""
-    values = stack_values(program_dir, stack)
-    package = values.get(f"{project_name(program_dir)}:{MODEL_PACKAGE_KEY}")
+    deploy; SPEC §11 honesty)."""
+    package = require_command_for_package(program_dir, stack, container_cmd)
     if package is not None:
-        if container_cmd is None:
-            raise DeployError(
-                f"stack {stack} deploys a {MODEL_PACKAGE_KEY}, which has no image to run here; "
-                'give --container-cmd "..." with what each instance runs in its place (e.g. '
-                '"python tests/ladder/sonic3_standin.py" for the Sonic-3 stand-in)'
-            )
-        return {MODEL_PACKAGE_KEY: local_package_arn(str(package)), "localCloud": True}
+        return {MODEL_PACKAGE_KEY: local_package_arn(package), "localCloud": True}
+    values = stack_values(program_dir, stack)
     image = str(values.get(f"{project_name(program_dir)}:image", "local/tts-server"))
     repository = image.split("@", 1)[0]
     return {"image": f"{repository}@{image_digest}", "localCloud": True}
+
+
+def require_command_for_package(
+    program_dir: Path, stack: str, container_cmd: str | None
+) -> str | None:
+    """The model package the stack deploys (None: an image). A package has no image to run
+    here: its stack needs the command each instance runs in its place (`container_cmd`)."""
+    package = stack_values(program_dir, stack).get(
+        f"{project_name(program_dir)}:{MODEL_PACKAGE_KEY}"
+    )
+    if package is not None and container_cmd is None:
+        raise DeployError(
+            f"stack {stack} deploys a {MODEL_PACKAGE_KEY}, which has no image to run here; give "
+            '--container-cmd "..." with what each instance runs in its place (e.g. "python '
+            'tests/ladder/sonic3_standin.py" for the Sonic-3 stand-in)'
+        )
+    return None if package is None else str(package)
 
 
 def stack_max_instances(program_dir: Path, stack: str, overrides: dict[str, object]) -> int:
