@@ -82,8 +82,8 @@ def is_local_image(reference: str) -> bool:
 
 
 # The local cloud's model packages: it stands in for the seller of a package stack's ARN, in
-# the all-zero account, which AWS does not issue, so an emulated plan measured on such a package
-# can never be matched to a real one (as a local digest is in no registry).
+# the all-zero account, a placeholder naming no seller, so an emulated plan measured on such a
+# package is never matched to a seller's (as a local digest is in no registry).
 LOCAL_PACKAGE_ACCOUNT: Final = "000000000000"
 _PACKAGE_ACCOUNT = re.compile(
     r"^(arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:)(\d{12})(:model-package/.+)$"
