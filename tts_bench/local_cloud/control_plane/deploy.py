@@ -3,7 +3,8 @@
 `record_stack` runs the program under mocks (`tts-bench preview`'s recorder) with the stack's
 config and any overrides. `deployment_from_recording` turns the recorded SageMaker, Application
 Auto Scaling and CloudWatch resources into API requests, pure: the same names and values, the
-image replaced by the working tree's local digest, references between resources (unknown at
+image replaced by the working tree's local digest (a model package by the one the cloud holds,
+`local_overrides`), references between resources (unknown at
 preview) resolved to what this deploy creates, a plan's scheduled actions included.
 `apply_deployment` sends them. Other resource
 types (S3, ECR, IAM, CodeBuild) are not deployed: the local instances read the offline weights.
