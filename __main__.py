@@ -30,6 +30,7 @@ from tts_bench.deployment import (
     TAG_MODEL,
     TAG_MODEL_PACKAGE,
     TAG_PLAN_ID,
+    is_local_package,
     recommended_routing,
 )
 from tts_bench.errors import TtsBenchError
@@ -69,6 +70,7 @@ def main() -> None:
         package_main(cfg)
         return
     repository = cfg.repository
+    assert cfg.model_revision is not None  # StackConfig refuses an image stack without one
     endpoint = cfg.endpoint_name
     tags = {"tts-bench:endpoint": endpoint}
     bucket = f"{endpoint}-weights-{repository.account}-{cfg.region}"
@@ -171,7 +173,8 @@ def package_main(cfg: StackConfig) -> None:
     if not cfg.deploy_endpoint:
         pulumi.log.warn("deployEndpoint is false: only the execution role is deployed")
         return
-    gate = gate_for(cfg, model_package=package)
+    # The local cloud's own package (never a seller's) is the package path's local digest.
+    gate = gate_for(cfg, model_package=package, image_is_local=is_local_package(package))
     plan = gate.plan if gate.enabled else None
     # The vendor's container reads none of this project's env (its bound included): only the
     # operator's performance settings reach it.

@@ -81,6 +81,27 @@ def is_local_image(reference: str) -> bool:
     return bool(_LOCAL_IMAGE.match(reference.strip()))
 
 
+# The local cloud's model packages: it stands in for the seller of a package stack's ARN, in
+# the all-zero account, a placeholder naming no seller, so an emulated plan measured on such a
+# package is never matched to a seller's (as a local digest is in no registry).
+LOCAL_PACKAGE_ACCOUNT: Final = "000000000000"
+_PACKAGE_ACCOUNT = re.compile(
+    r"^(arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:)(\d{12})(:model-package/.+)$"
+)
+
+
+def local_package_arn(arn: str) -> str:
+    """The package `arn` names, held by the local cloud: the same region, name and version, in
+    `LOCAL_PACKAGE_ACCOUNT` (`arn` unchanged when it is no model package ARN)."""
+    return _PACKAGE_ACCOUNT.sub(rf"\g<1>{LOCAL_PACKAGE_ACCOUNT}\g<3>", arn.strip())
+
+
+def is_local_package(arn: str) -> bool:
+    """Whether `arn` is a model package the local cloud holds, not a seller's."""
+    match = _PACKAGE_ACCOUNT.match(arn.strip())
+    return match is not None and match.group(2) == LOCAL_PACKAGE_ACCOUNT
+
+
 def resource_id(endpoint: str, variant: str = DEFAULT_VARIANT) -> str:
     return f"endpoint/{endpoint}/variant/{variant}"
 

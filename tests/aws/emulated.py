@@ -71,12 +71,13 @@ class EmulatedAws:
         instances: int = 2,
         env: dict[str, str] | None = None,
         variants: tuple[str, ...] = (DEFAULT_VARIANT,),
+        image: str = IMAGE,
     ) -> None:
         sm = self.client("sagemaker")
         sm.create_model(
             ModelName=f"{name}-model",
             ExecutionRoleArn=ROLE,
-            PrimaryContainer={"Image": IMAGE, "Environment": env or {}},
+            PrimaryContainer={"Image": image, "Environment": env or {}},
         )
         sm.create_endpoint_config(
             EndpointConfigName=f"{name}-config",
@@ -214,10 +215,14 @@ class EmulatedAws:
         instances: int = 2,
         min_capacity: int | None = None,
         max_capacity: int | None = None,
+        image: str = IMAGE,
     ) -> None:
         """The stack's shape for `plan`: endpoint, target, both policies, the scale-in alarm."""
         self.endpoint(
-            endpoint, instances=instances, env={ENV_MAX_QUEUE_DEPTH: str(plan.queue_max_depth)}
+            endpoint,
+            instances=instances,
+            env={ENV_MAX_QUEUE_DEPTH: str(plan.queue_max_depth)},
+            image=image,
         )
         self.target(
             endpoint,

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
+from tests.aws.snapshots import OTHER_DIGEST, OTHER_IMAGE, PACKAGE, running, snapshot_for
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.aws.drift import Rule, check_drift
 from tts_bench.aws.validate import SCALING_SETTINGS, planned_values
 from tts_bench.cli import main
 from tts_bench.deployment import resource_id, scale_in_alarm_name, scale_in_policy_name
@@ -285,3 +287,53 @@ def test_a_deployment_missing_its_schedule_is_drift(
     aws.deploy_shape(plan)  # no scheduled actions
     code, out, _ = drift(capsys, "--plan", str(path))
     assert code == 1 and "scheduled actions: deployed (none)" in out, out
+
+
+# --------------------------------------------------------------------------- what it runs
+
+
+def test_a_model_running_another_image_than_the_plans_is_drift(
+    aws: EmulatedAws, plan: PlanArtifact, reference_plan_path: Path, capsys
+) -> None:
+    aws.deploy(plan, image=OTHER_IMAGE)
+    assert drift(capsys)[0] == 0  # without a plan, nothing says which image it should run
+    code, out, _ = drift(capsys, "--plan", str(reference_plan_path))
+    assert code == 1 and "plan-mismatch" not in out
+    (line,) = [line for line in out.splitlines() if "image-mismatch" in line]
+    assert plan.fingerprint is not None
+    assert line.startswith("error") and f"model {ENDPOINT}-model" in line
+    assert (
+        f"image digest: deployed {OTHER_DIGEST}; plan {plan.plan_id} was measured on "
+        f"{plan.fingerprint.image_digest}"
+    ) in line
+
+
+@pytest.mark.parametrize(
+    ("model", "found"),
+    [
+        ({"model_package": PACKAGE, "network_isolation": True}, []),
+        (
+            {"model_package": PACKAGE[:-1] + "3", "network_isolation": True},
+            [
+                f"model package: deployed {PACKAGE[:-1]}3; plan d0b4a6baef69 was measured on {PACKAGE}"
+            ],
+        ),
+        (
+            {"model_package": PACKAGE, "network_isolation": False},
+            ["network isolation: deployed disabled; a model package runs only network-isolated"],
+        ),
+    ],
+    ids=["match", "another-version", "not-isolated"],
+)
+def test_a_package_deployment_is_drift_unless_it_runs_the_plans_package_isolated(
+    plan: PlanArtifact, model: dict[str, object], found: list[str]
+) -> None:
+    assert plan.fingerprint is not None
+    fingerprint = plan.fingerprint.model_copy(update={"model_package": PACKAGE})
+    package_plan = plan.model_copy(update={"fingerprint": fingerprint})
+    snapshot = running(snapshot_for(planned_values(package_plan, None)), **model)
+    report = check_drift(snapshot, plan=package_plan)
+    assert report.clean is not found
+    assert [f.rule for f in report.findings] == [Rule.PACKAGE_MISMATCH] * len(found)
+    for finding, text in zip(report.findings, found, strict=True):
+        assert finding.message.startswith(text) and "\n" not in finding.message

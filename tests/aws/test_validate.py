@@ -11,26 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.aws.emulated import ENDPOINT, EmulatedAws
+from tests.aws.snapshots import OTHER_DIGEST, OTHER_IMAGE, PACKAGE, running, snapshot_for
 from tests.conftest import REFERENCE_PLAN
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.plan import PlanArtifact
-from tts_bench.aws.deployed import (
-    Alarm,
-    DeployedSnapshot,
-    ScalableTarget,
-    ScalingPolicy,
-    SuspendedState,
-    Variant,
-)
 from tts_bench.aws.validate import Outcome, Setting, compare_to_plan, planned_values
 from tts_bench.cli import main
 from tts_bench.deployment import (
-    DEFAULT_VARIANT,
     OperatorBounds,
     resource_id,
     scale_in_alarm_name,
-    scale_in_policy_name,
-    target_tracking_policy_name,
 )
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
 
@@ -163,8 +153,9 @@ def test_nothing_deployed_is_missing_not_matching(
     aws.endpoint()
     code, out, _ = validate(capsys, reference_plan_path)
     assert code == 1
-    assert [line.split()[-1] for line in out.splitlines()[1:-1]] == ["missing"] * len(
-        PUBLISHED_SETTINGS
+    # The Model runs the image the plan was measured on (its first row); nothing else is there.
+    assert [line.split()[-1] for line in out.splitlines()[1:-1]] == ["match"] + ["missing"] * (
+        len(PUBLISHED_SETTINGS) - 1
     )
 
 
@@ -184,80 +175,6 @@ def test_malformed_bounds_are_a_usage_error(reference_plan_path: Path, capsys) -
 
 
 # --------------------------------------------------------------------------- pure
-
-
-def snapshot_for(values: dict[Setting, Any], endpoint: str = "e") -> DeployedSnapshot:
-    """A snapshot carrying exactly `values`, shaped as the stack deploys them."""
-    rid = resource_id(endpoint)
-    tracking = ScalingPolicy(
-        name=target_tracking_policy_name(endpoint),
-        arn="arn:tracking",
-        resource_id=rid,
-        policy_type="TargetTrackingScaling",
-        target_value=values[Setting.TARGET_VALUE],
-        predefined_metric=values[Setting.TARGET_METRIC],
-        scale_out_cooldown_s=int(values[Setting.SCALE_OUT_COOLDOWN]),
-        scale_in_disabled=True,
-    )
-    step = ScalingPolicy(
-        name=scale_in_policy_name(endpoint),
-        arn="arn:step",
-        resource_id=rid,
-        policy_type="StepScaling",
-        step_cooldown_s=int(values[Setting.SCALE_IN_COOLDOWN]),
-        adjustment_type="ChangeInCapacity",
-        step_adjustments=((None, 0.0, -1),),
-    )
-    alarm = Alarm(
-        name=scale_in_alarm_name(endpoint),
-        state="OK",
-        state_updated_at=None,
-        threshold=values[Setting.SCALE_IN_THRESHOLD],
-        metric_name=None,
-        statistic=values[Setting.SCALE_IN_STATISTIC],
-        period_s=values[Setting.SCALE_IN_PERIOD],
-        evaluation_periods=values[Setting.SCALE_IN_DATAPOINTS],
-        actions=("arn:step",),
-    )
-    tracking_alarm = Alarm(
-        name=f"TargetTracking-{rid}-AlarmHigh-0a1b",
-        state="OK",
-        state_updated_at=None,
-        threshold=values[Setting.TARGET_VALUE],
-        metric_name=None,
-        statistic=values[Setting.TARGET_STATISTIC],
-        period_s=values[Setting.TARGET_PERIOD],
-        evaluation_periods=values[Setting.TARGET_DATAPOINTS],
-        actions=("arn:tracking",),
-    )
-    return DeployedSnapshot(
-        region="r",
-        endpoint=endpoint,
-        endpoint_status="InService",
-        variants=(
-            Variant(
-                name=DEFAULT_VARIANT,
-                desired_instance_count=1,
-                current_instance_count=1,
-                weight=1.0,
-                instance_type="ml.g5.xlarge",
-                model_name="m",
-                environment={ENV_MAX_QUEUE_DEPTH: str(values[Setting.QUEUE_MAX_DEPTH])},
-            ),
-        ),
-        targets=(
-            ScalableTarget(
-                resource_id=rid,
-                min_capacity=int(values[Setting.MIN_INSTANCES]),
-                max_capacity=int(values[Setting.MAX_INSTANCES]),
-                suspended=SuspendedState(),
-            ),
-        ),
-        policies=(tracking, step),
-        alarms=(alarm, tracking_alarm),
-        other_endpoints={},
-        read_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
-    )
 
 
 @given(
@@ -378,3 +295,71 @@ def test_a_weekly_steps_min_holds_over_the_weekend() -> None:
     sunday_noon = datetime(2026, 12, 6, 12, tzinfo=UTC)  # 2026-12-04 is a Friday
     assert scheduled_min(actions, 1, 20, sunday_noon) == 8
     assert scheduled_min(actions, 1, 20, datetime(2026, 12, 7, 7, tzinfo=UTC)) == 3
+
+
+# --------------------------------------------------------------------------- what it runs
+
+
+def test_another_image_than_the_plan_was_measured_on_is_named(
+    aws: EmulatedAws, plan: PlanArtifact, reference_plan_path: Path, capsys
+) -> None:
+    aws.deploy(plan, image=OTHER_IMAGE)
+    code, out, _ = validate(capsys, reference_plan_path)
+    assert code == 1
+    verdicts = {line[:23].strip(): line.split()[-1] for line in out.splitlines()[1:-1]}
+    assert [name for name, verdict in verdicts.items() if verdict != "match"] == ["image digest"]
+    assert plan.fingerprint is not None
+    summary = out.splitlines()[-1]
+    assert f"image digest deployed {OTHER_DIGEST}, plan {plan.fingerprint.image_digest}" in summary
+
+
+def package_plan() -> PlanArtifact:
+    """The reference plan as if measured on a vendor's model package."""
+    assert REFERENCE.fingerprint is not None
+    fingerprint = REFERENCE.fingerprint.model_copy(update={"model_package": PACKAGE})
+    return REFERENCE.model_copy(update={"fingerprint": fingerprint})
+
+
+@pytest.mark.parametrize(
+    ("model", "differs"),
+    [
+        ({"model_package": PACKAGE, "network_isolation": True}, []),
+        (
+            {"model_package": PACKAGE[:-1] + "3", "network_isolation": True},
+            [(Setting.MODEL_PACKAGE, PACKAGE[:-1] + "3", PACKAGE)],
+        ),
+        (
+            {"model_package": PACKAGE, "network_isolation": False},
+            [(Setting.NETWORK_ISOLATION, "disabled", "enabled")],
+        ),
+        (
+            {"image": OTHER_IMAGE, "network_isolation": False},
+            [
+                (Setting.MODEL_PACKAGE, f"image {OTHER_DIGEST}", PACKAGE),
+                (Setting.NETWORK_ISOLATION, "disabled", "enabled"),
+            ],
+        ),
+    ],
+    ids=["match", "another-version", "not-isolated", "an-image"],
+)
+def test_a_package_plan_is_compared_with_the_package_the_model_names(
+    model: dict[str, Any], differs: list[tuple[Setting, str, str]]
+) -> None:
+    plan = package_plan()
+    rows = compare_to_plan(running(snapshot_for(planned_values(plan, None)), **model), plan)
+    settings = [r.setting for r in rows]
+    # The vendor's container reads no bound of ours; a package plan names no image to run.
+    assert Setting.QUEUE_MAX_DEPTH not in settings and Setting.IMAGE_DIGEST not in settings
+    assert settings[:2] == [Setting.MODEL_PACKAGE, Setting.NETWORK_ISOLATION]
+    assert [(r.setting, r.deployed, r.planned) for r in rows if not r.ok] == differs
+
+
+def test_an_image_plan_names_the_package_a_model_runs_instead() -> None:
+    snapshot = running(snapshot_for(planned_values(REFERENCE, None)), model_package=PACKAGE)
+    (row,) = [r for r in compare_to_plan(snapshot, REFERENCE) if not r.ok]
+    assert REFERENCE.fingerprint is not None
+    assert (row.setting, row.deployed, row.planned) == (
+        Setting.IMAGE_DIGEST,
+        f"model package {PACKAGE}",
+        REFERENCE.fingerprint.image_digest,
+    )

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.custody.gate import evaluate
-from tts_bench.deployment import OperatorBounds, is_local_image, local_image_reference
+from tts_bench.deployment import (
+    OperatorBounds,
+    is_local_image,
+    is_local_package,
+    local_image_reference,
+    local_package_arn,
+)
 from tts_bench.infra.image_ref import ImageReferenceError, parse_pinned, parse_repository
 from tts_bench.infra.stack_config import StackConfigError, set_stack_value, stack_values
 from tts_bench.planning.gate import GateCondition, GateQuery, performance_env_of, select_plan
@@ -105,6 +111,24 @@ def test_an_emulated_plan_gates_only_a_local_image(
 )
 def test_a_local_image_is_told_from_a_registry_image(reference: str, local: bool) -> None:
     assert is_local_image(reference) is local
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["sellers", "local-clouds"])
+def test_an_emulated_package_plan_gates_only_a_package_the_local_cloud_holds(
+    held: bool, make_plan: Callable[..., PlanArtifact], plans_dir: Callable[..., Path]
+) -> None:
+    """As a local digest is in no registry, the local cloud's package is in no seller's account
+    (the all-zero one): a plan measured on it never gates a seller's package."""
+    package = local_package_arn(SONIC3_PACKAGE) if held else SONIC3_PACKAGE
+    assert is_local_package(package) is held and not is_local_package(local_image_reference(""))
+    provenance = make_plan().provenance.model_dump(mode="json") | {"kind": "emulated"}
+    emulated = make_plan(fingerprint={"model_package": package}, provenance=provenance)
+    result = select_plan(
+        plans_dir(emulated),
+        query(image_digest=None, model_package=package, image_is_local=is_local_package(package)),
+    )
+    assert result.condition is (GateCondition.ENABLED if held else GateCondition.EMULATED_PLAN)
+    assert held or "nor one whose model package is not the local cloud's" in result.reason
 
 
 def test_the_bound_is_no_performance_setting() -> None:
@@ -309,7 +333,9 @@ def _stack(**changes: Any) -> dict[str, Any]:
 def test_the_stack_config_deploys_an_image_or_a_model_package() -> None:
     from tts_bench.infra.stack_config import StackConfig
 
-    package_stack = _stack(image=None, modelPackageArn=SONIC3_PACKAGE, account="111122223333")
+    package_stack = _stack(  # a package has no weights of ours to cache: no modelRevision
+        image=None, modelPackageArn=SONIC3_PACKAGE, account="111122223333", modelRevision=None
+    )
     package = StackConfig.parse(package_stack).model_package
     assert package is not None
     assert (package.name, package.version, package.account) == (
@@ -346,6 +372,7 @@ def test_the_stack_config_deploys_an_image_or_a_model_package() -> None:
             "a modelPackageArn stack needs account (your 12-digit AWS account",
         ),
         ({"account": "111122223333"}, "account is for a modelPackageArn stack"),
+        ({"modelRevision": None}, "an image stack needs modelRevision"),
     ],
 )
 def test_a_stack_config_with_both_or_neither_or_a_bad_arn_is_refused_in_one_line(

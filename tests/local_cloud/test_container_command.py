@@ -1,13 +1,18 @@
 """`local-cloud --container-cmd`: the local cloud hosts a container this project did not build.
 
 The Sonic-3 stand-in (`tests/ladder/sonic3_standin.py`), started per instance as a command on
-the port SageMaker names, measured through the cloud's response stream under `--contract
-sonic3`: Q_max at most its 4 slots and bracketed, each 429 a refusal (issue 39). Short rungs,
-one instance, no plan deployed.
+the port SageMaker names in place of the model package its committed stack deploys
+(`Pulumi.sonic3-standin.yaml`), measured through the cloud's response stream under `--contract
+sonic3`: Q_max at most its 4 slots and bracketed, each 429 a refusal (issue 39). Then the rest
+of the chain on it (issue 39's acceptance): both rules' plans, naming the package and contract;
+the gate and the pack admitting one to the package stack and no plan of the other contract;
+the redeploy, drift, validate, verify and the HTML report. Short rungs, one instance; the
+first rung held long enough for one whole CloudWatch period, so the plan has its ratio.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -26,6 +31,7 @@ from tts_bench.local_cloud.instances.container_command import (
     CommandServer,
     InstanceStartError,
     command_digest,
+    parse_command,
 )
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
 from tts_bench.measure.transport.contract import SONIC3
@@ -41,6 +47,9 @@ STACK = {
 }  # fmt: skip
 
 
+PACKAGE_STACK = "sonic3-standin"  # Pulumi.sonic3-standin.yaml: its model, endpoint, contract
+
+
 def standin_cmd(*flags: str) -> str:
     return shlex.join([sys.executable, str(STANDIN), "--rtf", "0.2", *flags])
 
@@ -49,9 +58,10 @@ def standin_cmd(*flags: str) -> str:
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     no_plans = tmp_path_factory.mktemp("no-plans")
     settings = LocalCloudSettings(
+        stack=PACKAGE_STACK,
         instances=1,
         container_cmd=standin_cmd(),  # its port from SAGEMAKER_BIND_TO_PORT
-        stack_overrides={**STACK, "measurementsDir": str(no_plans)},
+        stack_overrides={"measurementsDir": str(no_plans)},
         instance_quota=2,
         cloudwatch_delay_s=0.0,
     )
@@ -67,15 +77,23 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def ladder(cloud: Any, out: Path) -> Path:
-    """`qmax --endpoint … --contract sonic3` without its verification rungs (minutes long)."""
+    """Drift's preflight, then `qmax --endpoint … --contract sonic3` without its verification
+    rungs (minutes long); rung 1 for the plan's uncontended service time, rung 4 held 20 s, so
+    a whole 10 s CloudWatch period lies in it and the plan has its ratio."""
     from tts_bench.aws.session import AwsSession
+    from tts_bench.cli import main
     from tts_bench.measure.ladder.live.live_ladder import LiveLadderRequest, run_live_ladder
     from tts_bench.measure.ladder.schedule import LadderSchedule
 
+    assert main(["drift", "--endpoint", cloud.endpoint_name]) == 0
+    schedule = LadderSchedule(
+        rungs=(1, 4, 5), hold_s=4, measure_s=3, idle_s=0, max_hold_s=20, unstable_max_hold_s=4,
+        extended_s=(0, 16),
+    )  # fmt: skip
     request = LiveLadderRequest(
         endpoint=cloud.endpoint_name, variant=cloud.variant_name,
         transport=Transport.RESPONSE_STREAM,
-        schedule=LadderSchedule(rungs=(4, 5), hold_s=4, measure_s=3, idle_s=0),
+        schedule=schedule,
         slo_ms=5000, model="sonic-3", out=out, corpus=CORPUS, metric_wait_s=0,
         plan_surge_ratio=None, contract="sonic3",
     )  # fmt: skip
@@ -91,9 +109,14 @@ def test_qmax_through_the_cloud_brackets_the_standins_4_slots_each_429_a_refusal
     assert artifact.provenance.kind == "emulated" and ladder.name.endswith("-emulated.json")
     fingerprint = artifact.fingerprint
     assert fingerprint is not None and fingerprint.contract == SONIC3.ref
+    # The package the local cloud holds, and its container's digest as DescribeModelPackage
+    # answers it: the command's, run in its place.
+    assert fingerprint.model_package == PACKAGE
+    assert fingerprint.image_digest == command_digest(parse_command(standin_cmd()))
     assert fingerprint.transport is Transport.RESPONSE_STREAM
     assert fingerprint.instance_type == "ml.g6e.xlarge"
-    four, five = artifact.rungs
+    one, four, five = artifact.rungs
+    assert (one.concurrency, one.rejected, one.errors) == (1, 0, 0) and one.ok > 0
     assert (four.concurrency, four.rejected, four.errors) == (4, 0, 0) and four.ok > 0
     assert five.rejected > 0 and five.errors == 0 and not five.meets_slo
     assert five.rejected / 3 < 20  # the refused user backs off (its 3 s window)
@@ -259,3 +282,147 @@ def test_measuring_the_standin_under_kokoros_contract_is_refused_before_anything
     err = capsys.readouterr().err
     assert "Model speaks contract sonic3 (its tts-bench:contract tag), not kokoro" in err
     assert "pass --contract sonic3" in err
+
+
+# --------------------------------------------------------------------------- the chain (issue 39)
+
+PACKAGE = "arn:aws:sagemaker:us-east-1:000000000000:model-package/sonic-3-standin/1"
+PACK_POLICY = "sagemaker-scaling-requires-measured-plan"
+SLO = ["--slo-ms", "5000", "--surge-ratio", "1.25"]  # the stand-in stack's
+
+
+@pytest.fixture(scope="module")
+def plans(ladder: Path, ttotal: Path, out: Path) -> dict[str, Path]:
+    """`plan` by both rules, beside the ladder and T_total they are derived from."""
+    from tts_bench.cli import main
+
+    made = {}
+    for rule in ("published", "fleet"):
+        args = ["plan", "--qmax", str(ladder), "--ttotal", str(ttotal), "--peak-rps", "60"]
+        assert main([*args, "--trough-rps", "5", *SLO, "--rule", rule, "--out", str(out)]) == 0
+        (made[rule],) = [p for p in out.glob("plan-*.json") if p not in made.values()]
+    return made
+
+
+@pytest.mark.slow
+def test_both_rules_plan_the_standin_feasibly_naming_its_package_and_contract(
+    plans: dict[str, Path], ladder: Path
+) -> None:
+    from tts_bench.artifacts.plan import PlanArtifact
+
+    qmax = load_artifact(ladder, QmaxArtifact)
+    four = qmax.rungs[1]  # the whole CloudWatch period its 20 s hold held
+    assert four.cloudwatch_ratio is not None and 0.8 <= four.cloudwatch_ratio <= 1.25, four
+    for rule, path in plans.items():
+        plan = load_artifact(path, PlanArtifact)
+        assert (plan.rule, plan.feasible, plan.provenance.kind) == (rule, True, "emulated")
+        assert plan.fingerprint is not None and plan.fingerprint.model_package == PACKAGE
+        assert plan.fingerprint.contract == SONIC3.ref and "-sonic3" in path.name
+
+
+@pytest.mark.slow
+def test_a_plan_gates_only_a_stack_of_its_contract_both_ways(plans: dict[str, Path]) -> None:
+    """The Sonic-3 plan does not gate the stand-in's stack saying kokoro, nor does Kokoro's
+    committed plan gate a stack of its model saying sonic3 (`contract-mismatch` each)."""
+    from tts_bench.custody.gate import evaluate
+    from tts_bench.deployment import OperatorBounds
+    from tts_bench.planning.gate import GateCondition, GateQuery
+
+    bounds = OperatorBounds(min_instances=1, max_instances=3)
+    standin = GateQuery(model="sonic-3", instance_type="ml.g6e.xlarge", model_package=PACKAGE,
+                        bounds=bounds, image_is_local=True, contract="sonic3")  # fmt: skip
+    assert evaluate(plans["fleet"].parent, standin).enabled
+    said_kokoro = evaluate(plans["fleet"].parent, standin.model_copy(update={"contract": "kokoro"}))
+    assert said_kokoro.condition is GateCondition.CONTRACT_MISMATCH
+    assert "measured under contract(s) sonic3, not kokoro" in said_kokoro.reason
+    kokoro = GateQuery(model="kokoro-82m", instance_type="ml.g5.xlarge", bounds=bounds,
+                       image_digest="sha256:8b1b96bc4dc0b30ddd84d8fe37af7c490937333c44a9f8f7d77b918c3d7eaced")  # fmt: skip
+    assert evaluate(REPO / "measurements", kokoro).enabled
+    said_sonic3 = evaluate(REPO / "measurements", kokoro.model_copy(update={"contract": "sonic3"}))
+    assert said_sonic3.condition is GateCondition.CONTRACT_MISMATCH
+    assert "measured under contract(s) kokoro, not sonic3" in said_sonic3.reason
+
+
+@pytest.mark.slow
+def test_preview_with_the_pack_passes_the_package_stack_and_its_emulated_plan(
+    plans: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    """As `pulumi preview --policy-pack policies` would judge the stack the local cloud deploys
+    (its package the cloud's own, the plans folder the test's): every mandatory policy passes."""
+    from tts_bench.cli import main
+    from tts_bench.local_cloud.control_plane.deploy import local_overrides, overridden_stack
+
+    out = plans["fleet"].parent
+    config = tmp_path / "policy-config.json"
+    config.write_text(json.dumps({PACK_POLICY: {"plansDir": str(out)}}), encoding="utf-8")
+    overrides = local_overrides(REPO, PACKAGE_STACK, "", standin_cmd())
+    with overridden_stack(
+        REPO, PACKAGE_STACK, {**overrides, "measurementsDir": str(out)}
+    ) as program:
+        code = main(["preview", "--program", str(program), "--stack", PACKAGE_STACK,
+                     "--policy-pack", str(REPO / "policies"), "--policy-config", str(config)])  # fmt: skip
+    shown = capsys.readouterr().out
+    assert code == 0, shown
+    assert (
+        f"[pass] {PACK_POLICY} (mandatory)" in shown and "No mandatory policy violations." in shown
+    )
+    assert "aws:appautoscaling/target:Target  sonic3-standin-target" in shown
+    assert "aws:appautoscaling/policy:Policy  sonic3-standin-burst" in shown  # the fleet rule's
+
+
+@pytest.fixture(scope="module")
+def redeployed(cloud: Any, plans: dict[str, Path]) -> dict[str, Path]:
+    """The stack deployed again with the plans folder: the program's gate picks the fleet plan
+    (the stack's planRule) for the package stack. (After the surge: its test wants one instance.)"""
+    cloud.deploy(plans["fleet"].parent)
+    cloud.wait_in_service(120)
+    return plans
+
+
+@pytest.mark.slow
+def test_the_gate_deploys_the_fleet_plan_to_the_package_stack_and_validate_agrees(
+    redeployed: dict[str, Path], cloud: Any, capsys
+) -> None:
+    from tts_bench.artifacts.plan import PlanArtifact
+    from tts_bench.cli import main
+    from tts_bench.deployment import TAG_PLAN_ID
+
+    plan = load_artifact(redeployed["fleet"], PlanArtifact)
+    sm = cloud.client("sagemaker")
+    model = sm.describe_model(ModelName=cloud.deployment.model["ModelName"])
+    assert model["PrimaryContainer"]["ModelPackageName"] == PACKAGE
+    assert model["EnableNetworkIsolation"] is True
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=model["ModelArn"])["Tags"]}
+    assert tags[TAG_PLAN_ID] == plan.plan_id
+    endpoint = ["--endpoint", cloud.endpoint_name, "--plan", str(redeployed["fleet"])]
+    assert main(["validate", *endpoint, "--bounds", "1:3"]) == 0
+    table = capsys.readouterr().out
+    rows = {line[:22].strip(): line.split()[-3:] for line in table.splitlines()[1:-1]}
+    assert rows["model package"] == [PACKAGE, PACKAGE, "match"], table
+    assert rows["network isolation"] == ["enabled", "enabled", "match"], table
+    assert "MAX_QUEUE_DEPTH" not in rows  # the vendor's container reads no bound of ours
+    assert main(["drift", *endpoint, "--bounds", "1:3"]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .startswith(
+            f"preflight-ok endpoint=sonic3-standin variant=AllTraffic region=us-east-1 plan={plan.plan_id}"
+        )
+    )
+
+
+@pytest.mark.slow
+def test_every_artifact_verifies_and_the_report_shows_the_chain(
+    redeployed: dict[str, Path], ladder: Path, ttotal: Path, tmp_path: Path, capsys
+) -> None:
+    from tts_bench.cli import main
+
+    made = [ladder, ttotal, *redeployed.values()]
+    assert main(["verify", *map(str, made)]) == 0, capsys.readouterr()
+    html = tmp_path / "chain.html"
+    assert main(["report", *map(str, made), "--out", str(tmp_path), "--html", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    for section in ("ladder", "ttotal", "plan", "provenance"):
+        assert f'<section id="{section}">' in page
+    # The fingerprints name the package and the contract measured under.
+    assert page.count(f"<td>{PACKAGE}</td><td>sonic3</td>") == len(made), page

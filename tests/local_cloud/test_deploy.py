@@ -25,7 +25,7 @@ from tts_bench.local_cloud.control_plane.deploy import (
     Deployment,
     apply_deployment,
     deployment_from_recording,
-    local_image_overrides,
+    local_overrides,
     record_stack,
 )
 from tts_bench.local_cloud.control_plane.moto_host import MotoHost
@@ -251,16 +251,24 @@ def test_a_scheduled_plans_actions_are_deployed_and_a_plan_without_removes_them(
     assert deployed() == []
 
 
-def test_a_model_package_stack_is_refused_in_one_line(tmp_path: Path) -> None:
-    """Issue 39: the local cloud runs only what it starts itself, never a vendor's package."""
-    (tmp_path / "Pulumi.yaml").write_text("name: tts-bench\nruntime: python\n", encoding="utf-8")
-    package = "arn:aws:sagemaker:us-east-1:865070037744:model-package/sonic-3-standin/2"
-    (tmp_path / "Pulumi.sonic.yaml").write_text(
-        f"config:\n  tts-bench:modelPackageArn: {package}\n", encoding="utf-8"
-    )
-    with pytest.raises(DeployError, match="stack sonic deploys a modelPackageArn") as caught:
-        local_image_overrides(tmp_path, "sonic", "sha256:" + "a" * 64)
-    assert "\n" not in str(caught.value)
+STANDIN_STACK = "sonic3-standin"  # the committed Pulumi.sonic3-standin.yaml
+
+
+def test_a_model_package_stack_needs_the_command_each_instance_runs(tmp_path: Path) -> None:
+    """Issue 39: a package has no image for the local cloud to run; without --container-cmd
+    its stack is refused in one line saying what to give. (The package Model read back
+    isolated, its package described: tests/local_cloud/test_container_command.py.)"""
+    with pytest.raises(
+        DeployError, match="stack sonic3-standin deploys a modelPackageArn"
+    ) as caught:
+        local_overrides(REPO_ROOT, STANDIN_STACK, DIGEST, None)
+    assert "\n" not in str(caught.value) and 'give --container-cmd "..."' in str(caught.value)
+    overrides = local_overrides(REPO_ROOT, STANDIN_STACK, DIGEST, "python serve.py")
+    assert overrides == {
+        "modelPackageArn": "arn:aws:sagemaker:us-east-1:000000000000:model-package/"
+        "sonic-3-standin/1",
+        "localCloud": True,
+    }
 
 
 def test_a_4_hourly_plans_crons_list_every_recurrence_and_deploy(moto: MotoHost, tmp_path) -> None:

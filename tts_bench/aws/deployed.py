@@ -138,6 +138,11 @@ class Variant(_Frozen):
     instance_type: str | None
     model_name: str | None
     environment: dict[str, str]
+    # What the Model runs: its container's image, or the model package it names (issue 39),
+    # and whether it runs network-isolated (None: no Model was read).
+    image: str | None = None
+    model_package: str | None = None
+    network_isolation: bool | None = None
 
 
 class DeployedSnapshot(_Frozen):
@@ -233,9 +238,19 @@ def _alarm(raw: dict[str, Any]) -> Alarm:
     )
 
 
-def _container_env(model: dict[str, Any]) -> dict[str, str]:
-    container = model.get("PrimaryContainer") or next(iter(model.get("Containers") or []), {})
-    return {str(k): str(v) for k, v in (container.get("Environment") or {}).items()}
+def _container(model: dict[str, Any]) -> dict[str, Any]:
+    return model.get("PrimaryContainer") or next(iter(model.get("Containers") or []), {})
+
+
+def _model_fields(model: dict[str, Any]) -> dict[str, Any]:
+    """A `Variant`'s fields that DescribeModel answers: env, image or package, isolation."""
+    container = _container(model)
+    return {
+        "environment": {str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
+        "image": container.get("Image"),
+        "model_package": container.get("ModelPackageName"),
+        "network_isolation": bool(model.get("EnableNetworkIsolation", False)),
+    }
 
 
 def describe_endpoint(session: AwsSession, endpoint: str) -> dict[str, Any]:
@@ -285,12 +300,16 @@ def _read_variants(session: AwsSession, endpoint_info: dict[str, Any]) -> tuple[
     for name, live in _variants(endpoint_info).items():
         configured = config_variants.get(name, {})
         model_name = configured.get("ModelName")
-        env: dict[str, str] = {}
+        model: dict[str, Any] = {"environment": {}}
         if model_name:
-            model = session.call(
-                "sagemaker", "describe_model", resource=f"model {model_name}", ModelName=model_name
+            model = _model_fields(
+                session.call(
+                    "sagemaker",
+                    "describe_model",
+                    resource=f"model {model_name}",
+                    ModelName=model_name,
+                )
             )
-            env = _container_env(model)
         weight = live.get("CurrentWeight", live.get("DesiredWeight"))
         variants.append(
             Variant(
@@ -302,7 +321,7 @@ def _read_variants(session: AwsSession, endpoint_info: dict[str, Any]) -> tuple[
                 ),
                 instance_type=configured.get("InstanceType"),
                 model_name=model_name,
-                environment=env,
+                **model,
             )
         )
     return tuple(variants)

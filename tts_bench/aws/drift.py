@@ -3,8 +3,9 @@
 `check_drift` is pure rules over a `DeployedSnapshot`; `read_and_check` is the thin edge that
 reads the snapshot with boto3 (read-only). Errors: orphaned scalable targets or policies,
 scaling left suspended, a scaling alarm stuck in INSUFFICIENT_DATA, and (with a plan) a
-scaling setting that differs from the plan, its scheduled actions and the min instances its
-schedule holds now included. Warning: desired capacity outside min/max.
+Model that runs another image digest or model package than the plan was measured on (or a
+package without network isolation), and a scaling setting that differs from the plan, its
+scheduled actions and the min instances its schedule holds now included. Warning: desired capacity outside min/max.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.aws.deployed import DeployedSnapshot, ScalingPolicy, read_snapshot
 from tts_bench.aws.session import AwsSession
 from tts_bench.aws.validate import (
+    IDENTITY_SETTINGS,
     SCALING_SETTINGS,
     Outcome,
     Setting,
@@ -52,6 +54,8 @@ class Rule(StrEnum):
     SCALING_SUSPENDED = "scaling-suspended"
     ALARM_INSUFFICIENT_DATA = "alarm-insufficient-data"
     PLAN_MISMATCH = "plan-mismatch"
+    IMAGE_MISMATCH = "image-mismatch"
+    PACKAGE_MISMATCH = "package-mismatch"
     CAPACITY_OUTSIDE_BOUNDS = "capacity-outside-bounds"
 
 
@@ -234,6 +238,35 @@ def _plan_mismatches(
     ]
 
 
+def _identity_mismatches(
+    snapshot: DeployedSnapshot, plan: PlanArtifact, variant: str
+) -> list[DriftFinding]:
+    """The Model runs another image or package than the plan was measured on, or runs a
+    package without network isolation: the plan's numbers are not this container's."""
+    findings = []
+    for row in compare_to_plan(snapshot, plan, None, variant, IDENTITY_SETTINGS):
+        if row.ok:
+            continue
+        if row.setting is Setting.NETWORK_ISOLATION:
+            why = "a model package runs only network-isolated; deploy the stack's Model"
+        else:
+            why = (
+                f"plan {plan.plan_id} was measured on {format_value(row.planned)}; deploy what "
+                "the plan was measured on, or measure what is deployed and plan again"
+            )
+        findings.append(
+            DriftFinding(
+                rule=Rule.IMAGE_MISMATCH
+                if row.setting is Setting.IMAGE_DIGEST
+                else Rule.PACKAGE_MISMATCH,
+                severity=Severity.ERROR,
+                resource=row.where,
+                message=f"{row.setting.value}: deployed {format_value(row.deployed)}; {why}",
+            )
+        )
+    return findings
+
+
 def _capacity(snapshot: DeployedSnapshot, variant: str) -> list[DriftFinding]:
     target = snapshot.target(variant)
     live = snapshot.variant(variant)
@@ -269,7 +302,10 @@ def check_drift(
         *_suspension(snapshot, variant),
         *_alarms(snapshot, variant, insufficient_data_grace_s),
         *(
-            _plan_mismatches(snapshot, plan, bounds, variant)
+            [
+                *_identity_mismatches(snapshot, plan, variant),
+                *_plan_mismatches(snapshot, plan, bounds, variant),
+            ]
             if plan is not None and scaling_expected
             else []
         ),

@@ -5,8 +5,11 @@ the operator's bounds when given, as the stack deploys them) in, one `Comparison
 out. A `--schedule` plan's scheduled actions are one setting (all of them as one line), and its
 min instances is the MinCapacity its schedule holds at the snapshot's time (the last action due
 within the week before it); a plan without a schedule gets the row only when the target has a
-scheduled action, which then differs from its "none". `drift --plan` reuses it for the scaling settings. `read_and_compare` is the thin edge
-that reads the snapshot with boto3.
+scheduled action, which then differs from its "none". The first rows are what the plan was
+measured on, from its fingerprint: the image digest, or a model package's versioned ARN and the
+network isolation it runs under (a package plan has no `MAX_QUEUE_DEPTH` row: the vendor's
+container reads no bound of ours). `drift --plan` reuses it. `read_and_compare` is the thin
+edge that reads the snapshot with boto3.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from tts_bench.aws.deployed import (
     DeployedScheduledAction,
     DeployedSnapshot,
     ScalingPolicy,
+    Variant,
     read_snapshot,
 )
 from tts_bench.aws.session import AwsSession
@@ -46,6 +50,11 @@ class Setting(StrEnum):
     """The deployed settings a plan decides, in the order they are reported (those a plan's
     deploy shape has: a published plan has no burst, a fleet plan no scale-in step)."""
 
+    # What the plan was measured on (its fingerprint): an image's digest, or a vendor's model
+    # package (its versioned ARN), which runs only network-isolated.
+    IMAGE_DIGEST = "image digest"
+    MODEL_PACKAGE = "model package"
+    NETWORK_ISOLATION = "network isolation"
     TARGET_VALUE = "target value"
     SCALE_IN_THRESHOLD = "scale-in threshold"
     SCALE_OUT_COOLDOWN = "scale-out cooldown (s)"
@@ -71,7 +80,11 @@ class Setting(StrEnum):
     QUEUE_MAX_DEPTH = ENV_MAX_QUEUE_DEPTH
 
 
-SCALING_SETTINGS = tuple(s for s in Setting if s is not Setting.QUEUE_MAX_DEPTH)
+IDENTITY_SETTINGS = (Setting.IMAGE_DIGEST, Setting.MODEL_PACKAGE, Setting.NETWORK_ISOLATION)
+SCALING_SETTINGS = tuple(
+    s for s in Setting if s is not Setting.QUEUE_MAX_DEPTH and s not in IDENTITY_SETTINGS
+)
+ISOLATED, NOT_ISOLATED = "enabled", "disabled"
 
 
 NO_SCHEDULE = "none"
@@ -195,11 +208,27 @@ def planned_values(plan: PlanArtifact, bounds: OperatorBounds | None) -> dict[Se
     values: dict[Setting, Planned] = {
         Setting.MIN_INSTANCES: low,
         Setting.MAX_INSTANCES: high,
-        Setting.QUEUE_MAX_DEPTH: plan.queue_max_depth,
+        **_identity_values(plan),
     }
+    if plan.fingerprint is None or plan.fingerprint.model_package is None:
+        # A vendor's container reads no bound of ours (the pack skips it too).
+        values[Setting.QUEUE_MAX_DEPTH] = plan.queue_max_depth
     for spec in deploy_shape_of(plan).policies:
         values |= _spec_values(spec)
     return {s: values[s] for s in Setting if s in values}
+
+
+def _identity_values(plan: PlanArtifact) -> dict[Setting, Planned]:
+    """What the plan was measured on, as a deployment of it must run it."""
+    fingerprint = plan.fingerprint
+    if fingerprint is None:
+        return {}
+    if fingerprint.model_package is not None:
+        return {
+            Setting.MODEL_PACKAGE: fingerprint.model_package,
+            Setting.NETWORK_ISOLATION: ISOLATED,
+        }
+    return {Setting.IMAGE_DIGEST: fingerprint.image_digest}
 
 
 def require_feasible(plan: PlanArtifact, source: str) -> None:
@@ -297,6 +326,23 @@ def _step_reads(snapshot: DeployedSnapshot, spec: StepSpec, variant: str) -> dic
     }
 
 
+def _identity_reads(deployed: Variant | None) -> dict[Setting, Read]:
+    """What the variant's Model runs, each row naming the other kind when it runs that, so a
+    mismatch names both (an image where the plan was measured on a package, and the reverse)."""
+    model = f"model {deployed.model_name if deployed else '?'}"
+    if deployed is None or deployed.model_name is None:
+        return {s: (None, model) for s in IDENTITY_SETTINGS}
+    package, image = deployed.model_package, deployed.image
+    digest = image.partition("@")[2] if image else ""
+    as_image = digest or (f"{image} (no digest)" if image else None)
+    isolation = ISOLATED if deployed.network_isolation else NOT_ISOLATED
+    return {
+        Setting.IMAGE_DIGEST: (f"model package {package}" if package else as_image, model),
+        Setting.MODEL_PACKAGE: (package or (f"image {as_image}" if as_image else None), model),
+        Setting.NETWORK_ISOLATION: (isolation, model),
+    }
+
+
 def _deployed_values(
     snapshot: DeployedSnapshot, plan: PlanArtifact, variant: str
 ) -> dict[Setting, Read]:
@@ -312,6 +358,7 @@ def _deployed_values(
             env.get(ENV_MAX_QUEUE_DEPTH),
             f"model {deployed_variant.model_name if deployed_variant else '?'} env",
         ),
+        **_identity_reads(deployed_variant),
     }
     for spec in deploy_shape_of(plan).policies:
         if isinstance(spec, TargetTrackingSpec):

@@ -81,7 +81,8 @@ class StackConfig(BaseModel):
     # Which rule's plan the gate deploys (SPEC §6a): `fleet` unless the stack says otherwise.
     plan_rule: Literal["published", "fleet"] = Field("fleet", alias="planRule")
     model_repo: str = Field("hexgrad/Kokoro-82M", alias="modelRepo", pattern=r"^[\w.-]+/[\w.-]+$")
-    model_revision: str = Field(alias="modelRevision", pattern=r"^[0-9a-f]{40}$")
+    # The Hugging Face commit the model cache copies: an image stack's only (a package has none).
+    model_revision: str | None = Field(None, alias="modelRevision", pattern=r"^[0-9a-f]{40}$")
     performance_env: dict[str, str] = Field(default_factory=dict, alias="performanceEnv")
     # The endpoint contract its container speaks (issue 39): only a plan measured under the
     # contract of this name gates it. `kokoro` (this project's container) unless it says.
@@ -130,6 +131,10 @@ class StackConfig(BaseModel):
             )
         if self.image is not None and self.account is not None:
             raise ValueError("account is for a modelPackageArn stack; an image's registry names it")
+        if self.image is not None and self.model_revision is None:
+            raise ValueError(
+                "an image stack needs modelRevision (the weights' Hugging Face commit to cache)"
+            )
         return self
 
     @field_validator("performance_env")

@@ -21,15 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from tts_bench.aws.clock import ENV_TIME_ORIGIN, ENV_TIME_SCALE, ServiceClock
+from tts_bench.deployment import local_image_reference
+from tts_bench.infra.stack_config import stack_file
 from tts_bench.local_cloud.cloudwatch.logs import LogShipper
 from tts_bench.local_cloud.cloudwatch.metrics import MetricsPublisher, VariantMetrics, WindowFigures
 from tts_bench.local_cloud.control_plane.deploy import (
     Deployment,
     apply_deployment,
     deployment_from_recording,
-    local_image_overrides,
+    local_overrides,
     new_suffix,
     record_stack,
+    require_command_for_package,
     stack_max_instances,
 )
 from tts_bench.local_cloud.control_plane.endpoint import EndpointControl
@@ -143,8 +146,11 @@ class LocalCloud:
         overrides = {
             **self.settings.stack_overrides,
             **(curve.stack_overrides() if curve else {}),
-            **local_image_overrides(
-                self.settings.program_dir, self.settings.stack, self._image_digest
+            **local_overrides(
+                self.settings.program_dir,
+                self.settings.stack,
+                self._image_digest,
+                self.settings.container_cmd,
             ),
         }
         if curve is not None and plans_dir is None:
@@ -190,6 +196,9 @@ class LocalCloud:
             f"deploying {deployment.endpoint_name} ({deployment.instance_type}, "
             f"{deployment.initial_count} instance(s), {scaling}, image {self._image_digest[:19]}…)"
         )
+        if deployment.model_package is not None:  # what the Model names, held here
+            image = local_image_reference(self._image_digest)
+            self.moto.hold_model_package(deployment.model_package, image, self._image_digest)
         apply_deployment(
             deployment,
             self.client,
@@ -429,6 +438,8 @@ def check_settings(settings: LocalCloudSettings) -> None:
                 "`python -m tts_server`"
             )
         parse_command(settings.container_cmd)
+    if stack_file(settings.program_dir, settings.stack).is_file():
+        require_command_for_package(settings.program_dir, settings.stack, settings.container_cmd)
     if settings.instance_quota is not None and settings.instance_quota < 1:
         raise LocalCloudError(f"instance_quota {settings.instance_quota}: give at least 1")
     if not 0 <= settings.provision_delay_s <= MAX_PROVISION_DELAY_S:

@@ -5,8 +5,8 @@ plan in the measurements folder matches the deployment's model, instance type, e
 contract (the stack's; `kokoro` by default), image digest, container performance env and plan
 rule (the stack config's; `fleet` by default), and that
 plan is feasible. The result names the first condition that failed. An emulated plan (measured
-through the local cloud) gates only a local image: nothing measured through the emulator ever
-scales a real endpoint.
+through the local cloud) gates only a local image, or a model package the local cloud holds
+(`is_local_package`): nothing measured through the emulator ever scales a real endpoint.
 
 `select_plan` is the selection alone. The Pulumi program and the policy pack call
 `tts_bench.custody.gate.evaluate`, which then re-derives the selected plan from its sources and
@@ -71,7 +71,8 @@ class GateQuery(BaseModel):
     slo_ms: float | None = None
     surge_ratio: float | None = None
     image_is_local: bool = Field(
-        default=False, description="the image is a local digest (the local cloud), not a registry's"
+        default=False,
+        description="the image is a local digest, or the package the local cloud's, not a real one",
     )
     rule: Literal["published", "fleet"] = Field(
         default="fleet", description="the plan rule the stack deploys"
@@ -232,7 +233,8 @@ def _not_emulated(plans: Candidates, query: GateQuery, folder: str) -> Candidate
     return kept or Refusal(
         GateCondition.EMULATED_PLAN,
         f"the only plan(s) for this image ({emulated}) are emulated, measured through the local "
-        "cloud; an emulated plan never gates a stack whose image is not a local digest",
+        "cloud; an emulated plan never gates a stack whose image is not a local digest (nor one "
+        "whose model package is not the local cloud's)",
         "measure the real endpoint",
     )
 

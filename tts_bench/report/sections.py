@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tts_bench.artifacts.cloudwatch import CloudWatchUnits
+from tts_bench.artifacts.fingerprint import OWN_CONTRACT
 from tts_bench.artifacts.plan import PlanArtifact, TargetTrackingSpec, Verdict
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.rehearsal import DesiredAgreement, RehearsalArtifact
@@ -514,6 +515,16 @@ def _fingerprint_of(item: Item) -> dict[str, Any] | None:
     return None if fp is None else fp.model_dump(mode="json")
 
 
+def _fingerprint_cells(fp: dict[str, Any] | None) -> list[Any]:
+    """What was measured: a vendor's package and the contract (kokoro when none is named) too."""
+    if fp is None:
+        return ["no fingerprint", *["-"] * 6]
+    env = ", ".join(f"{k}={v}" for k, v in (fp.get("performance_env") or {}).items()) or "-"
+    contract = (fp.get("contract") or {}).get("name", OWN_CONTRACT)
+    return [fp.get("model"), fp.get("instance_type"), (fp.get("image_digest"), "hash"),
+            fp.get("model_package") or "-", contract, fp.get("transport"), env]  # fmt: skip
+
+
 def _sources_of(item: Item) -> dict[str, tuple[str, str]]:
     """role → (path, sha256) of the files this artifact says it was made from."""
     a = item.artifact
@@ -543,17 +554,9 @@ def provenance_section(items: Sequence[Item]) -> Html:
         "Files",
     )  # fmt: skip
     prints = table(
-        ["file", "model", "instance type", "image digest", "transport", "performance env"],
-        [
-            [item.path.name, *(
-                ("no fingerprint", "-", "-", "-", "-") if fp is None else
-                (fp.get("model"), fp.get("instance_type"), (fp.get("image_digest"), "hash"),
-                 fp.get("transport"),
-                 ", ".join(f"{k}={v}" for k, v in (fp.get("performance_env") or {}).items()) or "-")
-            )]
-            for item in items
-            for fp in [_fingerprint_of(item)]
-        ],
+        ["file", "model", "instance type", "image digest", "model package", "contract",
+         "transport", "performance env"],
+        [[item.path.name, *_fingerprint_cells(_fingerprint_of(item))] for item in items],
         "Fingerprints",
     )  # fmt: skip
     by_hash = {item.sha256: item.path.name for item in items}

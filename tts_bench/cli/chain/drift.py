@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "drift",
         description="Reconcile what is deployed (scalable targets, policies, suspended state, "
-        "alarm states, capacity) against the endpoint and, with --plan, the plan. Makes no "
+        "alarm states, capacity) against the endpoint and, with --plan, the plan: the image "
+        "digest or model package it was measured on and its scaling settings. Makes no "
         "change. Exit 0 with a `preflight-ok` line when clean, 1 when an error is found.",
     )
     add_endpoint_options(parser)

@@ -13,7 +13,8 @@ from tts_bench.cli.aws_options import add_bounds_option, add_endpoint_options
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "validate",
-        description="Read-only. Print the deployed target value, scale-in threshold, both "
+        description="Read-only. Print the deployed image digest (or model package and its "
+        "network isolation), target value, scale-in threshold, both "
         "cooldowns, min/max (the plan's clamped into --bounds when given) and the container's "
         "MAX_QUEUE_DEPTH side by side with the plan's, with a verdict each; exit 0 only when "
         "all match.",

@@ -3,7 +3,8 @@
 `record_stack` runs the program under mocks (`tts-bench preview`'s recorder) with the stack's
 config and any overrides. `deployment_from_recording` turns the recorded SageMaker, Application
 Auto Scaling and CloudWatch resources into API requests, pure: the same names and values, the
-image replaced by the working tree's local digest, references between resources (unknown at
+image replaced by the working tree's local digest (a model package by the one the cloud holds,
+`local_overrides`), references between resources (unknown at
 preview) resolved to what this deploy creates, a plan's scheduled actions included.
 `apply_deployment` sends them. Other resource
 types (S3, ECR, IAM, CodeBuild) are not deployed: the local instances read the offline weights.
@@ -14,14 +15,15 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tts_bench.deployment import DEFAULT_VARIANT
+from tts_bench.deployment import DEFAULT_VARIANT, local_package_arn
 from tts_bench.infra.preview import record
 from tts_bench.infra.preview_recorder import RecordedResource, Recording
 from tts_bench.infra.stack_config import MODEL_PACKAGE_KEY, project_name, stack_file, stack_values
@@ -65,6 +67,12 @@ class Deployment:
     scheduled_actions: list[dict[str, Any]] = field(default_factory=list)  # PutScheduledAction
 
     @property
+    def model_package(self) -> str | None:
+        """The model package the Model names (the local cloud's own ARN), if it names one."""
+        package = self.model["PrimaryContainer"].get("ModelPackageName")
+        return str(package) if package else None
+
+    @property
     def max_instances(self) -> int | None:
         return int(self.scalable_target["MaxCapacity"]) if self.scalable_target else None
 
@@ -73,10 +81,17 @@ class Deployment:
 
 
 def record_stack(program_dir: Path, stack: str, overrides: dict[str, object]) -> Recording:
-    """The program's recording for `stack`, with `overrides` (un-namespaced keys) applied to a
-    copy of the stack file in a scratch folder; the program itself is linked, not copied."""
+    """The program's recording for `stack`, with `overrides` (un-namespaced keys) applied."""
     if not overrides:
         return record(program_dir, stack)
+    with overridden_stack(program_dir, stack, overrides) as scratch:
+        return record(scratch, stack)
+
+
+@contextmanager
+def overridden_stack(program_dir: Path, stack: str, overrides: dict[str, object]) -> Iterator[Path]:
+    """A scratch program folder whose stack file is `stack`'s with `overrides` (un-namespaced
+    keys) applied; the program itself is linked, not copied. Removed on exit."""
     project = project_name(program_dir)
     values = stack_values(program_dir, stack)
     for key, value in overrides.items():
@@ -88,24 +103,40 @@ def record_stack(program_dir: Path, stack: str, overrides: dict[str, object]) ->
             if entry.name not in (own_stack_file, ".git") and not entry.name.startswith(".venv"):
                 os.symlink(entry, scratch / entry.name)
         (scratch / own_stack_file).write_text(yaml.safe_dump({"config": values}), encoding="utf-8")
-        return record(scratch, stack)
+        yield scratch
 
 
-def local_image_overrides(program_dir: Path, stack: str, image_digest: str) -> dict[str, object]:
-    """The stack's image repository pinned to the local digest, and `localCloud` set, so the
-    program's plan gate looks for plans of what actually runs here (an emulated plan may gate
-    only this deploy; SPEC §11 honesty)."""
+def local_overrides(
+    program_dir: Path, stack: str, image_digest: str, container_cmd: str | None
+) -> dict[str, object]:
+    """The stack's image repository pinned to the local digest, or its model package's ARN as
+    the local cloud holds it (`local_package_arn`), and `localCloud` set, so the program's plan
+    gate looks for plans of what actually runs here (an emulated plan may gate only this
+    deploy; SPEC §11 honesty)."""
+    package = require_command_for_package(program_dir, stack, container_cmd)
+    if package is not None:
+        return {MODEL_PACKAGE_KEY: local_package_arn(package), "localCloud": True}
     values = stack_values(program_dir, stack)
-    if f"{project_name(program_dir)}:{MODEL_PACKAGE_KEY}" in values:
-        # moto keeps a Model's ModelPackageName but drops EnableNetworkIsolation, and nothing
-        # here can run a vendor's package: only a command or server this cloud starts itself.
-        raise DeployError(
-            f"stack {stack} deploys a {MODEL_PACKAGE_KEY}, which the local cloud cannot run; give "
-            "the stand-in's stack an image and start it with --container-cmd"
-        )
     image = str(values.get(f"{project_name(program_dir)}:image", "local/tts-server"))
     repository = image.split("@", 1)[0]
     return {"image": f"{repository}@{image_digest}", "localCloud": True}
+
+
+def require_command_for_package(
+    program_dir: Path, stack: str, container_cmd: str | None
+) -> str | None:
+    """The model package the stack deploys (None: an image). A package has no image to run
+    here: its stack needs the command each instance runs in its place (`container_cmd`)."""
+    package = stack_values(program_dir, stack).get(
+        f"{project_name(program_dir)}:{MODEL_PACKAGE_KEY}"
+    )
+    if package is not None and container_cmd is None:
+        raise DeployError(
+            f"stack {stack} deploys a {MODEL_PACKAGE_KEY}, which has no image to run here; give "
+            '--container-cmd "..." with what each instance runs in its place (e.g. "python '
+            'tests/ladder/sonic3_standin.py" for the Sonic-3 stand-in)'
+        )
+    return None if package is None else str(package)
 
 
 def stack_max_instances(program_dir: Path, stack: str, overrides: dict[str, object]) -> int:
@@ -191,24 +222,37 @@ def _auto_name(resource: RecordedResource, suffix: str) -> str:
 def _model_request(
     recording: Recording, model_r: RecordedResource, model_name: str, image_digest: str
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """CreateModel's request, its image pinned to `image_digest`, and the container's env."""
+    """CreateModel's request, its image pinned to `image_digest` (or, for a vendor's package,
+    naming the package, network-isolated as recorded), and the container's env."""
     by_urn = {r.urn: r for r in recording.resources}
     container = dict(model_r.properties.get("primaryContainer") or {})
-    stack_image = str(container.get("image", ""))
-    repository = stack_image.split("@", 1)[0].split(":", 1)[0] if stack_image else "local"
     environment = {str(k): str(v) for k, v in (container.get("environment") or {}).items()}
     role_urns = model_r.property_dependencies.get("executionRoleArn", [])
     role = by_urn.get(role_urns[0]) if role_urns else None
     model = {
         "ModelName": model_name,
         "ExecutionRoleArn": f"arn:aws:iam::{ACCOUNT}:role/{role.name if role else 'sagemaker'}",
-        "PrimaryContainer": {
-            "Image": f"{repository}@{image_digest}",
-            "Environment": {**environment, ENV_IMAGE_DIGEST: image_digest},
-        },
+        "PrimaryContainer": _container_request(container, environment, image_digest),
         "Tags": _tags(model_r.properties.get("tags")),
     }
+    if model_r.properties.get("enableNetworkIsolation"):
+        model["EnableNetworkIsolation"] = True
     return model, environment
+
+
+def _container_request(
+    container: dict[str, Any], environment: dict[str, str], image_digest: str
+) -> dict[str, Any]:
+    """The Model's PrimaryContainer: the recorded package, or the image at the local digest."""
+    package = container.get("modelPackageName")
+    if package:  # the vendor's container reads none of this project's env
+        return {"ModelPackageName": str(package), "Environment": environment}
+    stack_image = str(container.get("image", ""))
+    repository = stack_image.split("@", 1)[0].split(":", 1)[0] if stack_image else "local"
+    return {
+        "Image": f"{repository}@{image_digest}",
+        "Environment": {**environment, ENV_IMAGE_DIGEST: image_digest},
+    }
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,10 @@ are wrapped (in this process only): instance types are accepted, and creation an
 changes are handed to a listener (the control plane) before the API call returns, so a
 `describe_endpoint` right after sees Creating or Updating, as on SageMaker.
 
+CreateModel keeps the `EnableNetworkIsolation` it is given, which moto drops, and the host can
+hold a model package under a seller's ARN (`hold_model_package`), so a package stack's Model
+reads back as it was created and its package as SageMaker describes it.
+
 It also fronts the two calls moto lacks that a rehearsal reads, `DescribeAlarmHistory` and
 `DescribeScalingActivities`, from the autoscaler's `ScalingHistory`, and runs moto's CloudWatch
 and Logs on the cloud's clock (log-stream creation, log ingestion, alarm state times), so that on
@@ -45,6 +49,13 @@ from tts_bench.local_cloud.cloudwatch.metric_retention import PASS_EVERY_S, roll
 from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
 from tts_bench.local_cloud.control_plane.moto_guard import AwsRequestGuard
 from tts_bench.local_cloud.settings import ACCOUNT, MAX_LOCAL_INSTANCES, REGION
+
+# CreateModelPackage's fields a held package leaves out.
+_PACKAGE_FIELDS_UNSET = (
+    "validation_specification", "source_algorithm_specification", "tags", "metadata_properties",
+    "model_metrics", "client_token", "customer_metadata_properties", "drift_check_baselines",
+    "domain", "task", "sample_payload_url", "additional_inference_specifications",
+)  # fmt: skip
 
 
 class EndpointListener(Protocol):
@@ -219,6 +230,34 @@ class MotoHost:
 
         return sagemaker_backends[self.account][REGION].endpoints[name]
 
+    def hold_model_package(self, arn: str, image: str, digest: str) -> None:
+        """Hold the model package `arn` names, as a subscription to its seller's makes it
+        describable: one version in this account whose one container is `image` at `digest`,
+        answering DescribeModelPackage for `arn` too (moto keys packages by its own ARNs)."""
+        from moto.sagemaker.models import sagemaker_backends
+
+        backend = sagemaker_backends[self.account][REGION]
+        if arn in backend.model_package_name_mapping:
+            return
+        group = arn.rsplit("/", 2)[1]
+        if group not in backend.model_package_groups:
+            backend.create_model_package_group(group, "held by the local cloud")
+        unset = dict.fromkeys(_PACKAGE_FIELDS_UNSET)
+        created = backend.create_model_package(
+            **unset,
+            model_package_name=None,
+            model_package_group_name=group,
+            model_package_description="held by the local cloud",
+            inference_specification={
+                "Containers": [{"Image": image, "ImageDigest": digest}],
+                "SupportedContentTypes": ["application/json"],
+                "SupportedResponseMIMETypes": ["application/jsonlines"],
+            },
+            certify_for_marketplace=False,
+            model_approval_status="Approved",
+        )
+        backend.model_package_name_mapping[arn] = created
+
     def check_instance_count(self, count: int, what: str) -> None:
         """Refuse a count no endpoint of this cloud may have (moto's own error types)."""
         from moto.sagemaker.exceptions import SagemakerClientError, ValidationError
@@ -252,6 +291,7 @@ def _install_patches(shared: _SharedMoto) -> list[Callable[[], None]]:
     from moto.cloudwatch.models import CloudWatchBackend
     from moto.core.common_models import BaseModel
     from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
+    from moto.sagemaker.responses import SageMakerResponse
 
     def untracked(cls: type, *args: Any, **kwargs: Any) -> Any:
         """moto keeps every model object it ever creates in a class list (`instances_tracked`)
@@ -268,6 +308,7 @@ def _install_patches(shared: _SharedMoto) -> list[Callable[[], None]]:
         (BaseModel, "__new__", staticmethod(untracked)),
         (FakeEndpointConfig, "validate_instance_type", accept_any_instance_type),
         (SageMakerModelBackend, "create_endpoint", _create_endpoint(shared)),
+        (SageMakerResponse, "create_model", _create_model()),
         (
             SageMakerModelBackend,
             "update_endpoint_weights_and_capacities",
@@ -367,6 +408,22 @@ def _create_endpoint(shared: _SharedMoto) -> Callable[..., Any]:
         return endpoint
 
     return create_endpoint
+
+
+def _create_model() -> Callable[..., Any]:
+    """moto's CreateModel, keeping the `EnableNetworkIsolation` it was given (moto drops it and
+    answers false), so DescribeModel shows a package Model isolated as it was created."""
+    from moto.sagemaker.responses import SageMakerResponse
+
+    original = SageMakerResponse.create_model
+
+    def create_model(self: Any) -> Any:
+        answer = original(self)
+        model = self.sagemaker_backend.describe_model(self._get_param("ModelName"))
+        model.enable_network_isolation = bool(self._get_param("EnableNetworkIsolation", False))
+        return answer
+
+    return create_model
 
 
 def _update_capacity(shared: _SharedMoto) -> Callable[..., Any]:
