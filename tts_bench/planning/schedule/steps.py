@@ -8,8 +8,9 @@
    the ×1.2 load they are judged at: a surge on a day busier than told is otherwise past the
    headroom a step sized at λ_out keeps). A step acts a lead before the minutes it serves, so
    the floor at minute m is the largest held want over m .. m + lead (whole minutes), within the
-   plan's min and max. A day that repeats (a period shorter than the day) wraps: its last minutes hold the
-   wants of the next period's first, and its first those of the last period's end.
+   plan's min and max. A day that repeats (a period shorter than the day) wraps: its last
+   minutes hold the wants of the next period's first, and its first those of the last period's
+   end.
 2. **The merge.** The floor's runs of equal value are the per-minute schedule (one scheduled
    action per run). Adjacent runs are merged greedily, cheapest first, into one run at the
    higher value: a merge only raises MinCapacity, so it never takes capacity away where the floor
