@@ -30,6 +30,7 @@ from tts_bench.artifacts.plan import PlanArtifact, RuleFigures, SourceArtifact
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.errors import TtsBenchError
+from tts_bench.planning.aws.semantics import AwsSemantics
 from tts_bench.planning.plan import derive_plan
 from tts_bench.planning.schedule.attach import with_schedule
 from tts_bench.planning.steps import PlanRequest
@@ -94,6 +95,24 @@ def schedule_label(plan: PlanArtifact) -> str:
     )
 
 
+def one_day(
+    plan: PlanArtifact,
+    qmax: QmaxArtifact,
+    traffic: CheckTraffic,
+    seed: int,
+    semantics: AwsSemantics,
+) -> RuleFigures:
+    """One seed's day, printed as it comes (a comment line) so that a run cut short keeps it."""
+    row = day_figures(plan, qmax, traffic, seed, semantics)
+    print(
+        f"<!-- seed {seed} {plan.rule} schedule={plan.schedule is not None} {semantics.name}: "
+        f"shed {row.shed:.0f}/{row.requests:.0f} ({percent(row.shed_share)}), "
+        f"{row.instance_hours:,.3f} instance-hours -->",
+        flush=True,
+    )
+    return row
+
+
 def shape_rows(shape: str, plans: Plans, seeds: Sequence[int], only_scheduled: bool) -> list[str]:
     traffic = traffic_of(shape)
     try:
@@ -111,7 +130,7 @@ def shape_rows(shape: str, plans: Plans, seeds: Sequence[int], only_scheduled: b
             (
                 rule,
                 plan,
-                mean_row([day_figures(plan, plans.qmax, traffic, s, semantics) for s in seeds]),
+                mean_row([one_day(plan, plans.qmax, traffic, s, semantics) for s in seeds]),
             )
             for rule, plan in named
         ]
@@ -146,13 +165,14 @@ def error_rows(shape: str, plans: Plans, seeds: Sequence[int]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=5, help="the last seed")
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--shape", action="append", required=True)
     parser.add_argument("--forecast-errors", action="store_true")
     parser.add_argument("--only-scheduled", action="store_true")
     args = parser.parse_args()
     plans = reference_plans()
-    seeds = range(1, args.seeds + 1)
+    seeds = range(args.first_seed, args.seeds + 1)
     for shape in args.shape:
         started = time.process_time()
         for line in shape_rows(shape, plans, seeds, args.only_scheduled):
