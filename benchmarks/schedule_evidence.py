@@ -54,7 +54,7 @@ class Plans:
     qmax: QmaxArtifact
 
 
-def reference_plans() -> Plans:
+def reference_plans(peak_rps: float = 5000.0) -> Plans:
     qmax, ttotal = load_artifact(QMAX, QmaxArtifact), load_artifact(TTOTAL, TtotalArtifact)
     sources = {
         name: SourceArtifact(path=str(path), sha256=sha256_file(path), provenance=a.provenance.kind)
@@ -62,7 +62,7 @@ def reference_plans() -> Plans:
     }
 
     def plan(rule: str) -> PlanArtifact:
-        request = PlanRequest(peak_rps=5000.0, trough_rps=10.0, rule=rule)  # type: ignore[arg-type]
+        request = PlanRequest(peak_rps=peak_rps, trough_rps=10.0, rule=rule)  # type: ignore[arg-type]
         return derive_plan(qmax, ttotal, request, sources)
 
     return Plans(plan("fleet"), plan("published"), qmax)
@@ -167,11 +167,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5, help="the last seed")
     parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--peak-rps", type=float, default=5000.0, help="the plans' (default 5000)")
     parser.add_argument("--shape", action="append", required=True)
     parser.add_argument("--forecast-errors", action="store_true")
     parser.add_argument("--only-scheduled", action="store_true")
     args = parser.parse_args()
-    plans = reference_plans()
+    plans = reference_plans(args.peak_rps)
     seeds = range(args.first_seed, args.seeds + 1)
     for shape in args.shape:
         started = time.process_time()
