@@ -253,7 +253,7 @@ def test_every_construct_of_a_fleet_plan_is_compared(
 def test_a_scheduled_plans_min_is_the_step_in_effect_and_its_actions_a_row(
     aws: EmulatedAws, reference_plan_path: Path
 ) -> None:
-    """Steps 00:00 → 1, 00:21 → 22, 01:39 → 1: read at 00:30 UTC the plan's min is 22, at
+    """Steps 00:00 → 1, 00:21 → 27, 01:39 → 1: read at 00:30 UTC the plan's min is 27, at
     01:45 it is 1; the scheduled actions are one row, matched when deployed as planned."""
     from datetime import UTC, datetime
 
@@ -268,7 +268,7 @@ def test_a_scheduled_plans_min_is_the_step_in_effect_and_its_actions_a_row(
     aws.deploy_shape(plan)
     aws.schedule(plan)
     snapshot = read_snapshot(AwsSession.from_environment(), ENDPOINT)
-    for hour_minute, planned_min in (((0, 30), 22), ((1, 45), 1), ((23, 59), 1)):
+    for hour_minute, planned_min in (((0, 30), 27), ((1, 45), 1), ((23, 59), 1)):
         at = datetime(2026, 12, 4, *hour_minute, tzinfo=UTC)
         rows = {
             r.setting: r for r in compare_to_plan(snapshot.model_copy(update={"read_at": at}), plan)
@@ -276,7 +276,7 @@ def test_a_scheduled_plans_min_is_the_step_in_effect_and_its_actions_a_row(
         assert rows[Setting.MIN_INSTANCES].planned == planned_min
         assert rows[Setting.SCHEDULE].outcome is Outcome.MATCH
     assert rows[Setting.SCHEDULE].planned == (
-        "cron(0 0 * * ? *) Etc/UTC min 1 max 363; cron(21 0 * * ? *) Etc/UTC min 22 max 363; "
+        "cron(0 0 * * ? *) Etc/UTC min 1 max 363; cron(21 0 * * ? *) Etc/UTC min 27 max 363; "
         "cron(39 1 * * ? *) Etc/UTC min 1 max 363"
     )
 

@@ -235,7 +235,7 @@ def test_a_scheduled_plan_deploys_a_scheduled_action_per_step(
     scheduled_fleet_plan: PlanArtifact,
 ) -> None:
     """Each step a daily cron in UTC at its time on the variant's target, MinCapacity the
-    step's clamped into the operator's bounds (22 → 20 here), MaxCapacity the target's."""
+    step's clamped into the operator's bounds (27 → 20 here), MaxCapacity the target's."""
     plan = scheduled_fleet_plan
     resources = _registered(plan, OperatorBounds(min_instances=1, max_instances=20))
     actions = sorted(
@@ -252,7 +252,7 @@ def test_a_scheduled_plan_deploys_a_scheduled_action_per_step(
         ("speech-AllTraffic-schedule-0139", "cron(39 1 * * ? *)", "Etc/UTC",
          {"minCapacity": 1, "maxCapacity": 20}),
     ]  # fmt: skip
-    assert [s.min_capacity for s in plan.schedule.steps] == [1, 22, 1]  # type: ignore[union-attr]
+    assert [s.min_capacity for s in plan.schedule.steps] == [1, 27, 1]  # type: ignore[union-attr]
     assert {a["resourceId"] for a in actions} == {"endpoint/speech/variant/AllTraffic"}
     assert {a["scalableDimension"] for a in actions} == {"sagemaker:variant:DesiredInstanceCount"}
 

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import REFERENCE_QMAX, REFERENCE_TTOTAL
 from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.cli import main
-from tts_bench.planning.traffic_check import default_traffic
+from tts_bench.planning.traffic_check import default_traffic, simulated_runs
 
 SPEC = "steady:30+surge:1.25:600"
 
@@ -42,10 +42,28 @@ def test_both_rules_are_simulated_per_seed_and_compared(capsys, tmp_path) -> Non
     comparison = plan.finding("rule_comparison")
     assert comparison is not None and comparison.verdict == "ok"
     assert "the published rule would shed" in comparison.message
+    # The spec's runs are shorter than a day: they are said as runs of their length.
+    hours = f"{check.duration_s / 3600:.3g} h"
+    assert comparison.message.startswith(f"over 2 simulated runs of {hours} of {SPEC} (seeds 1, 2)")
     assert comparison.figure("published_instance_hours") == check.mean[1].instance_hours
     readings = plan.finding("aws_semantics")
     assert readings is not None and "fleet under pessimistic" in readings.message
     assert readings.figure("fleet_pessimistic_shed_share") == check.mean[2].shed_share
+
+
+@pytest.mark.parametrize(
+    ("count", "duration_s", "expected"),
+    [
+        (5, 86_400, "5 simulated days"),
+        (1, 86_400, "1 simulated day"),
+        (1, 604_800, "1 simulated week"),
+        (5, 14_400, "5 simulated runs of 4 h"),
+        (2, 5_400, "2 simulated runs of 1.5 h"),
+        (1, 1_800, "1 simulated run of 30 min"),
+    ],
+)
+def test_what_was_simulated_is_said_by_its_length(count, duration_s, expected) -> None:
+    assert simulated_runs(count, duration_s) == expected
 
 
 def test_a_mean_shed_share_over_the_budget_stops_the_plan(capsys, tmp_path) -> None:

@@ -114,20 +114,21 @@ def test_a_4_h_days_steps_recur_every_4_h_in_the_plan_the_simulator_and_the_depl
 
 def test_a_week_gets_its_weekdays_steps_by_day_of_the_week(tmp_path) -> None:
     # Each weekday the hand day (a ramp to 300 at 01:00 for 20 minutes), the weekend flat: the
-    # day alone gives 1 at 00:00, 22 at 00:21, 1 at 01:39; the week gives those steps on each
+    # day alone gives 1 at 00:00, 27 at 00:21 (⌈1.2 × 300 / λ_out 13.776⌉: the load a forecast
+    # may be short by), 1 at 01:39; the week gives those steps on each
     # weekday, as weekly crons naming the day, and nothing on Saturday or Sunday.
     inputs = load_inputs(request_for(tmp_path, plan=FLEET_PLAN))
     day = [10.0] * 60 + [300.0] * 20 + [10.0] * 1360
     daily = with_schedule(inputs.plan, "a day", day).schedule
     assert daily is not None
     assert [(s.at_utc, s.min_capacity) for s in daily.steps] == [
-        ("00:00", 1), ("00:21", 22), ("01:39", 1)
+        ("00:00", 1), ("00:21", 27), ("01:39", 1)
     ]  # fmt: skip
     plan = with_schedule(inputs.plan, "a week", day * 5 + [10.0] * 2880, period_s=7 * 86_400)
     assert plan.schedule is not None
     days = ("Mon", "Tue", "Wed", "Thu", "Fri")
     assert [(s.at_utc, s.min_capacity) for s in plan.schedule.steps] == [("Mon 00:00", 1)] + [
-        (f"{d} {t}", low) for d in days for t, low in (("00:21", 22), ("01:39", 1))
+        (f"{d} {t}", low) for d in days for t, low in (("00:21", 27), ("01:39", 1))
     ]
     actions = scheduled_actions_of(plan, None, "e")
     assert (actions[3].name, actions[3].schedule) == (
@@ -137,7 +138,7 @@ def test_a_week_gets_its_weekdays_steps_by_day_of_the_week(tmp_path) -> None:
     policy = parse_policy("plan", plan, inputs.shape, inputs.curves)
     runs = policy.scheduled_runs(0.0, 7 * 86_400.0)
     assert [(t // 86_400, t % 86_400, low) for t, low in runs][-3:] == [
-        (4, 21 * 60, 22), (4, 99 * 60, 1), (7, 0, 1)
+        (4, 21 * 60, 27), (4, 99 * 60, 1), (7, 0, 1)
     ]  # fmt: skip
 
 
@@ -147,6 +148,14 @@ def test_a_want_is_held_either_side_of_its_minute() -> None:
     fleet = replace(TINY, hold_s=120.0)
     assert floor_per_minute(TINY_DAY, fleet).tolist() == [3, 3, 3, 3, 3, 3, 3, 1]
     assert schedule_steps(TINY_DAY, fleet) == [Step(0, 3), Step(7, 1)]
+
+
+def test_a_want_holds_the_load_a_forecast_may_be_short_by() -> None:
+    # ×1.2: the covered minutes 2–4 (rates 5 30 30) want the need of 6 36 36, 1 4 4, not 1 3 3;
+    # which minutes are too fast is the forecast's (1 and 2, as by hand above).
+    fleet = replace(TINY, load_scale=1.2)
+    assert floor_per_minute(TINY_DAY, fleet).tolist() == [1, 4, 4, 4, 4, 1, 1, 1]
+    assert schedule_steps(TINY_DAY, fleet) == [Step(0, 1), Step(1, 4), Step(5, 1)]
 
 
 @settings(max_examples=40, deadline=None)

@@ -315,6 +315,12 @@ class Schedule(_Strict):
     hold_s: NonNegativeFloat = Field(
         default=0.0, description="how long either side of a needed minute its step holds"
     )
+    load_scale: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="a needed minute's step holds the need of its rate × this: the load a "
+        "forecast may be short by",
+    )
     steps: list[ScheduledStep] = Field(min_length=1, max_length=MAX_SCHEDULED_ACTIONS)
     instance_minutes: NonNegativeInt = Field(
         description="the floor the steps hold, summed over the day's minutes"

@@ -122,7 +122,7 @@ def _schedule(schedule: Schedule) -> list[str]:
         f"Schedule ({len(schedule.steps)} scheduled actions, {every}, UTC {schedule.utc_offset}; "
         f"from {schedule.traffic}, {len(schedule.minute_rps)} minutes, sha256 "
         f"{schedule.minute_rps_sha256[:12]}; {schedule.lead_s:g} s ahead, held "
-        f"±{schedule.hold_s:g} s, at "
+        f"±{schedule.hold_s:g} s, for ×{schedule.load_scale:g} the load, at "
         f"{schedule.per_instance_rps:.3f} rps per instance)"
     ]
     lines += [f"  {s.at_utc} UTC  MinCapacity {s.min_capacity}" for s in schedule.steps]

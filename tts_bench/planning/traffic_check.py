@@ -116,6 +116,19 @@ def identified(plan: PlanArtifact) -> PlanArtifact:
     return plan.model_copy(update={"plan_id": plan_id_})
 
 
+_SPANS = {86_400.0: "day", 604_800.0: "week"}
+
+
+def simulated_runs(count: int, duration_s: float) -> str:
+    """What was simulated, in words: "5 simulated days", "1 simulated week", "5 simulated runs of
+    4 h" (a day or a week when the runs are exactly that long)."""
+    plural = "" if count == 1 else "s"
+    if (span := _SPANS.get(float(duration_s))) is not None:
+        return f"{count} simulated {span}{plural}"
+    length = f"{duration_s / 3600:.3g} h" if duration_s >= 3600 else f"{duration_s / 60:.3g} min"
+    return f"{count} simulated run{plural} of {length}"
+
+
 def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
     own = check.mean_of(rule)
     # The rules compared as AWS is documented; `aws_semantics` says what the other reading does.
@@ -127,7 +140,8 @@ def rule_comparison(rule: str, check: TrafficCheck):  # -> Finding
         "shed_budget": check.shed_budget,
     }
     text = (
-        f"over {len(check.seeds)} simulated days of {check.traffic} (seeds {seeds}) the {rule} "
+        f"over {simulated_runs(len(check.seeds), check.duration_s)} of {check.traffic} "
+        f"(seeds {seeds}) the {rule} "
         f"rule sheds {100 * own.shed_share:.4f} % (budget {100 * check.shed_budget:.4f} %) "
         f"on {own.instance_hours:,.1f} instance-hours, peak {own.peak_instances:.0f}"
         if own

@@ -15,7 +15,12 @@ from tts_bench.planning.aws.scheduled import DAY_S, WEEK_S, period_problem
 from tts_bench.planning.findings import FINDING_ORDER
 from tts_bench.planning.schedule.day import MINUTE_S, rates_sha256, rounded_rates
 from tts_bench.planning.schedule.ramp import clock, ramp_rate
-from tts_bench.planning.schedule.steps import FORECAST_HOLD_S, DayFleet, schedule_steps
+from tts_bench.planning.schedule.steps import (
+    FORECAST_HOLD_S,
+    FORECAST_LOAD_SCALE,
+    DayFleet,
+    schedule_steps,
+)
 from tts_bench.planning.traffic_check import identified
 
 DAY_MINUTES = 24 * 60
@@ -33,6 +38,7 @@ def day_fleet(plan: PlanArtifact) -> DayFleet:
         min_instances=plan.min_instances,
         max_instances=plan.max_instances,
         hold_s=FORECAST_HOLD_S,
+        load_scale=FORECAST_LOAD_SCALE,
     )
 
 
@@ -74,6 +80,7 @@ def derive_schedule(
         per_instance_rps=fleet.per_instance_rps,
         lead_s=fleet.lead_s,
         hold_s=fleet.hold_s,
+        load_scale=fleet.load_scale,
         steps=[
             ScheduledStep(
                 at_s=s.start_minute * MINUTE_S,

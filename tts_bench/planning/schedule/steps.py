@@ -4,10 +4,13 @@
    (`day.unfollowable`, within one lead after it) wants its need at λ_out; other minutes want
    only the plan's `min_instances`. A forecast's day comes earlier or later than told: each want
    is held `hold_s` either side of its minute (`FORECAST_HOLD_S`, the ±30 min the forecast
-   errors are judged at). A step acts a lead before the minutes it serves, so the floor at
-   minute m is the largest held want over m .. m + lead (whole minutes), within the plan's min
-   and max. A day that repeats (a period shorter than the day) wraps: its last minutes hold the
-   wants of the next period's first, and its first those of the last period's end.
+   errors are judged at), and wants the need of its rate × `load_scale` (`FORECAST_LOAD_SCALE`,
+   the ×1.2 load they are judged at: a surge on a day busier than told is otherwise past the
+   headroom a step sized at λ_out keeps). A step acts a lead before the minutes it serves, so
+   the floor at minute m is the largest held want over m .. m + lead (whole minutes), within the
+   plan's min and max. A day that repeats (a period shorter than the day) wraps: its last
+   minutes hold the wants of the next period's first, and its first those of the last period's
+   end.
 2. **The merge.** The floor's runs of equal value are the per-minute schedule (one scheduled
    action per run). Adjacent runs are merged greedily, cheapest first, into one run at the
    higher value: a merge only raises MinCapacity, so it never takes capacity away where the floor
@@ -41,6 +44,9 @@ MERGE_TOLERANCE = 0.01
 # How far either side of its minute a want is held: the ±30 min a forecast may be off by
 # (`simulate.check.FORECAST_ERRORS` judges the schedule at that shift).
 FORECAST_HOLD_S = 1800.0
+# How much more load than told a want holds: the ×1.2 a forecast may be off by
+# (`simulate.check.FORECAST_ERRORS` judges the schedule at that scale).
+FORECAST_LOAD_SCALE = 1.2
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class DayFleet:
     min_instances: int
     max_instances: int
     hold_s: float = 0.0  # each want held this long either side of its minute
+    load_scale: float = 1.0  # each want the need of this multiple of its minute's rate
 
 
 @dataclass(frozen=True)
@@ -71,13 +78,13 @@ def floor_per_minute(rates_rps: np.ndarray, fleet: DayFleet, cyclic: bool = Fals
         reach = -(-(2 * lead + round(fleet.hold_s / MINUTE_S)) // n)
         around = floor_per_minute(np.tile(rates_rps, 2 * reach + 1), fleet)
         return around[reach * n : (reach + 1) * n]
-    need = instances_needed(rates_rps, fleet.per_instance_rps)
     fast = unfollowable(rates_rps, fleet.per_instance_rps, fleet.surge_ratio, lead)
     # minute k is covered when a fast minute lies within k − lead .. k − 1
     seen = np.concatenate(([0], np.cumsum(fast)))
     k = np.arange(len(rates_rps))
     covered = seen[k] - seen[np.maximum(k - lead, 0)] > 0
-    wanted = held(np.where(covered, need, 0), round(fleet.hold_s / MINUTE_S))
+    want = instances_needed(rates_rps * fleet.load_scale, fleet.per_instance_rps)
+    wanted = held(np.where(covered, want, 0), round(fleet.hold_s / MINUTE_S))
     ahead = np.maximum(wanted, max_ahead(wanted, lead))
     return np.clip(ahead, fleet.min_instances, fleet.max_instances)
 
