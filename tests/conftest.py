@@ -5,7 +5,6 @@ headless Chromium.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,12 +12,6 @@ import pytest
 
 from tests.chromium import Browser, Page, why_no_browser
 from tests.servers import ServerProcess
-
-# The suite's two workers share the machine's cores, so every engine it starts (servers, local
-# cloud instances, the main job's) runs on one: two engines' intra-op threads then never spin
-# against each other. On two cores this cut a serial synthesis's CPU time by about a quarter
-# beside a busy core (measurements/lab/test-time.md, "One core per engine").
-os.environ.setdefault("ENGINE_CORES", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "measurements"
