@@ -58,13 +58,9 @@ def run_engines(count: int, cores: str | None, texts: list[str]) -> tuple[float,
     env.pop("ENGINE_CORES", None)
     if cores is not None:
         env["ENGINE_CORES"] = cores
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", CHILD, json.dumps(texts)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-        )  # fmt: skip
-        for _ in range(count)
-    ]
+    command = [sys.executable, "-c", CHILD, json.dumps(texts)]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True, "env": env}
+    children = [subprocess.Popen(command, **pipes) for _ in range(count)]
     for child in children:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     start = time.perf_counter()
