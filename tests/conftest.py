@@ -5,6 +5,7 @@ headless Chromium.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,12 @@ import pytest
 
 from tests.chromium import Browser, Page, why_no_browser
 from tests.servers import ServerProcess
+
+# The suite's two workers share the machine's cores, so every engine it starts (servers, local
+# cloud instances, the main job's) runs on one: two engines' intra-op threads then never spin
+# against each other (two engines at once: 0.70 x the CPU seconds; measurements/lab/
+# test-time.md, "One core per engine", has the clean clones with and without it).
+os.environ.setdefault("ENGINE_CORES", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "measurements"
