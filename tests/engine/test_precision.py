@@ -55,7 +55,7 @@ def test_gpu_only_options_stay_out_of_the_default_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("ENGINE_CUDA_GRAPHS", raising=False)
-    monkeypatch.delenv("ENGINE_DTYPE", raising=False)
+    monkeypatch.setenv("ENGINE_DTYPE", "float32")
     monkeypatch.setenv("ENGINE_FP32_GROUPS", "post")
     assert set(planned_settings("cuda", 64)) == {
         "TORCH_DEVICE",

@@ -38,6 +38,9 @@ MAX_BATCH_ENV = "ENGINE_MAX_BATCH"
 DTYPE_ENV = "ENGINE_DTYPE"  # float32 | bfloat16 | float16: the synthesis half's arithmetic
 COMPILE_ENV = "ENGINE_COMPILE"  # 1: torch.compile the synthesis half; 0: eager
 GRAPHS_ENV = "ENGINE_CUDA_GRAPHS"  # 0: off; N: CUDA graphs for the synthesis half of batches <= N
+# The GPU's default pass (run 9): float16 autocast, the F0/N head and the output convolution in
+# float32, where half precision's spectrum error comes from (run 7's layer-by-layer probe).
+GPU_DTYPE, GPU_FP32_GROUPS = "float16", "f0n,post"
 TEXT_GRAPHS_ENV = "ENGINE_TEXT_GRAPHS"  # 1: the text half of those batches graphed too
 DTYPES = ("float32", "bfloat16", "float16")
 WARM_GRAPH_FRAMES = 512  # warm() captures graphs of buckets up to 12.8 s of audio
@@ -308,30 +311,30 @@ def _env_choice(name: str, allowed: tuple[str, ...], default: str) -> str:
 def planned_settings(device: str, max_batch: int) -> dict[str, str]:
     """The settings that change this backend's speed, known before loading (fingerprint).
 
-    On a GPU the AdaIN chains run compiled (`torch.compile`, dynamic shapes), in float32:
-    measured on the H200 (measurements/lab/gpu-bench.md, run 6), bfloat16 and float16 autocast
-    are 1.28x and 1.39x faster at batch 64 but move the log-mel spectrum 2.0 and 0.67 dB from
-    float32 (the bound is 0.5; float32 compiled: 0.18), so they stay opt-in. On a CPU:
-    float32, eager.
-    `$ENGINE_DTYPE` and `$ENGINE_COMPILE` override. `$ENGINE_CUDA_GRAPHS=N` (off by default;
-    a GPU only) replays the synthesis half of batches of up to N from CUDA graphs
-    (`cuda_graphs`); the key is in the settings only when it is on, so artifacts of builds
-    without it keep their fingerprints; `$ENGINE_TEXT_GRAPHS=1` graphs the text half of the
-    same batches too (`static_text`), likewise keyed only when on. `$ENGINE_FP32_GROUPS` (below float32 only) keeps the
-    named layer groups of `precision.GROUPS` in float32.
+    On a GPU the AdaIN chains run compiled (`torch.compile`, dynamic shapes) under float16
+    autocast, with the layer groups `GPU_FP32_GROUPS` kept in float32: that keeps every parity
+    bound (log-mel 0.187 dB, r 0.9997, F0 r 1.0000, padded-vs-alone 0.99949) and served three
+    batched ladders on one H200 at Q_max 664, 664 and >= 564, against float32's 609, 529 and 628
+    in the same lease (measurements/lab/h200-run9/NOTES.md). On a CPU: float32, eager.
+    `$ENGINE_DTYPE` and `$ENGINE_COMPILE` override. `$ENGINE_FP32_GROUPS` (below float32 only)
+    names the groups of `precision.GROUPS` kept in float32; `none` keeps none.
+    `$ENGINE_CUDA_GRAPHS=N` (off by default; a GPU only) replays the synthesis half of batches
+    of up to N from CUDA graphs (`cuda_graphs`); the key is in the settings only when it is on,
+    so artifacts of builds without it keep their fingerprints; `$ENGINE_TEXT_GRAPHS=1` graphs
+    the text half of the same batches too (`static_text`), likewise keyed only when on.
     """
     gpu = device.startswith("cuda")
     settings = {
         "TORCH_DEVICE": device,
         "ENGINE_MAX_BATCH": str(max_batch),
-        "TORCH_DTYPE": _env_choice(DTYPE_ENV, DTYPES, "float32"),
+        "TORCH_DTYPE": _env_choice(DTYPE_ENV, DTYPES, GPU_DTYPE if gpu else "float32"),
         "TORCH_COMPILE": _env_choice(COMPILE_ENV, ("0", "1"), "1" if gpu else "0"),
     }
     graphs = os.environ.get(GRAPHS_ENV) or "0"
     if not graphs.isdigit() or int(graphs) > max_batch:
         raise EngineError(f"{GRAPHS_ENV}={graphs!r}; use a whole number from 0 to {max_batch}")
-    groups = os.environ.get(FP32_GROUPS_ENV) or ""
-    if groups:
+    groups = os.environ.get(FP32_GROUPS_ENV) or (GPU_FP32_GROUPS if gpu else "")
+    if groups and groups != "none":
         try:
             names = parse_groups(groups)
         except ValueError as exc:

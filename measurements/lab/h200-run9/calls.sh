@@ -6,13 +6,15 @@
 #           its mega-cache, then batched ladder r1 (and r2 while the call has time)
 #   c       carry .gpu-stage/b: the batched repeats not yet run, then the serial ladder
 #   d       carry .gpu-stage/b: float16 with f0n,post in float32, no graphs: the offline sweep
-#           at the batch sizes a loaded server forms, recompiles logged, then its scout
+#           at the batch sizes a loaded server forms, recompiles logged, then its batched ladder
+#   e       carry .gpu-stage/b: two more batched repeats of step d's build (written after d)
+#   f       carry .gpu-stage/b: the serial ladder of step d's build (written after e)
 # The shipped build is the default GPU engine (compiled float32, no CUDA graphs). The ladders
 # gate on the TTFAB SLO alone, so its Q_max is bracketed; `served` derives the stall-aware Q_max
 # (<= 5 % of streams stalled) and the audio served from the bytes of the same samples.
 set -u
 export PYTHONUNBUFFERED=1 TTS_ENGINE_CACHE=/tmp/tts-cache
-STEP=${1:?give a step: a, b, c or d}
+STEP=${1:?give a step: a, b, c, d, e or f}
 B=$(realpath ${STAGE:-.gpu-stage})/b  # STAGE: where scripts/gpu-stage wrote
 export PYTHONPATH=/tmp/site:$PWD:$PWD/container
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
@@ -29,6 +31,7 @@ lad() {  # out folder, then device-ladders' own arguments (the build's cache and
   tar czf $OUT/$1.tgz -C /tmp --exclude='server-*.log' $1; say "$1 done"
 }
 f32() { lad "$1" --mega-cache /tmp/run/mega-cache-f32.bin --dtype float32 "${@:2}"; }
+f16() { ENGINE_FP32_GROUPS=f0n,post lad "$1" --mega-cache /tmp/run/mega-cache-f16.bin --dtype float16 "${@:2}"; }
 
 case $STEP in
 a) bash measurements/lab/h200-run8/call-a.sh ;;
@@ -76,5 +79,11 @@ d)
   grep -h '"engine_load"' /tmp/f16/server-*.log 2>/dev/null | tail -80 > /tmp/f16/engine-load.jsonl
   grep -c "Recompiling" /tmp/f16/server-*.log | sed 's/^/server recompiles: /' | tee -a $OUT/d.log
   tar czf $OUT/f16.tgz -C /tmp --exclude='server-*.log' f16; say "call d done" ;;
-*) echo "unknown step $STEP: a, b, c or d"; exit 2 ;;
+e)
+  [ -f /tmp/run/mega-cache-f16.bin ] || { echo "no float16 mega-cache: run a, b and d again"; exit 2; }
+  for r in r2 r3; do f16 f16-$r $BAT --label f16$r-; done ;;
+f)
+  [ -f /tmp/run/mega-cache-f16.bin ] || { echo "no float16 mega-cache: run a, b and d again"; exit 2; }
+  f16 f16-s1 $SER --label f16s1- ;;
+*) echo "unknown step $STEP: a, b, c, d, e or f"; exit 2 ;;
 esac
