@@ -434,6 +434,20 @@ def narrowing_grid(last_pass: int, first_fail: int, count: int) -> list[int]:
     return sorted(r for r in inner if last_pass < r < first_fail)
 
 
+def final_grid(
+    coarse: list[int], last_pass: int, first_fail: int, args: argparse.Namespace
+) -> list[int]:
+    """The refined ladder's rungs: fine steps from a little below the scout's last pass (so a
+    ladder that fails earlier than the scout did still ends within `step` of Q_max) on past the
+    scout's first fail by `overshoot` (so one that passes where the scout failed, as run 9's
+    third float16 repeat did at 540, still meets its knee); the ladder stops at its first
+    failure, so rungs above the knee cost nothing."""
+    start = max(1, min(last_pass, int(last_pass * (1 - args.fine_below))))
+    below = [r for r in coarse if r < start]
+    top = max(first_fail + 1, int(first_fail * (1 + max(args.step, args.overshoot))))
+    return sorted({1, *below[-args.keep_below :], *refined_grid(start, top, args.step)})
+
+
 def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[int],  # type: ignore[no-untyped-def]
                 hold: tuple[float, float, float], out: Path) -> Path:  # fmt: skip
     from tts_bench.artifacts.fingerprint import Transport
@@ -512,16 +526,9 @@ def device_ladders(args: argparse.Namespace) -> int:
                 last_pass = inner_pass if inner_pass is not None else last_pass
                 first_fail = inner_fail if inner_fail is not None else first_fail
                 log(f"{mode}: scout {narrowing} bracket {last_pass}..{first_fail}")
-            if last_pass is None or first_fail is None:
-                grid = coarse
-            else:
-                # Fine steps from a little below the scout's last pass, so a final ladder
-                # that fails earlier than the scout did still ends within `step` of Q_max.
-                start = max(1, min(last_pass, int(last_pass * (1 - args.fine_below))))
-                below = [r for r in coarse if r < start]
-                fine = refined_grid(start, first_fail, args.step)
-                grid = sorted({1, *below[-args.keep_below :], *fine})
-                grid.append(max(grid[-1] + 1, int(first_fail * (1 + args.step))))
+            grid = coarse
+            if last_pass is not None and first_fail is not None:
+                grid = final_grid(coarse, last_pass, first_fail, args)
             hold = (args.hold_s, args.measure_s, args.idle_s)
             _run_ladder(args, server, ping, f"{args.label}{mode}", grid, hold, args.out)
     return 0
@@ -735,6 +742,10 @@ def main() -> int:
         help="a wider bracket is first narrowed by another scout, so the final ladder fits a call",
     )  # fmt: skip
     lad.add_argument("--narrowing-rungs", type=int, default=5, help="rungs of each such scout")
+    lad.add_argument(
+        "--overshoot", type=float, default=0.25,
+        help="fine rungs go this far (relative) past the scout's first fail",
+    )  # fmt: skip
     lad.set_defaults(handler=device_ladders)
 
     srv = sub.add_parser("served", help="served audio-s/s from bytes, stalls, both Q_max")
