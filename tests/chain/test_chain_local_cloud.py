@@ -296,6 +296,10 @@ def test_a_surge_over_response_stream_sheds_cleanly_on_one_frozen_instance(
     from tts_bench.artifacts.surge import SurgeArtifact
     from tts_bench.planning.curve import throughput_curve
 
+    # The redeployed policies may act at once (the fleet rule's minimum, a scale-in): `surge`
+    # refuses an Updating endpoint, as it says, so wait as it tells a user to (a clean clone at
+    # 206e254 started the surge while a scaling activity had the endpoint Updating).
+    cloud.wait_in_service(timeout_s=300)
     before = scaling_state(cloud)
     qmax = load_artifact(ladder, QmaxArtifact)
     x = throughput_curve(qmax.curve_rungs)(qmax.refined_q_max)
