@@ -398,7 +398,6 @@ class CurveServer:
         self._exited = threading.Event()
         self._exit_code: int | None = None
         self._launched = time.monotonic()
-        self._launched_at = clock.now()
 
     @property
     def url(self) -> str:
@@ -411,7 +410,6 @@ class CurveServer:
         # The timeline runs from the launch: opening the port on a loaded machine takes tenths
         # of a second, K times that on the cloud's clock, and the markers must not carry it.
         self._launched = time.monotonic()
-        self._launched_at = self._clock.now()
         self._host.run(self._open)
         self._log("listening", host="127.0.0.1", port=self._port, instance_model=INSTANCE_MODEL)
         self._host.submit(self._start_up)
@@ -430,10 +428,8 @@ class CurveServer:
         self._port = int(self._runner.addresses[0][1])
 
     async def _start_up(self) -> None:
-        """Each marker at its measured offset from the launch, on the cloud's clock, and stamped
-        with that instant: the modelled container logs it then, while this loop may get to it
-        late by the machine's scheduling delay (K times that on the cloud's clock), which is no
-        part of the model. InService after the last."""
+        """Each marker at its measured offset from the launch, on the cloud's clock; InService
+        after the last."""
         for step in self._timeline.steps:
             wait = self._launched + self._clock.wall_seconds(step.at_s) - time.monotonic()
             if wait > 0:
@@ -451,7 +447,7 @@ class CurveServer:
                         "level": "info",
                         "msg": "startup_marker",
                         "marker": step.event,
-                        "ts": self._launched_at + step.at_s,
+                        "ts": self._clock.now(),
                     }
                 )
             )
