@@ -19,6 +19,11 @@ from tests.servers import ServerProcess
 # against each other (two engines at once: 0.70 x the CPU seconds; measurements/lab/
 # test-time.md, "One core per engine", has the clean clones with and without it).
 os.environ.setdefault("ENGINE_CORES", "1")
+# Tests that run the model directly, not through a backend (which sets its threads from
+# ENGINE_CORES), would otherwise get torch's default of one thread per core: beside two busy
+# processes a forward pass then took 14 s against 3 s on one thread (measurements/lab/
+# test-time.md, "One thread per in-process model").
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "measurements"

@@ -73,7 +73,6 @@ def test_the_pass_with_the_static_text_half_sounds_as_the_packed_one(
     """Padded to a 32-token bucket (alone: 25 ids -> 32; batched: 42 -> 64): durations equal,
     audio equal to float32 rounding."""
     items = _items(lengths)
-    torch.set_num_threads(1)
     audio, durations, f0 = forward_batch(model, items)
     static = PassOptions(text=StaticText(model, bucket_tokens=32))
     audio_s, durations_s, f0_s = forward_batch(model, items, options=static)
