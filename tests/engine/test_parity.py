@@ -70,7 +70,12 @@ def references() -> list[Reference]:
     graph.graph.output.append(
         onnx.helper.make_tensor_value_info(f0_tensor, onnx.TensorProto.FLOAT, None)
     )
-    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    # One thread, as the suite's engines run: no pool spinning beside the other busy worker.
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        graph.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+    )
     phonemizer = Phonemizer(offline.vocab)
     out = []
     for text, language in SENTENCES:
