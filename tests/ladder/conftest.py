@@ -82,12 +82,13 @@ def curve_ladder_args(
 def curve_ladder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real ladder through `tts-bench qmax` on a serial curve instance: rungs 1 and 2,
     `--max-hold-s` and `--refine`. The SLO is huge, so both rungs pass and Q_max is the top
-    rung, unbracketed (so `--refine` has nothing to bisect)."""
+    rung, unbracketed (so `--refine` has nothing to bisect). Its streams carry two chunks, the
+    first 1 ms after a request reaches the head of the queue, the second when it is served."""
     from tts_bench.cli import main
     from tts_bench.local_cloud.instances.serial_curve import serial_curve
 
     out = tmp_path_factory.mktemp("curve-ladder")
-    with serial_curve(CURVE_RATE_RPS, CURVE_FIRST_CHUNK_MS, seed=3) as url:
+    with serial_curve(CURVE_RATE_RPS, CURVE_FIRST_CHUNK_MS, seed=3, chunks=2) as url:
         assert main(curve_ladder_args(url, out, "1,2", 60_000, MAX_HOLD_S)) == 0
     (artifact,) = out.glob("qmax-*.json")
     return artifact
