@@ -85,20 +85,19 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
 
 # --------------------------------------------------------------------------- scheduling
 # pytest-xdist runs two workers (pyproject's addopts). A worker builds a session fixture the
-# first time one of its tests asks, so tests that share a costly one run on one worker: the real
-# Kokoro ladders (minutes each) and the engines; every other test stays with its module (its
-# module-scoped servers and clouds are built once, its tests keep their order). The groups go
-# by module path because the scheduler sees only test ids (pytest 9 ignores the id suffix
-# xdist's own `loadgroup` relies on). The longest groups are sent first, so the two workers end
-# together; that order is from measured durations and only affects time.
+# first time one of its tests asks, so tests that share a costly one run on one worker: the
+# ladders against curve instances (a minute and more of holds, little CPU) and the engines;
+# every other test stays with its module (its module-scoped servers and clouds are built once,
+# its tests keep their order). The groups go by module path because the scheduler sees only
+# test ids (pytest 9 ignores the id suffix xdist's own `loadgroup` relies on). The longest
+# groups are sent first, so the two workers end together; that order is from measured
+# durations and only affects time.
 LADDER_MODULES = frozenset(
     f"tests/ladder/{name}.py"
-    for name in (
-        "test_live_refine", "test_live_hold", "test_live_surge", "test_live_ladder",
-        "test_plan_refined", "test_ttotal_report", "test_web_ui",
-    )
-)  # fmt: skip
-LADDER_FIXTURES = frozenset({"refined_ladder", "http_ladder"})
+    for name in ("test_live_refine", "test_live_hold", "test_live_ladder", "test_web_ui")
+)
+LADDER_FIXTURES = frozenset({"refined_curve_ladder", "curve_ladder"})
+_LADDERS = "curve-ladders"
 # The local clouds whose clocks run 30–50 times faster than the wall clock: a busy tenth of a
 # second is seconds of their time, so they run one after another, last, when the other worker
 # is past the real ladders and servers.
@@ -106,8 +105,10 @@ COMPRESSED_CLOCK_MODULES = frozenset(
     f"tests/local_cloud/{name}.py"
     for name in ("test_curve_cloud", "test_rehearse_cloud", "test_short_rehearsal")
 )
+# The curve ladders go first: their minute and more is sleeps, so they leave the other worker
+# the cores for the CPU-bound groups that follow.
 _LONGEST_FIRST = (
-    "kokoro-ladders",
+    _LADDERS,
     "tests/chain/test_chain_local_cloud.py",
     "tests/ladder/test_local_run.py",
     "tests/engine",
@@ -120,7 +121,7 @@ def scheduling_group(nodeid: str) -> str:
     """The scheduling group of a test id: the ladders' users, the engine tests, else its module."""
     module = nodeid.split("::")[0]
     if module in LADDER_MODULES:
-        return "kokoro-ladders"
+        return _LADDERS
     if module in COMPRESSED_CLOCK_MODULES:
         return _LAST
     return "tests/engine" if module.startswith("tests/engine/") else module
@@ -132,7 +133,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.nodeid.split("::")[0]
             for item in items
             if LADDER_FIXTURES & set(item.fixturenames)
-            and scheduling_group(item.nodeid) != "kokoro-ladders"
+            and scheduling_group(item.nodeid) != _LADDERS
         }
     )
     if strays:  # a new user of a ladder would build it again on the other worker

@@ -1,6 +1,6 @@
 """Fixtures for the ladder's tests: the repository, a child-process environment, and the
-session's two real ladders against the session's plain server (`tests/conftest.py` `server`):
-one unbracketed (`http_ladder`) and one bracketed and refined (`refined_ladder`)."""
+session's two real ladders against serial curve instances on loopback: one unbracketed
+(`curve_ladder`) and one bracketed and refined (`refined_curve_ladder`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,67 +54,65 @@ def unused_port() -> int:
 CORPORA = Path(__file__).resolve().parent / "corpora"
 
 
-# The unbracketed ladder's holds: tiny, but long enough for a contended 2-core machine to finish
-# requests in each window; an unstable rung (a window third with no finished request, or p95s
-# of its thirds more than 10 % apart) keeps its users one more window, up to MAX_HOLD_S.
-HOLD_S, MEASURE_S, MAX_HOLD_S = 22.0, 14.0, 36.0
+# The session's two ladders measure serial curve instances (`serial_curve`): real HTTP on
+# loopback, service times drawn from a set law, so a rung's true p95 follows by arithmetic
+# (`curve_truth`) instead of from how busy the machine is. A request takes tens of ms, so
+# holds of seconds hold a hundred or more, and the ladder costs little CPU. Kokoro itself is
+# measured end to end by the main job's test (test_local_run.py) and the chain (tests/chain).
+CURVE_RATE_RPS, CURVE_FIRST_CHUNK_MS = 25.0, 1.0
+# Holds: 125 requests in a 5 s window at 25 requests/s (a window needs 72 to bound its p95 from
+# above at 95 %). Under `--max-hold-s` a window is held once more, up to MAX_HOLD_S, when it is
+# unstable, which a window of exponential services nearly always is (its thirds' p95s, of 40
+# requests each, seldom agree within 10 %): so the hold ladder's rungs are extended.
+HOLD_S, MEASURE_S, MAX_HOLD_S = 6.0, 5.0, 11.0
+
+
+def curve_ladder_args(
+    url: str, out: Path, rungs: str, slo_ms: float, max_hold_s: float | None
+) -> list[str]:
+    hold = [] if max_hold_s is None else ["--max-hold-s", f"{max_hold_s:g}"]
+    return [
+        "qmax", "--host", url, "--curve-check", "--rungs", rungs, "--hold-s", f"{HOLD_S:g}",
+        "--measure-s", f"{MEASURE_S:g}", "--idle-s", "1", *hold, "--slo-ms", f"{slo_ms:g}",
+        "--out", str(out), "--refine",
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="session")
-def http_ladder(server, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real ladder through `tts-bench qmax`: local-http, two-sentence texts, rungs 1 and 2,
+def curve_ladder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real ladder through `tts-bench qmax` on a serial curve instance: rungs 1 and 2,
     `--max-hold-s` and `--refine`. The SLO is huge, so both rungs pass and Q_max is the top
-    rung, unbracketed (so `--refine` has nothing to bisect)."""
+    rung, unbracketed (so `--refine` has nothing to bisect). Its streams carry two chunks, the
+    first 1 ms after a request reaches the head of the queue, the second when it is served."""
     from tts_bench.cli import main
+    from tts_bench.local_cloud.instances.serial_curve import serial_curve
 
-    out = tmp_path_factory.mktemp("http-ladder")
-    code = main(
-        [
-            "qmax", "--host", server.url, "--rungs", "1,2", "--hold-s", f"{HOLD_S:g}",
-            "--measure-s", f"{MEASURE_S:g}", "--idle-s", "0", "--max-hold-s", f"{MAX_HOLD_S:g}",
-            "--slo-ms", "60000", "--corpus", str(CORPORA / "two_sentences.txt"),
-            "--out", str(out), "--refine",
-        ]
-    )  # fmt: skip
-    assert code == 0
+    out = tmp_path_factory.mktemp("curve-ladder")
+    with serial_curve(CURVE_RATE_RPS, CURVE_FIRST_CHUNK_MS, seed=3, chunks=2) as url:
+        assert main(curve_ladder_args(url, out, "1,2", 60_000, MAX_HOLD_S)) == 0
     (artifact,) = out.glob("qmax-*.json")
     return artifact
 
 
-# c=1's p95 TTFAB is at most about this multiple of a lone request's; c=8 on two cores is well
-# past it (eight requests share the engine: each waits for the others' segments).
-SLO_MULTIPLE = 2.5
-HOLD_PER_LONE_REQUEST = 6.0  # holds long enough for a few requests per window, however loaded
-
-
-@dataclass(frozen=True)
-class CalibratedLadder:
-    path: Path
-    lone_latency_s: float  # the slowest of a few lone requests, just before the ladder
+# The refined ladder's SLO: its true Q_max is 1 (`curve_truth`). c=1's TTFAB is the 1 ms first
+# chunk and the client's own time, so its p95 interval's upper end (about the p99 of 125
+# requests) has 55 ms of room under the SLO: a busy machine only lengthens sleeps, and it
+# would have to delay 1 % of requests by 55 ms to make c=1 undecided. c=2 waits for the other
+# user's remaining Exp(25/s) service: true p95 120 ms and p90 (about its interval's lower end)
+# 92 ms, both well above 60 ms, and lateness only adds to them; c=4 and c=8 wait longer.
+REFINED_SLO_MS = 60.0
 
 
 @pytest.fixture(scope="session")
-def refined_ladder(server, tmp_path_factory: pytest.TempPathFactory) -> CalibratedLadder:
-    """`tts-bench qmax --refine` on two-sentence texts, rungs 1 and 8, with an SLO and holds
-    scaled to this machine's lone-request speed as it is now, so c=1 passes and c=8 fails."""
+def refined_curve_ladder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tts-bench qmax --refine` on a serial curve instance, rungs 1 and 8: c=1 passes and c=8
+    fails, so the refinement bisects 1–8 (4, then 2, both failing) to Q_max 1. Its streams
+    carry two chunks (the second when the request's service ends), so they can stall."""
     from tts_bench.cli import main
-    from tts_bench.measure.corpus import load_corpus
-    from tts_bench.measure.ttotal.probe import speak
+    from tts_bench.local_cloud.instances.serial_curve import serial_curve
 
-    corpus = CORPORA / "two_sentences.txt"
-    lone = [speak(server.url, u) for u in load_corpus(corpus)]
-    assert all(s.ok and s.ttfab_s for s in lone), [s.detail for s in lone]
-    slo_ms = SLO_MULTIPLE * 1000 * max(s.ttfab_s for s in lone)  # type: ignore[type-var]
-    lone_s = max(s.end - s.start for s in lone)
-    hold_s = max(20.0, HOLD_PER_LONE_REQUEST * lone_s)
-    out = tmp_path_factory.mktemp("refined-ladder")
-    code = main(
-        [
-            "qmax", "--host", server.url, "--rungs", "1,8", "--hold-s", f"{hold_s:.0f}",
-            "--measure-s", f"{0.7 * hold_s:.0f}", "--idle-s", "1", "--slo-ms", f"{slo_ms:.0f}",
-            "--corpus", str(corpus), "--out", str(out), "--refine",
-        ]
-    )  # fmt: skip
-    assert code == 0
+    out = tmp_path_factory.mktemp("refined-curve-ladder")
+    with serial_curve(CURVE_RATE_RPS, CURVE_FIRST_CHUNK_MS, seed=5, chunks=2) as url:
+        assert main(curve_ladder_args(url, out, "1,8", REFINED_SLO_MS, None)) == 0
     (path,) = out.glob("qmax-*.json")
-    return CalibratedLadder(path, lone_s)
+    return path

@@ -1,16 +1,21 @@
-"""Local T_total beside a loaded server, its pairing with the ladder, and the plots."""
+"""Local T_total beside a loaded server, its pairing with a ladder of it, and the plots."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.core.ladders import qmax_artifact, rung
 from tts_bench.artifacts.files import load_artifact, write_artifact
+from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.cli import main
 from tts_bench.measure.ladder.schedule import LadderSchedule
 from tts_bench.measure.ladder.statistics import build_qmax_artifact, rung_statistics
+from tts_bench.serving.server_ping import fetch_ping
 from tts_bench.telemetry import STARTUP_MARKERS
 
 from .conftest import CORPORA
@@ -18,18 +23,28 @@ from .synthetic import closed_loop
 from .test_statistics import FP
 
 
+@pytest.fixture
+def server_ladder(server, tmp_path: Path) -> Path:
+    """A local-http ladder of the session's server, written with its fingerprint: what `ttotal`
+    pairs by (the fingerprint) without holding a Kokoro ladder for it."""
+    fingerprint = fetch_ping(server.url).fingerprint(Transport.LOCAL_HTTP)
+    rungs = [rung(1, 0.5, 900.0, slo_ms=60_000), rung(2, 0.8, 1800.0, slo_ms=60_000)]
+    artifact = qmax_artifact(rungs, slo_ms=60_000, fingerprint=fingerprint)
+    return write_artifact(artifact, tmp_path / "ladder", "qmax-server.json")
+
+
 @pytest.mark.slow
-def test_local_ttotal_pairs_with_the_local_ladder(server, http_ladder, tmp_path, capsys):
+def test_local_ttotal_pairs_with_the_local_ladder(server, server_ladder, tmp_path, capsys):
     code = main(
         [
-            "ttotal", "--local", "--qmax", str(http_ladder), "--host", server.url,
+            "ttotal", "--local", "--qmax", str(server_ladder), "--host", server.url,
             "--corpus", str(CORPORA / "short.txt"), "--out", str(tmp_path), "--probe-concurrency", "1",
         ]
     )  # fmt: skip
     assert code == 0
     (path,) = tmp_path.glob("ttotal-kokoro-82m-local-process-*.json")
     ttotal = load_artifact(path, TtotalArtifact)
-    qmax = load_artifact(http_ladder, QmaxArtifact)
+    qmax = load_artifact(server_ladder, QmaxArtifact)
     assert ttotal.fingerprint == qmax.fingerprint
     assert ttotal.trigger.value == "local-process"
     names = [s.name for s in ttotal.stages]
@@ -42,7 +57,7 @@ def test_local_ttotal_pairs_with_the_local_ladder(server, http_ladder, tmp_path,
     # `plan` takes the pair: a plan is written, feasible or not, and no pairing refusal (exit 2)
     plan = main(
         [
-            "plan", "--qmax", str(http_ladder), "--ttotal", str(path), "--peak-rps", "1",
+            "plan", "--qmax", str(server_ladder), "--ttotal", str(path), "--peak-rps", "1",
             "--slo-ms", "60000", "--out", str(tmp_path),
         ]
     )  # fmt: skip

@@ -1,7 +1,7 @@
 """Locust's web UI drives the ladder: every ladder flag in its start form with its help, the host
 chosen there and checked when the test starts (a refusal is the form's one-line error), the
-Ladder tab live, and the artifact a headless run writes (headless Chromium, the session's
-server)."""
+Ladder tab live, and the artifact a headless run writes (headless Chromium; the server is a
+serial curve instance, `--curve-check` on, as the session's headless `curve_ladder` measured)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ import pytest
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport, qmax_filename
 from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.measure.ladder.conductor import CURVE_CHECK_NOTE
 from tts_bench.measure.ladder.flags import LADDER_FLAGS
 from tts_bench.serving.server_ping import fetch_ping
 
-from .conftest import CORPORA, LOCUSTFILE
+from .conftest import CORPORA, CURVE_FIRST_CHUNK_MS, CURVE_RATE_RPS, LOCUSTFILE
 
 pytestmark = pytest.mark.slow
 
@@ -81,9 +82,18 @@ def web_ui(child_env, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         log.close()
 
 
+@pytest.fixture
+def curve_url() -> Iterator[str]:
+    """A serial curve instance like the headless ladder's: the same fingerprint."""
+    from tts_bench.local_cloud.instances.serial_curve import serial_curve
+
+    with serial_curve(CURVE_RATE_RPS, CURVE_FIRST_CHUNK_MS, seed=11) as url:
+        yield url
+
+
 def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
-    web_ui, browser_page, server, http_ladder, tmp_path
-):
+    web_ui, browser_page, curve_url: str, curve_ladder: Path, tmp_path: Path
+) -> None:
     url, out = web_ui
     page = browser_page
     page.goto(url)
@@ -98,7 +108,7 @@ def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
     # A host nothing answers on, then a flag out of order: each the form's one-line error.
     for values, expected in (
         ({"host": f"http://127.0.0.1:{free_port()}"}, "cannot reach the server"),
-        ({"host": server.url, "rungs": "4,2"}, "--rungs '4,2': concurrencies must be"),
+        ({"host": curve_url, "rungs": "4,2"}, "--rungs '4,2': concurrencies must be"),
     ):
         page.evaluate(f"{FILL}({json.dumps(values)})")
         error = page.wait_for(
@@ -110,8 +120,8 @@ def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
 
     # The server chosen in the form: one short rung, then the Ladder tab, live, then judged.
     settings = {
-        "host": server.url, "rungs": "1", "holdS": "8", "measureS": "5", "idleS": "0",
-        "sloMs": "60000", "corpus": str(CORPORA / "short.txt"),
+        "host": curve_url, "rungs": "1", "holdS": "8", "measureS": "5", "idleS": "0",
+        "sloMs": "60000", "corpus": str(CORPORA / "short.txt"), "curveCheck": "on",
     }  # fmt: skip
     page.evaluate(f"{FILL}({json.dumps(settings)})")
     page.wait_for(
@@ -124,24 +134,21 @@ def test_the_ui_runs_the_ladder_and_writes_the_headless_artifact(
     page.screenshot(tmp_path / "ladder-tab.png")
 
     # The artifact: named, fingerprinted and shaped as the headless ladder's of the same server.
-    headless = load_artifact(http_ladder, QmaxArtifact)
+    headless = load_artifact(curve_ladder, QmaxArtifact)
     deadline = time.monotonic() + 60
     while not (written := list(out.glob("qmax-*.json"))):
         assert time.monotonic() < deadline, "the ladder wrote no artifact"
         time.sleep(0.5)
     (path,) = written
     artifact = load_artifact(path, QmaxArtifact)
-    fingerprint = fetch_ping(server.url).fingerprint(Transport.LOCAL_HTTP)
+    fingerprint = fetch_ping(curve_url).fingerprint(Transport.LOCAL_HTTP)
     assert path.name == qmax_filename(fingerprint) and artifact.fingerprint == fingerprint
     assert artifact.fingerprint == headless.fingerprint
     assert artifact.model_dump().keys() == headless.model_dump().keys()
     assert artifact.ladder is not None and artifact.ladder.rungs == [1]
-    assert (artifact.ladder.hold_s, artifact.ladder.measure_s) == (
-        8,
-        5,
-    ) and artifact.slo_ms == 60000
-    assert artifact.provenance.kind == headless.provenance.kind == "measured"
-    assert artifact.provenance.notes == "started from Locust's web UI"
+    assert (artifact.ladder.hold_s, artifact.ladder.measure_s, artifact.slo_ms) == (8, 5, 60000)
+    assert artifact.provenance.kind == headless.provenance.kind == "simulated"
+    assert artifact.provenance.notes == f"started from Locust's web UI; {CURVE_CHECK_NOTE}"
     command = artifact.provenance.command or ""
-    assert f"--headless --host {server.url} --rungs 1 --hold-s 8 --measure-s 5" in command
+    assert f"--headless --host {curve_url} --rungs 1 --hold-s 8 --measure-s 5" in command
     assert path.with_name(path.name + ".samples.csv.gz").is_file()

@@ -229,3 +229,40 @@ def test_a_connection_closing_before_the_first_chunk_frees_the_queue_without_an_
     status, state = asyncio.run(serve_on_a_closing_connection())
     assert status in (200, 499)  # whatever it had begun; aiohttp sends nothing more
     assert state.queue.occupancy == 0
+
+
+def test_a_two_chunk_stream_sends_its_second_chunk_when_the_chain_finishes_it() -> None:
+    """Playback's tests need a stream that can stall: the second chunk leaves with the
+    request's service (100 ms here), long after the first (1 ms) has played its 20 ms."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from tts_bench.local_cloud.instances.curve_instance import (
+        CurveIdentity,
+        CurveState,
+        create_curve_app,
+    )
+
+    identity = CurveIdentity("m", "ml.g5.xlarge", "sha256:" + "0" * 64, {}, 1.0)
+
+    async def one_request(model: CurveModel) -> list[tuple[str, float]]:
+        state = CurveState(model, identity, CurveQueue(model, np.random.default_rng(1)), None)
+        state.status = "ready"
+        async with TestClient(TestServer(create_curve_app(state))) as client:
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            response = await client.post(
+                "/invocations", json={"context_id": "c", "transcript": "t"}
+            )
+            return [
+                (line.split(b'"type":"')[1].split(b'"')[0].decode(), loop.time() - began)
+                async for line in response.content
+            ]
+
+    curve = Curve((1.0, 2.0), (10.0, 10.0))
+    two = asyncio.run(one_request(CurveModel(curve, 0.001, service="deterministic", chunks=2)))
+    assert [kind for kind, _ in two] == ["chunk", "chunk", "done"]
+    assert two[1][1] >= 0.099  # a sleep only runs late: never before the 100 ms service ends
+    one = asyncio.run(one_request(CurveModel(curve, 0.001, service="deterministic")))
+    assert [kind for kind, _ in one] == ["chunk", "done"]
+    with pytest.raises(ValueError, match="chunks 3"):
+        CurveModel(curve, 0.001, chunks=3)  # type: ignore[arg-type]

@@ -12,7 +12,8 @@ process:
   `context_id` and `transcript` (422 naming the fields; there is no engine to check language
   and voice against), then NDJSON: one chunk event of 20 ms of zero samples at the requested
   rate and encoding when the request's first chunk is due (or when the chain finishes it, if
-  sooner), and the done event when the chain finishes it (`curve_model`);
+  sooner), with a model of two chunks a second one when the chain finishes it, and the done
+  event when the chain finishes it (`curve_model`);
 - `GET /invocations-bidirectional-stream`: refused (501, one line): out of scope.
 Start-up follows the ttotal artifact's stages (start-up markers in its log stream, the cloud's
 clock); `stop` drains as SIGTERM does (ping 503, nothing new admitted, in-flight finishes; what
@@ -305,6 +306,8 @@ async def _serve(
         }
         await response.write(_line(chunk))
         await job.finished
+        if state.model.chunks == 2:  # the second sentence, as the chain finishes the request
+            await response.write(_line(chunk))
         done = {
             "type": "done",
             "context_id": context_id,

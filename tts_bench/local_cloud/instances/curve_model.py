@@ -46,16 +46,23 @@ class CurveModel:
     `service` is `exponential` (the simulator's chain; what a rehearsal compares with) or
     `deterministic` (each head request takes 1 / rate at the occupancy it started at; for
     tests that need a request to hold its slot for a known time).
+
+    `chunks` is the stream's audio chunks: 1, the first chunk only; 2, a second one when the
+    chain finishes the request, as a two-sentence stream's second sentence, so a listener
+    stalls whenever the service outlasts the first chunk's audio (playback's tests).
     """
 
     throughput: Curve
     first_chunk_s: float
     rate_scale: float = 1.0
     service: ServiceLaw = "exponential"
+    chunks: Literal[1, 2] = 1
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_scale) and self.rate_scale > 0):
             raise RefusalError(f"--rate-scale {self.rate_scale!r}: give a positive number")
+        if self.chunks not in (1, 2):
+            raise ValueError(f"chunks {self.chunks!r}: a stream of 1 or 2 chunks")
 
     @classmethod
     def from_qmax(
