@@ -106,6 +106,12 @@ def surged(
     )
 
 
+def test_a_surge_on_a_curve_instance_is_recorded_simulated_not_measured(surged):
+    for written in surged[:2]:
+        provenance = written.artifact.provenance
+        assert provenance.kind == "simulated" and "no engine was measured" in provenance.notes
+
+
 def test_a_rate_well_below_capacity_sheds_nothing(surged, ladder):
     low, _, x_q_max = surged
     (run,) = low.artifact.runs

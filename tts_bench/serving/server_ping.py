@@ -22,6 +22,8 @@ from tts_bench.errors import RefusalError, TtsBenchError
 # sonic3_standin.py): it answers /ping as this project's container does so a local ladder can
 # fingerprint it, and everything measured on it is emulated.
 STAND_IN_MODEL = "stand-in"
+# `instance_model` of a curve instance (local_cloud/instances): it sleeps set service times.
+CURVE_MODEL = "curve"
 
 
 class PingError(TtsBenchError):
@@ -44,7 +46,7 @@ class PingStatus:
             raise PingError(f"/ping fingerprint is not valid: {exc}".splitlines()[0]) from None
 
     def refuse_curve_modelled(self) -> None:
-        if self.instance_model == "curve":
+        if self.instance_model == CURVE_MODEL:
             raise RefusalError(
                 "the server is a curve instance (service times from a ladder): Q_max is only "
                 "ever measured on the real engine"

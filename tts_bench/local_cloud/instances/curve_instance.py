@@ -46,9 +46,10 @@ from tts_bench.local_cloud.instances.curve_model import (
     unit_exponentials,
 )
 from tts_bench.local_cloud.instances.fleet import InstanceServer, InstanceStartError, Launch
+from tts_bench.serving.server_ping import CURVE_MODEL
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH, QUEUE_SATURATED_ERROR
 
-INSTANCE_MODEL: Final = "curve"
+INSTANCE_MODEL: Final = CURVE_MODEL  # what its /ping says it is
 MAX_BODY_BYTES: Final = 64 * 1024  # the container's default bound
 DRAIN_DEADLINE_S: Final = 25.0  # the container ends streams still running after 25 s of SIGTERM
 CHUNK_S: Final = 0.020

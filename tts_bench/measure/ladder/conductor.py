@@ -42,12 +42,11 @@ from tts_bench.measure.ladder.state import ShapeSnapshot
 from tts_bench.measure.ladder.store import Recorder
 from tts_bench.measure.sagemaker_target import read_target_from_environment
 from tts_bench.measure.samples import samples_path, write_samples
-from tts_bench.serving.server_ping import STAND_IN_MODEL, fetch_ping
+from tts_bench.serving.server_ping import CURVE_MODEL, STAND_IN_MODEL, fetch_ping
 
 logger = logging.getLogger("qmax")
 
 RUNG_MESSAGE = "qmax_rung"
-CURVE_MODEL = "curve"  # /ping's instance_model of a local cloud's curve instance
 CURVE_CHECK_NOTE = (
     "--curve-check: a curve instance with set service times, a check of the ladder against a "
     "known truth; no engine was measured"

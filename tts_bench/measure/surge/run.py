@@ -48,7 +48,7 @@ from tts_bench.measure.transport.response_stream import (
     runtime_client,
 )
 from tts_bench.serving.local_server import LocalServer
-from tts_bench.serving.server_ping import PingStatus, fetch_ping
+from tts_bench.serving.server_ping import CURVE_MODEL, PingStatus, fetch_ping
 
 IDLE_BETWEEN_RATES_S = 2.0  # the next rate starts on an idle server
 SETTLE_TIMEOUT_S = 300.0  # for the frozen endpoint to come down to one instance
@@ -89,6 +89,20 @@ def check_target(ping: PingStatus, qmax: QmaxArtifact, transport: Transport) -> 
     return fingerprint
 
 
+CURVE_SURGE_NOTE = (
+    "a curve instance with set service times (its /ping names instance_model curve): the "
+    "admission gate's shedding against a known service law; no engine was measured"
+)
+
+
+def local_kind(ping: PingStatus) -> tuple[ProvenanceKind, str | None]:
+    """A server on --host is measured, unless its /ping names a curve instance: that one only
+    sleeps its set service times, so what a surge on it shows is the gate, not an engine."""
+    if ping.instance_model == CURVE_MODEL:
+        return "simulated", CURVE_SURGE_NOTE
+    return "measured", None
+
+
 def run_surge(
     request: SurgeRequest,
     sender: OpenLoopSender,
@@ -96,9 +110,11 @@ def run_surge(
     source: tuple[ProvenanceKind, str],
     say: Callable[[str], None],
     curve_modelled: bool = False,
+    notes: str | None = None,
 ) -> tuple[SurgeArtifact, list[Sample]]:
     """One open-loop run per rate, one after another, on an instance bounded at Q_max;
-    `source` is the provenance (kind, where); `curve_modelled` marks a curve instance's run."""
+    `source` is the provenance (kind, where); `curve_modelled` marks a local cloud's curve
+    instance's run; `notes` go into the provenance."""
     samples: list[Sample] = []
     runs: list[SurgeRun] = []
     clock = sender.clock
@@ -128,7 +144,7 @@ def run_surge(
         qmax_path=str(request.qmax_path),
         qmax_sha256=sha256_file(request.qmax_path),
         runs=runs,
-        provenance=Provenance.now(*source, curve_modelled=curve_modelled),
+        provenance=Provenance.now(*source, curve_modelled=curve_modelled, notes=notes),
     )
     return artifact, samples
 
@@ -208,9 +224,11 @@ def measure_surge(
                 request, sender, fingerprint, ("measured", server.url), say
             )
     else:
-        fingerprint = check_target(fetch_ping(host), request.qmax, request.transport)
+        ping = fetch_ping(host)
+        fingerprint = check_target(ping, request.qmax, request.transport)
         sender = OpenLoopSender(host, request.transport, request.utterances, clock)
-        artifact, samples = run_surge(request, sender, fingerprint, ("measured", host), say)
+        kind, notes = local_kind(ping)
+        artifact, samples = run_surge(request, sender, fingerprint, (kind, host), say, notes=notes)
     path = write_artifact(artifact, out, surge_filename(fingerprint, kind))  # type: ignore[arg-type]
     written_samples = write_samples(samples_path(path), samples)
     png = plot_surge(artifact, path.with_suffix(".png"))
