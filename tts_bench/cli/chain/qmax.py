@@ -153,10 +153,6 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         )
     if args.host:
         raise RefusalError("pass either --host (a local server) or --endpoint, not both")
-    if options.curve_check:
-        raise RefusalError(
-            "--curve-check measures a local curve instance (--host), not an endpoint"
-        )
     session = AwsSession.from_environment(args.region)
     variant = args.variant or DEFAULT_VARIANT
     request = LiveLadderRequest(
@@ -167,6 +163,7 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
         confidence=options.confidence, plan_surge_ratio=args.plan_surge_ratio,
         contract=options.contract_arg, repeat=options.repeat,
+        curve_check=options.curve_check,
     )  # fmt: skip
     print(
         describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),

@@ -128,8 +128,7 @@ def held_by_the_ladder(
 def _holds_minutes(ladder: LadderSettings | None, index: int) -> bool:
     if ladder is None or ladder.start_epoch is None:
         return False
-    w1 = ladder.measure_window(index)[1]
-    return whole_minutes(w1 - ladder.rung_hold_s(index), w1) >= MIN_INVOCATION_MINUTES
+    return whole_minutes(*ladder.cloud_window(index, whole_hold=True)) >= MIN_INVOCATION_MINUTES
 
 
 def verification_ladder(
@@ -293,5 +292,4 @@ def _counted(
     ladder: LadderSettings, index: int, minutes: Sequence[MetricPoint], samples: Sequence[Sample]
 ) -> float | None:
     """InvocationsPerInstance's ratio over the whole minutes of rung `index`'s hold."""
-    w1 = ladder.measure_window(index)[1]
-    return invocations_ratio(minutes, samples, w1 - ladder.rung_hold_s(index), w1)
+    return invocations_ratio(minutes, samples, ladder, index)
