@@ -80,6 +80,8 @@ class LiveLadderRequest:
     plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
     contract: str | None = None  # --contract as given; None: kokoro
     repeat: int = 1  # --repeat: bisections around the knee
+    # --no-fleet-level: the verification holds the plan's threshold levels only.
+    fleet_level: bool = True
     curve_check: bool = False  # --curve-check: a curve cloud's endpoint, knowingly
 
     @property
@@ -154,8 +156,9 @@ def run_live_ladder(
         kind = request.provenance_kind or target.provenance_kind
         path = run_ladder(ladder, target.fingerprint, progress, args, kind)
         held = hold_verification(
-            ladder, target, path, request.plan_surge_ratio, progress, args, log, kind=kind
-        )
+            ladder, target, path, request.plan_surge_ratio, progress, args, log,
+            fleet_level=request.fleet_level, kind=kind,
+        )  # fmt: skip
     return join_cloudwatch(session, request, path, log, held)
 
 
@@ -167,9 +170,11 @@ def hold_verification(
     progress: Log,
     args: Sequence[str],
     log: Log,
+    fleet_level: bool = True,
     kind: str | None = None,
 ) -> HeldVerification | None:
-    """Hold C_scale_max and C_scale_min for `surge_ratio` once the ladder found Q_max (SPEC §6).
+    """Hold C_scale_max and C_scale_min for `surge_ratio` once the ladder found Q_max (SPEC §6),
+    and the fleet rule's level unless `fleet_level` is off (`qmax --no-fleet-level`).
 
     A level a usable ladder rung held already is read from that rung's window; the rest are a
     run of their own, under the same freeze, into a scratch folder (its rungs are no ladder
@@ -182,7 +187,13 @@ def hold_verification(
         if surge_ratio is not None:
             log("no verification rungs: the ladder found no Q_max")
         return None
-    levels = all_levels(ladder_run.curve_rungs, q_max, surge_ratio)
+    levels = (
+        all_levels(ladder_run.curve_rungs, q_max, surge_ratio)
+        if fleet_level
+        else verification_levels(q_max, surge_ratio)
+    )
+    if not fleet_level:
+        log("no verification at the fleet rule's level (--no-fleet-level)")
     log(
         "verification rungs for surge ratio "
         f"{surge_ratio:g}: " + ", ".join(f"{v.role} {v.at:g} -> {v.users} users" for v in levels)
@@ -268,7 +279,8 @@ def join_cloudwatch(
             log(f"verification {v.role} at {v.concurrency} users: ratio {ratios}")
         if len(verification) < len(held.levels):
             log("a verification rung has no CloudWatch reading: the plan falls back to the rungs")
-        if not any(INVOCATIONS_KEY in v.cloudwatch_ratios for v in verification):
+        fleet = any(level.counts_invocations for level in held.levels)
+        if fleet and not any(INVOCATIONS_KEY in v.cloudwatch_ratios for v in verification):
             log(
                 f"the fleet level read fewer than {MIN_INVOCATION_MINUTES} whole minutes of "
                 "InvocationsPerInstance: its ratio is unmeasured unless a ladder rung's hold held them"
@@ -284,6 +296,8 @@ def join_cloudwatch(
         write_samples(samples_path(path), all_samples)
         held_cpu = held.raw.cpu if held.raw is not None else []
         raw = raw.model_copy(update={"cpu": [*raw.cpu, *held_cpu]})
+    if not request.fleet_level:
+        joined = joined.model_copy(update={"fleet_level_skipped": True})
     write_raw(raw_path(path), raw)
     return write_artifact(joined, path.parent, path.name)
 
