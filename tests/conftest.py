@@ -99,7 +99,12 @@ LADDER_FIXTURES = frozenset({"refined_ladder", "http_ladder"})
 # is past the real ladders and servers.
 COMPRESSED_CLOCK_MODULES = frozenset(
     f"tests/local_cloud/{name}.py"
-    for name in ("test_curve_cloud", "test_rehearse_cloud", "test_short_rehearsal")
+    for name in (
+        "test_curve_cloud",
+        "test_rehearse_cloud",
+        "test_short_rehearsal",
+        "test_fleet_hold_cloud",
+    )
 )
 _LONGEST_FIRST = (
     "kokoro-ladders",
