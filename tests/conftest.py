@@ -103,7 +103,12 @@ _LADDERS = "curve-ladders"
 # is past the real ladders and servers.
 COMPRESSED_CLOCK_MODULES = frozenset(
     f"tests/local_cloud/{name}.py"
-    for name in ("test_curve_cloud", "test_rehearse_cloud", "test_short_rehearsal")
+    for name in (
+        "test_curve_cloud",
+        "test_rehearse_cloud",
+        "test_short_rehearsal",
+        "test_fleet_hold_cloud",
+    )
 )
 # The curve ladders go first: their minute and more is sleeps, so they leave the other worker
 # the cores for the CPU-bound groups that follow.

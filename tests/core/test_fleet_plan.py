@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from tests.core.ladders import FINGERPRINT, SOURCES, qmax_artifact, rung, ttotal_artifact
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.artifacts.plan import PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.cli import main
 from tts_bench.planning import fleet_rule
 from tts_bench.planning.aws import scaling as aws_scaling
@@ -314,6 +316,35 @@ def test_a_sagemaker_ladder_without_the_invocations_join_warns_and_assumes_the_d
     assert plan.feasible and cw is not None and cw.verdict == "warn"
     assert "InvocationsPerInstance" in cw.message and "by AWS's definition" in cw.message
     assert plan.target_units.ratio_rule == "unmeasured" and plan.target_units.cw_ratio == 1.0
+
+
+def test_a_ladder_run_with_no_fleet_level_says_so_where_the_plan_assumes_the_definition() -> None:
+    plain = _sagemaker_ladder(None)
+    qmax = qmax_artifact(
+        [rung(n, rps, ms, cw=1.0) for n, rps, ms in ((1, 16, 70), (5, 18, 300), (10, 18, 600))],
+        fingerprint=SAGEMAKER,
+    ).model_copy(update={"fleet_level_skipped": True})
+    request = PlanRequest(peak_rps=100, trough_rps=5, surge_trials=20)
+    plan = derive_plan(qmax, ttotal_artifact(fingerprint=SAGEMAKER), request, SOURCES)
+    cw, before = plan.finding("cw_ratio"), plain.finding("cw_ratio")
+    assert plan.feasible and cw is not None and before is not None and cw.verdict == "warn"
+    # Why it is unmeasured: the flag, where a ladder without it says only what it held.
+    assert cw.message.startswith("the ladder was run with --no-fleet-level")
+    assert before.message.startswith("no rung held two whole minutes")
+    assert "by AWS's definition" in cw.message
+    assert plan.target_units == plain.target_units  # the same assumption, only said why
+    # A skipped level cannot come with a fleet verification rung.
+    data = qmax.model_dump(mode="json")
+    assert data["fleet_level_skipped"] is True
+    data["verification"] = [
+        {"role": "fleet", "source": "held", "surge_ratio": 1.25, "concurrency": 5,
+         "achieved_rps": 18.0, "ttfab_p95_ms": 300.0, "client_mean_in_flight": 5.0,
+         "cloudwatch_ratios": {"Maximum/10s": 1.0}, "usable": True, "unusable_reason": None}
+    ]  # fmt: skip
+    with pytest.raises(ValidationError, match="fleet_level_skipped, yet"):
+        QmaxArtifact.model_validate(data)
+    held = qmax.model_copy(update={"fleet_level_skipped": False})
+    assert "fleet_level_skipped" not in held.model_dump(mode="json")  # written as before the flag
 
 
 def test_a_sagemaker_ladder_without_the_concurrency_join_stops_the_burst() -> None:

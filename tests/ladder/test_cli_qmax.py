@@ -60,11 +60,28 @@ def test_dry_run_prints_the_schedule_without_network(
         (["--endpoint", "speech", "--transport", "local-http"], "not an endpoint"),
         (["--endpoint", "speech", "--transport", "response-stream", "--host", "x"], "not both"),
         ([], "needs --host"),
+        # Only a SageMaker ladder holds verification rungs: the flag would mean nothing.
+        (["--host", "http://127.0.0.1:1", "--no-fleet-level"], "--no-fleet-level leaves out"),
+        (["--no-fleet-level", "--dry-run"], "only a SageMaker ladder (--endpoint) holds"),
     ],
 )
 def test_live_runs_without_a_local_target_are_refused(no_network, capsys, args, expected_error):
     assert main(["qmax", *args]) == 2
     assert expected_error in capsys.readouterr().err
+
+
+def test_the_dry_run_says_no_fleet_level_is_held_and_counts_no_hold_for_it(
+    no_network, capsys
+) -> None:
+    args = ["qmax", "--dry-run", "--transport", "response-stream", "--endpoint", "e"]
+    args += ["--rungs", "1,2", "--hold-s", "10", "--measure-s", "5", "--idle-s", "2"]
+    assert main(args) == 0
+    held = capsys.readouterr().out
+    assert "whole minutes of InvocationsPerInstance" in held and "at most 3 min 26 s more" in held
+    assert main([*args, "--no-fleet-level"]) == 0
+    skipped = capsys.readouterr().out
+    assert "none at the fleet rule's level (--no-fleet-level)" in skipped
+    assert "InvocationsPerInstance" not in skipped and "at most 24 s more" in skipped
 
 
 def test_unreachable_server_is_a_one_line_error(capsys, unused_port):

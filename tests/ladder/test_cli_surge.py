@@ -112,3 +112,28 @@ def test_an_endpoint_is_surged_only_bounded_at_q_max_and_of_the_ladders_build(
     else:
         with pytest.raises(RefusalError, match=expected):
             check_endpoint(target, qmax)
+
+
+@pytest.mark.parametrize(
+    ("curve_modelled", "curve_check", "expected"),
+    [
+        (True, False, "Q_max is only ever measured on the real engine"),
+        (False, True, "--curve-check: endpoint tts runs no curve instances"),
+        (True, True, None),
+        (False, False, None),
+    ],
+)
+def test_a_ladder_measures_a_curve_cloud_only_with_curve_check_and_only_that_way(
+    curve_modelled: bool, curve_check: bool, expected: str | None
+) -> None:
+    from dataclasses import replace
+
+    from tests.core.ladders import FINGERPRINT
+    from tts_bench.errors import RefusalError
+
+    target = replace(_endpoint(None, FINGERPRINT), curve_modelled=curve_modelled)
+    if expected is None:
+        target.refuse_curve_check_mismatch(curve_check)
+    else:
+        with pytest.raises(RefusalError, match=expected):
+            target.refuse_curve_check_mismatch(curve_check)

@@ -339,3 +339,38 @@ def _main_job_ladder():  # type: ignore[no-untyped-def]
 def _sagemaker(qmax):  # type: ignore[no-untyped-def]
     fp = qmax.fingerprint.model_copy(update={"transport": Transport.RESPONSE_STREAM})
     return qmax.model_copy(update={"fingerprint": fp})
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0])
+def test_the_join_reads_a_hold_on_the_clock_cloudwatch_stamped_it_on(scale: float) -> None:
+    """On a local cloud compressed K-fold CloudWatch stamps its points on the cloud's clock: the
+    fleet level's three minutes there are 180/K wall seconds of the ladder's. The join maps the
+    rung's wall-clock hold and each request's start onto that clock (recorded in the ladder's
+    settings); a ladder that did not record it lines up with none of the points."""
+    from tests.ladder.synthetic import closed_loop
+    from tts_bench.measure.ladder.live.cloudwatch_join import invocations_ratio, rung_mean
+
+    origin, start, users = 1.5e9, 1.5e9 + 1000.0, 3
+    hold = FLEET_HOLD_S / scale
+    samples = closed_loop(users, start, start + hold, 200.0 * users / scale)
+    recorded = LadderSettings(
+        rungs=[users], hold_s=hold, measure_s=hold / 2, idle_s=0, start_epoch=start,
+        time_scale=scale, time_origin_s=origin,
+    )  # fmt: skip
+    v0, v1 = recorded.cloud_window(0, whole_hold=True)
+    assert (v0, v1) == (origin + scale * 1000, origin + scale * 1000 + FLEET_HOLD_S)
+    cloud_starts = [recorded.on_cloud_clock(s.start) for s in samples]
+    minutes = [
+        MetricPoint(float(m), float(sum(1 for t in cloud_starts if m <= t < m + 60)))
+        for m in range(math.ceil(v0 / 60) * 60, int(v1) - 59, 60)
+    ]
+    points = [
+        MetricPoint(float(t), float(users)) for t in range(math.ceil(v0 / 10) * 10, int(v1) - 9, 10)
+    ]
+    assert len(minutes) >= MIN_INVOCATION_MINUTES
+    assert invocations_ratio(minutes, samples, recorded, 0) == 1.0
+    assert rung_mean(points, recorded, 0) == users
+    if scale != 1.0:  # the wall clock alone: the cloud's points lie far outside every window
+        unmapped = recorded.model_copy(update={"time_scale": 1.0, "time_origin_s": 0.0})
+        assert invocations_ratio(minutes, samples, unmapped, 0) is None
+        assert rung_mean(points, unmapped, 0) is None

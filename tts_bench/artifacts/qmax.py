@@ -203,6 +203,12 @@ class QmaxArtifact(_Strict):
         default=None,
         description="--repeat: every repeat's Q_max and the spread; absent for one bisection",
     )
+    fleet_level_skipped: bool = Field(
+        default=False,
+        description="qmax --no-fleet-level: the verification held no fleet rule's level, so "
+        "InvocationsPerInstance's ratio is unmeasured unless a ladder rung held two whole "
+        "minutes; absent when the level was held",
+    )
     provenance: Provenance
 
     @model_serializer(mode="wrap")
@@ -211,6 +217,8 @@ class QmaxArtifact(_Strict):
         data = handler(self)
         if self.repeats is None:
             data.pop("repeats", None)
+        if not self.fleet_level_skipped:
+            data.pop("fleet_level_skipped", None)
         return data
 
     @model_validator(mode="after")
@@ -222,6 +230,8 @@ class QmaxArtifact(_Strict):
             )
         if problem := kind_fits_fingerprint(self.provenance, self.fingerprint):
             raise ValueError(problem)
+        if self.fleet_level_skipped and any(v.role == "fleet" for v in self.verification):
+            raise ValueError("fleet_level_skipped, yet a verification rung holds the fleet level")
         return self
 
     @field_validator("rungs")

@@ -52,6 +52,9 @@ TAKEN_AS_RECORDED: Final[dict[str, tuple[str, ...]]] = {
         r"refinement\.(ended_by|resolution_pct)",
         r"verification_ladder\..*",
         r"rungs\[\d+\]\.client_cpu_percent",  # a legacy ladder's, which kept no readings
+        # qmax --no-fleet-level: no figure follows from it (the loader refuses it beside a fleet
+        # verification rung); only the plan's warning says why the ratio is unmeasured.
+        r"fleet_level_skipped",
     ),
     # Whether curve instances served it says what was measured; no plan reads it.
     "ttotal": (

@@ -80,12 +80,14 @@ def check_qmax(path: Path, qmax: QmaxArtifact, sha256: str) -> Checked:
     """The ladder against its raw data; a `CustodyError` naming the first differing field."""
     if qmax.provenance.kind == "reference":
         return check_reference(path, qmax, sha256)
-    if qmax.provenance.kind == "simulated" or qmax.fingerprint is None:
+    # A --curve-check ladder is simulated but measured all the same: its samples are checked.
+    unsampled = qmax.provenance.kind == "simulated" and not samples_path(path).is_file()
+    if unsampled or qmax.fingerprint is None:
         raise CustodyError(
             path,
             f"provenance.kind is {qmax.provenance.kind}"
             + ("" if qmax.fingerprint else " and fingerprint is null")
-            + ": only a measured or emulated ladder with its samples can be checked",
+            + ": only a ladder with its samples can be checked",
         )
     check_name(path, qmax_filename(qmax.fingerprint, qmax.provenance.kind))
     legacy = LEGACY_QMAX_SHA256.get(sha256)

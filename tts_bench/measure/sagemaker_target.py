@@ -84,6 +84,16 @@ class EndpointTarget:
                 "Q_max is only ever measured on the real engine"
             )
 
+    def refuse_curve_check_mismatch(self, curve_check: bool) -> None:
+        """`--curve-check` knowingly measures a curve cloud's endpoint; without it, one is refused."""
+        if not curve_check:
+            self.refuse_curve_modelled()
+        elif not self.curve_modelled:
+            raise RefusalError(
+                f"--curve-check: endpoint {self.endpoint} runs no curve instances; leave the flag "
+                "out to measure it"
+            )
+
     def refuse_not_in_service(self) -> None:
         if self.status != "InService":
             raise RefusalError(

@@ -431,12 +431,17 @@ def _fleet_cw_ratio(steps: PlanSteps, levels: FleetLevels) -> Finding:
     if units.ratio_rule == "unmeasured":
         # A count per request, unlike a concurrency Maximum: 1.0 by AWS's definition (each
         # request adds 1/N) is the expected reading, the join only checks it.
+        why = (
+            "the ladder was run with --no-fleet-level and no rung held two whole minutes"
+            if steps.qmax.fleet_level_skipped
+            else "no rung held two whole minutes"
+        )
         return finding(
             "cw_ratio",
             Verdict.WARN,
-            f"no rung held two whole minutes of {_units(units)}, so its ratio to the client's "
-            "requests was not measured; the target assumes 1.0 by AWS's definition; let the "
-            "verification hold the fleet rule's level (three minutes) to measure it",
+            f"{why} of {_units(units)}, so its ratio to the client's requests was not measured; "
+            "the target assumes 1.0 by AWS's definition; let the verification hold the fleet "
+            "rule's level (three minutes; qmax without --no-fleet-level) to measure it",
             **figures,  # type: ignore[arg-type]
         )
     burst_text = (

@@ -47,6 +47,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "give the ratio you will plan with)",
     )
     parser.add_argument(
+        "--no-fleet-level",
+        dest="fleet_level",
+        action="store_false",
+        help="SageMaker: hold no verification rung at the fleet rule's level (it is held three "
+        "minutes of the cloud's clock to read InvocationsPerInstance); `plan --rule fleet` then "
+        "assumes that metric's ratio 1.0 by AWS's definition and warns. For a ladder you will "
+        "plan with the published rule",
+    )
+    parser.add_argument(
         "--metric-wait-s",
         type=float,
         default=None,
@@ -70,6 +79,11 @@ def check_run_flags(args: argparse.Namespace) -> None:
             f"--processes {args.processes}: give 1 to {cores} (this machine's cores; more Locust "
             "workers than cores only compete for them), or leave it out"
         )
+    if not args.fleet_level and args.endpoint is None:
+        raise RefusalError(
+            "--no-fleet-level leaves out a verification rung, which only a SageMaker ladder "
+            "(--endpoint) holds: drop the flag"
+        )
     if args.metric_wait_s is not None and not 0 <= args.metric_wait_s <= MAX_METRIC_WAIT_S:
         raise RefusalError(
             f"--metric-wait-s {args.metric_wait_s:g}: give 0 to {MAX_METRIC_WAIT_S:g} s"
@@ -86,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
     schedule, transport = options.schedule, options.transport
     load_corpus(options.corpus)
     verify = args.endpoint is not None and not transport.is_local
-    plan = describe_verification(schedule, args.plan_surge_ratio) if verify else None
+    plan = (
+        describe_verification(schedule, args.plan_surge_ratio, args.fleet_level) if verify else None
+    )
     if args.dry_run:
         print(
             "\n".join(
@@ -153,10 +169,6 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         )
     if args.host:
         raise RefusalError("pass either --host (a local server) or --endpoint, not both")
-    if options.curve_check:
-        raise RefusalError(
-            "--curve-check measures a local curve instance (--host), not an endpoint"
-        )
     session = AwsSession.from_environment(args.region)
     variant = args.variant or DEFAULT_VARIANT
     request = LiveLadderRequest(
@@ -166,13 +178,14 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         metric_wait_s=DEFAULT_METRIC_WAIT_S if args.metric_wait_s is None else args.metric_wait_s,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
         confidence=options.confidence, plan_surge_ratio=args.plan_surge_ratio,
-        contract=options.contract_arg, repeat=options.repeat,
+        contract=options.contract_arg, repeat=options.repeat, fleet_level=args.fleet_level,
+        curve_check=options.curve_check,
     )  # fmt: skip
     print(
         describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),
         file=sys.stderr,
     )
-    print(describe_verification(schedule, args.plan_surge_ratio), file=sys.stderr)
+    print(describe_verification(schedule, args.plan_surge_ratio, args.fleet_level), file=sys.stderr)
 
     def say(line: str) -> None:
         print(f"qmax: {line}", file=sys.stderr, flush=True)

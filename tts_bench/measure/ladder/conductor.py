@@ -72,8 +72,6 @@ def target_of(host: str | None, options: LadderOptions) -> LadderTarget:
     the ladder flags `options`); refuse a bounded queue or a server not ready."""
     transport = options.transport
     if not transport.is_local:
-        if options.curve_check:
-            raise RefusalError("--curve-check measures a local curve instance: pass --host")
         if not options.endpoint:
             raise RefusalError(f"--transport {transport.value} needs --endpoint NAME")
         target = read_target_from_environment(
@@ -83,10 +81,12 @@ def target_of(host: str | None, options: LadderOptions) -> LadderTarget:
             transport,
             options.model,
         )
-        target.refuse_curve_modelled()
+        target.refuse_curve_check_mismatch(options.curve_check)
         target.refuse_not_in_service()
         target.refuse_bounded()
         fingerprint = under_contract(target.fingerprint, options)
+        if options.curve_check:  # a curve cloud's instances: no engine measured
+            return LadderTarget(fingerprint, target.source, "simulated", CURVE_CHECK_NOTE)
         return LadderTarget(fingerprint, target.source, target.provenance_kind)
     return local_target(host, options)
 

@@ -68,10 +68,10 @@ def window_mean(
 
 def rung_mean(points: Sequence[MetricPoint], ladder: LadderSettings, index: int) -> float | None:
     """Over the rung's measure window; a window shorter than a period falls back to its hold
-    (the same N), so a partial period never mixes in the next rung's load."""
-    w0, w1 = ladder.measure_window(index)
-    mean = window_mean(points, w0, w1)
-    return mean if mean is not None else window_mean(points, w1 - ladder.rung_hold_s(index), w1)
+    (the same N), so a partial period never mixes in the next rung's load. Both on the clock
+    the points were read on (`LadderSettings.cloud_window`)."""
+    mean = window_mean(points, *ladder.cloud_window(index))
+    return mean if mean is not None else window_mean(points, *ladder.cloud_window(index, True))
 
 
 def ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArtifact:
@@ -99,16 +99,19 @@ def whole_minutes(w0: float, w1: float) -> int:
 
 
 def invocations_ratio(
-    points: Sequence[MetricPoint], samples: Sequence[Sample], w0: float, w1: float
+    points: Sequence[MetricPoint], samples: Sequence[Sample], ladder: LadderSettings, index: int
 ) -> float | None:
-    """InvocationsPerInstance's minute Sums inside [w0, w1] over the requests the client sent
-    in the same minutes; None with fewer than `MIN_INVOCATION_MINUTES` minutes read or no
-    request sent (the one definition: ladder and verification rungs both use it)."""
+    """InvocationsPerInstance's minute Sums inside rung `index`'s hold over the requests the
+    client sent in the same minutes, both on the clock the Sums were read on; None with fewer
+    than `MIN_INVOCATION_MINUTES` minutes read or no request sent (the one definition: ladder
+    and verification rungs both use it)."""
+    w0, w1 = ladder.cloud_window(index, whole_hold=True)
     minutes = [p for p in points if w0 <= p.ts and p.ts + INVOCATIONS_PERIOD_S <= w1 + 1e-6]
     if len(minutes) < MIN_INVOCATION_MINUTES:
         return None
+    starts = [ladder.on_cloud_clock(s.start) for s in samples]
     sent = sum(
-        1 for s in samples if any(p.ts <= s.start < p.ts + INVOCATIONS_PERIOD_S for p in minutes)
+        1 for start in starts if any(p.ts <= start < p.ts + INVOCATIONS_PERIOD_S for p in minutes)
     )
     counted = sum(p.value for p in minutes)
     return round(counted / sent, 3) if sent and counted > 0 else None
@@ -123,8 +126,7 @@ def invocation_ratios_for(
         return artifact
     rungs = []
     for index, rung in enumerate(artifact.rungs):
-        w1 = artifact.ladder.measure_window(index)[1]
-        ratio = invocations_ratio(points, samples, w1 - artifact.ladder.rung_hold_s(index), w1)
+        ratio = invocations_ratio(points, samples, artifact.ladder, index)
         ratios = dict(rung.cloudwatch_ratios)
         if ratio is not None:
             ratios[INVOCATIONS_KEY] = ratio

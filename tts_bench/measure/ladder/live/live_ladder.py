@@ -80,6 +80,14 @@ class LiveLadderRequest:
     plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
     contract: str | None = None  # --contract as given; None: kokoro
     repeat: int = 1  # --repeat: bisections around the knee
+    # --no-fleet-level: the verification holds the plan's threshold levels only.
+    fleet_level: bool = True
+    curve_check: bool = False  # --curve-check: a curve cloud's endpoint, knowingly
+
+    @property
+    def provenance_kind(self) -> str | None:
+        """What the run's record is when the flags decide it (None: the endpoint decides)."""
+        return "simulated" if self.curve_check else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +120,7 @@ def read_target(session: AwsSession, request: LiveLadderRequest) -> EndpointTarg
     target = read_endpoint_target(
         session, request.endpoint, request.variant, request.transport, request.model
     )
-    target.refuse_curve_modelled()
+    target.refuse_curve_check_mismatch(request.curve_check)
     target.refuse_not_in_service()
     target.refuse_bounded()
     # Named as the Locust side names it (`conductor.under_contract`): the artifact's file name.
@@ -143,11 +151,14 @@ def run_live_ladder(
             model=request.model, out=request.out, processes=request.processes,
             refine_pct=request.refine_pct, underrun_slo=request.underrun_slo,
             confidence=request.confidence, contract=request.contract, repeat=request.repeat,
+            curve_check=request.curve_check,
         )  # fmt: skip
-        path = run_ladder(ladder, target.fingerprint, progress, args, target.provenance_kind)
+        kind = request.provenance_kind or target.provenance_kind
+        path = run_ladder(ladder, target.fingerprint, progress, args, kind)
         held = hold_verification(
-            ladder, target, path, request.plan_surge_ratio, progress, args, log
-        )
+            ladder, target, path, request.plan_surge_ratio, progress, args, log,
+            fleet_level=request.fleet_level, kind=kind,
+        )  # fmt: skip
     return join_cloudwatch(session, request, path, log, held)
 
 
@@ -159,19 +170,30 @@ def hold_verification(
     progress: Log,
     args: Sequence[str],
     log: Log,
+    fleet_level: bool = True,
+    kind: str | None = None,
 ) -> HeldVerification | None:
-    """Hold C_scale_max and C_scale_min for `surge_ratio` once the ladder found Q_max (SPEC §6).
+    """Hold C_scale_max and C_scale_min for `surge_ratio` once the ladder found Q_max (SPEC §6),
+    and the fleet rule's level unless `fleet_level` is off (`qmax --no-fleet-level`).
 
     A level a usable ladder rung held already is read from that rung's window; the rest are a
     run of their own, under the same freeze, into a scratch folder (its rungs are no ladder
     rungs). A failed run costs only its points (the plan then says which rule it used)."""
-    ladder_run = load_artifact(path, QmaxArtifact)
+    # Whole minutes are the cloud's: on a compressed clock its three minutes pass sooner.
+    clock = ServiceClock.from_environment()
+    ladder_run = on_the_clock(load_artifact(path, QmaxArtifact), clock)
     q_max = ladder_run.refined_q_max
     if surge_ratio is None or q_max is None:
         if surge_ratio is not None:
             log("no verification rungs: the ladder found no Q_max")
         return None
-    levels = all_levels(ladder_run.curve_rungs, q_max, surge_ratio)
+    levels = (
+        all_levels(ladder_run.curve_rungs, q_max, surge_ratio)
+        if fleet_level
+        else verification_levels(q_max, surge_ratio)
+    )
+    if not fleet_level:
+        log("no verification at the fleet rule's level (--no-fleet-level)")
     log(
         "verification rungs for surge ratio "
         f"{surge_ratio:g}: " + ", ".join(f"{v.role} {v.at:g} -> {v.users} users" for v in levels)
@@ -182,8 +204,7 @@ def hold_verification(
     to_hold = tuple(level for level in levels if level.users not in from_ladder)
     if not to_hold:
         return HeldVerification(levels, surge_ratio, None, from_ladder)
-    # Whole minutes are the cloud's: on a compressed clock its three minutes pass sooner.
-    fleet_hold_s = ServiceClock.from_environment().wall_seconds(FLEET_HOLD_S)
+    fleet_hold_s = clock.wall_seconds(FLEET_HOLD_S)
     schedule = verification_ladder(ladder.schedule, to_hold, fleet_hold_s)
     if any(level.counts_invocations for level in to_hold):
         longest = max(schedule.rung_hold_s(i) for i in range(len(schedule.rungs)))
@@ -196,7 +217,7 @@ def hold_verification(
         try:
             held = run_ladder(
                 run, target.fingerprint, lambda line: progress(f"verification {line}"), args,
-                target.provenance_kind,
+                kind or target.provenance_kind,
             )  # fmt: skip
         except LadderRunError as exc:
             log(f"verification rungs not measured: {str(exc).splitlines()[0]}")
@@ -216,15 +237,18 @@ def join_cloudwatch(
 ) -> Path:
     """Rewrite the artifact at `path` with each rung's `cloudwatch_ratio` and the verification
     rungs, from one read of the metric over both runs."""
-    artifact = load_artifact(path, QmaxArtifact)
+    clock = ServiceClock.from_environment()
+    artifact = on_the_clock(load_artifact(path, QmaxArtifact), clock)
     ladder = artifact.ladder
     if ladder is None or ladder.start_epoch is None:
         return path
-    start = ladder.measure_window(0)[0]
-    end = ladder.measure_window(len(artifact.rungs) - 1)[1]
+    start = ladder.cloud_window(0)[0]
+    end = ladder.cloud_window(len(artifact.rungs) - 1)[1]
+    if held is not None and held.artifact is not None:
+        held = replace(held, artifact=on_the_clock(held.artifact, clock))
     held_run = held.artifact if held is not None else None
     if held_run is not None and held_run.ladder is not None and held_run.ladder.start_epoch:
-        end = max(end, held_run.ladder.measure_window(len(held_run.rungs) - 1)[1])
+        end = max(end, held_run.ladder.cloud_window(len(held_run.rungs) - 1)[1])
     points = await_concurrency(
         session, request.endpoint, request.variant, start, end,
         wait_s=request.metric_wait_s, log=log,
@@ -255,7 +279,8 @@ def join_cloudwatch(
             log(f"verification {v.role} at {v.concurrency} users: ratio {ratios}")
         if len(verification) < len(held.levels):
             log("a verification rung has no CloudWatch reading: the plan falls back to the rungs")
-        if not any(INVOCATIONS_KEY in v.cloudwatch_ratios for v in verification):
+        fleet = any(level.counts_invocations for level in held.levels)
+        if fleet and not any(INVOCATIONS_KEY in v.cloudwatch_ratios for v in verification):
             log(
                 f"the fleet level read fewer than {MIN_INVOCATION_MINUTES} whole minutes of "
                 "InvocationsPerInstance: its ratio is unmeasured unless a ladder rung's hold held them"
@@ -271,8 +296,20 @@ def join_cloudwatch(
         write_samples(samples_path(path), all_samples)
         held_cpu = held.raw.cpu if held.raw is not None else []
         raw = raw.model_copy(update={"cpu": [*raw.cpu, *held_cpu]})
+    if not request.fleet_level:
+        joined = joined.model_copy(update={"fleet_level_skipped": True})
     write_raw(raw_path(path), raw)
     return write_artifact(joined, path.parent, path.name)
+
+
+def on_the_clock(artifact: QmaxArtifact, clock: ServiceClock) -> QmaxArtifact:
+    """The artifact with the clock CloudWatch is read on recorded in its ladder settings."""
+    if artifact.ladder is None or not clock.compressed:
+        return artifact
+    ladder = artifact.ladder.model_copy(
+        update={"time_scale": clock.scale, "time_origin_s": clock.origin_s}
+    )
+    return artifact.model_copy(update={"ladder": ladder})
 
 
 def held_rungs(

@@ -128,8 +128,7 @@ def held_by_the_ladder(
 def _holds_minutes(ladder: LadderSettings | None, index: int) -> bool:
     if ladder is None or ladder.start_epoch is None:
         return False
-    w1 = ladder.measure_window(index)[1]
-    return whole_minutes(w1 - ladder.rung_hold_s(index), w1) >= MIN_INVOCATION_MINUTES
+    return whole_minutes(*ladder.cloud_window(index, whole_hold=True)) >= MIN_INVOCATION_MINUTES
 
 
 def verification_ladder(
@@ -172,22 +171,29 @@ def all_levels(
     return (*verification_levels(q_max, surge_ratio), fleet_level(curve_rungs, q_max, surge_ratio))
 
 
-def describe_verification(ladder: LadderSchedule, surge_ratio: float) -> str:
+def describe_verification(
+    ladder: LadderSchedule, surge_ratio: float, fleet_level: bool = True
+) -> str:
     """The dry run's line: the levels depend on the Q_max the ladder has yet to find."""
     verification_levels(1, surge_ratio)  # a bad ratio is refused before anything runs
-    fleet_hold_s = max(ladder.longest_hold_s, FLEET_HOLD_S)
-    extra_s = 2 * (ladder.longest_hold_s + ladder.idle_s) + fleet_hold_s + ladder.idle_s
+    fleet_hold_s = max(ladder.longest_hold_s, FLEET_HOLD_S) if fleet_level else 0.0
+    extra_s = 2 * (ladder.longest_hold_s + ladder.idle_s) + fleet_hold_s
+    extra_s += ladder.idle_s if fleet_level else 0.0
     held = (
         f"{ladder.hold_s:g} s"
         if ladder.longest_hold_s == ladder.hold_s
         else f"{ladder.hold_s:g} s (up to {ladder.longest_hold_s:g} s while unstable)"
     )
+    fleet = (
+        f", and one at the fleet rule's level held until {MIN_INVOCATION_MINUTES} whole minutes "
+        f"of InvocationsPerInstance are read, at most {fleet_hold_s:g} s"
+        if fleet_level
+        else ", and none at the fleet rule's level (--no-fleet-level)"
+    )
     return (
         f"then 2 verification rungs at C_scale_max = {2 - surge_ratio:g} x Q_max and "
         f"C_scale_min = {3 - 2 * surge_ratio:g} x Q_max (surge ratio {surge_ratio:g}), whole "
-        f"users, each held {held} unless a ladder rung held those users already, and one at "
-        f"the fleet rule's level held until {MIN_INVOCATION_MINUTES} whole minutes of "
-        f"InvocationsPerInstance are read, at most {fleet_hold_s:g} s: at most "
+        f"users, each held {held} unless a ladder rung held those users already{fleet}: at most "
         f"{format_duration(extra_s)} more"
     )
 
@@ -293,5 +299,4 @@ def _counted(
     ladder: LadderSettings, index: int, minutes: Sequence[MetricPoint], samples: Sequence[Sample]
 ) -> float | None:
     """InvocationsPerInstance's ratio over the whole minutes of rung `index`'s hold."""
-    w1 = ladder.measure_window(index)[1]
-    return invocations_ratio(minutes, samples, w1 - ladder.rung_hold_s(index), w1)
+    return invocations_ratio(minutes, samples, ladder, index)
