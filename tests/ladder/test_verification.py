@@ -348,7 +348,12 @@ def test_the_join_reads_a_hold_on_the_clock_cloudwatch_stamped_it_on(scale: floa
     rung's wall-clock hold and each request's start onto that clock (recorded in the ladder's
     settings); a ladder that did not record it lines up with none of the points."""
     from tests.ladder.synthetic import closed_loop
-    from tts_bench.measure.ladder.live.cloudwatch_join import invocations_ratio, rung_mean
+    from tts_bench.measure.ladder.live.cloudwatch_join import (
+        cloud_window,
+        invocations_ratio,
+        ladder_clock,
+        rung_mean,
+    )
 
     origin, start, users = 1.5e9, 1.5e9 + 1000.0, 3
     hold = FLEET_HOLD_S / scale
@@ -357,9 +362,9 @@ def test_the_join_reads_a_hold_on_the_clock_cloudwatch_stamped_it_on(scale: floa
         rungs=[users], hold_s=hold, measure_s=hold / 2, idle_s=0, start_epoch=start,
         time_scale=scale, time_origin_s=origin,
     )  # fmt: skip
-    v0, v1 = recorded.cloud_window(0, whole_hold=True)
+    v0, v1 = cloud_window(recorded, 0, whole_hold=True)
     assert (v0, v1) == (origin + scale * 1000, origin + scale * 1000 + FLEET_HOLD_S)
-    cloud_starts = [recorded.on_cloud_clock(s.start) for s in samples]
+    cloud_starts = [ladder_clock(recorded).to_virtual(s.start) for s in samples]
     minutes = [
         MetricPoint(float(m), float(sum(1 for t in cloud_starts if m <= t < m + 60)))
         for m in range(math.ceil(v0 / 60) * 60, int(v1) - 59, 60)

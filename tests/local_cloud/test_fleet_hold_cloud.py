@@ -24,7 +24,11 @@ from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.cli import main
 from tts_bench.local_cloud import LocalCloud, LocalCloudSettings, local_cloud
 from tts_bench.local_cloud.settings import CurveInstances
-from tts_bench.measure.ladder.live.cloudwatch_join import MIN_INVOCATION_MINUTES, whole_minutes
+from tts_bench.measure.ladder.live.cloudwatch_join import (
+    MIN_INVOCATION_MINUTES,
+    cloud_window,
+    whole_minutes,
+)
 from tts_bench.planning.fleet_rule import invocations_units
 
 pytestmark = pytest.mark.slow
@@ -95,7 +99,7 @@ def test_the_fleet_level_is_held_for_two_whole_minutes_of_the_clouds_clock(
     index = held.rungs.index(fleet.concurrency)
     # Minutes counted on the cloud's clock, where its hold was fitted to them when it started;
     # a late machine only holds the rung longer, never fewer minutes.
-    assert whole_minutes(*held.cloud_window(index, whole_hold=True)) >= MIN_INVOCATION_MINUTES
+    assert whole_minutes(*cloud_window(held, index, whole_hold=True)) >= MIN_INVOCATION_MINUTES
     # Every request the client sent in those minutes, counted once by the cloud (at its weight).
     # A slow machine delays arrivals behind starts at both ends of the minutes alike, a request
     # or two of about 70: the bound is the chain's.

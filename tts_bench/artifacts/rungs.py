@@ -126,7 +126,7 @@ class LadderSettings(_Strict):
         "ladder predates the intervals",
     )
     # A compressed local cloud stamps CloudWatch's points on its own clock; the join maps the
-    # rungs' wall-clock windows onto it (`cloud_window`), and `verify` does so again from here.
+    # rungs' wall-clock windows onto it (`cloudwatch_join.cloud_window`), and `verify` again.
     time_scale: PositiveFloat = Field(
         default=1.0,
         description="the clock CloudWatch's timestamps were read on: cloud = time_origin_s + "
@@ -172,17 +172,6 @@ class LadderSettings(_Strict):
         hold_end = start + self.rung_hold_s(index)
         widened = self.widened_s[index] if index < len(self.widened_s) else 0.0
         return hold_end - self.measure_s - widened, hold_end
-
-    def on_cloud_clock(self, wall_s: float) -> float:
-        """A wall-clock instant (a window's end, a request's start) on CloudWatch's clock."""
-        return self.time_origin_s + self.time_scale * (wall_s - self.time_origin_s)
-
-    def cloud_window(self, index: int, whole_hold: bool = False) -> tuple[float, float]:
-        """Rung `index`'s measure window (or with `whole_hold`, its hold) on CloudWatch's clock."""
-        w0, w1 = self.measure_window(index)
-        if whole_hold:
-            w0 = w1 - self.rung_hold_s(index)
-        return self.on_cloud_clock(w0), self.on_cloud_clock(w1)
 
 
 class P95Interval(_Strict):

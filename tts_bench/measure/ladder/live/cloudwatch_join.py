@@ -66,12 +66,28 @@ def window_mean(
     return sum(inside) / len(inside) if inside else None
 
 
+def ladder_clock(ladder: LadderSettings) -> ServiceClock:
+    """The clock the ladder's CloudWatch points were read on, as its settings record it."""
+    return ServiceClock(scale=ladder.time_scale, origin_s=ladder.time_origin_s)
+
+
+def cloud_window(
+    ladder: LadderSettings, index: int, whole_hold: bool = False
+) -> tuple[float, float]:
+    """Rung `index`'s measure window (or with `whole_hold`, its hold) on CloudWatch's clock."""
+    w0, w1 = ladder.measure_window(index)
+    if whole_hold:
+        w0 = w1 - ladder.rung_hold_s(index)
+    clock = ladder_clock(ladder)
+    return clock.to_virtual(w0), clock.to_virtual(w1)
+
+
 def rung_mean(points: Sequence[MetricPoint], ladder: LadderSettings, index: int) -> float | None:
     """Over the rung's measure window; a window shorter than a period falls back to its hold
     (the same N), so a partial period never mixes in the next rung's load. Both on the clock
-    the points were read on (`LadderSettings.cloud_window`)."""
-    mean = window_mean(points, *ladder.cloud_window(index))
-    return mean if mean is not None else window_mean(points, *ladder.cloud_window(index, True))
+    the points were read on (`cloud_window`)."""
+    mean = window_mean(points, *cloud_window(ladder, index))
+    return mean if mean is not None else window_mean(points, *cloud_window(ladder, index, True))
 
 
 def ratios_for(artifact: QmaxArtifact, points: Sequence[MetricPoint]) -> QmaxArtifact:
@@ -105,11 +121,11 @@ def invocations_ratio(
     client sent in the same minutes, both on the clock the Sums were read on; None with fewer
     than `MIN_INVOCATION_MINUTES` minutes read or no request sent (the one definition: ladder
     and verification rungs both use it)."""
-    w0, w1 = ladder.cloud_window(index, whole_hold=True)
+    w0, w1 = cloud_window(ladder, index, whole_hold=True)
     minutes = [p for p in points if w0 <= p.ts and p.ts + INVOCATIONS_PERIOD_S <= w1 + 1e-6]
     if len(minutes) < MIN_INVOCATION_MINUTES:
         return None
-    starts = [ladder.on_cloud_clock(s.start) for s in samples]
+    starts = [ladder_clock(ladder).to_virtual(s.start) for s in samples]
     sent = sum(
         1 for start in starts if any(p.ts <= start < p.ts + INVOCATIONS_PERIOD_S for p in minutes)
     )

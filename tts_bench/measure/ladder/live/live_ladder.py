@@ -36,6 +36,7 @@ from tts_bench.measure.ladder.live.cloudwatch_join import (
     MetricPoint,
     await_concurrency,
     await_minutes,
+    cloud_window,
     invocation_ratios_for,
     ratios_for,
 )
@@ -242,13 +243,13 @@ def join_cloudwatch(
     ladder = artifact.ladder
     if ladder is None or ladder.start_epoch is None:
         return path
-    start = ladder.cloud_window(0)[0]
-    end = ladder.cloud_window(len(artifact.rungs) - 1)[1]
+    start = cloud_window(ladder, 0)[0]
+    end = cloud_window(ladder, len(artifact.rungs) - 1)[1]
     if held is not None and held.artifact is not None:
         held = replace(held, artifact=on_the_clock(held.artifact, clock))
     held_run = held.artifact if held is not None else None
     if held_run is not None and held_run.ladder is not None and held_run.ladder.start_epoch:
-        end = max(end, held_run.ladder.cloud_window(len(held_run.rungs) - 1)[1])
+        end = max(end, cloud_window(held_run.ladder, len(held_run.rungs) - 1)[1])
     points = await_concurrency(
         session, request.endpoint, request.variant, start, end,
         wait_s=request.metric_wait_s, log=log,

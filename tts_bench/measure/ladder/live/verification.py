@@ -34,6 +34,7 @@ from tts_bench.measure.ladder.live.cloudwatch_join import (
     INVOCATIONS_PERIOD_S,
     MIN_INVOCATION_MINUTES,
     MetricPoint,
+    cloud_window,
     invocations_ratio,
     rung_mean,
     whole_minutes,
@@ -128,7 +129,7 @@ def held_by_the_ladder(
 def _holds_minutes(ladder: LadderSettings | None, index: int) -> bool:
     if ladder is None or ladder.start_epoch is None:
         return False
-    return whole_minutes(*ladder.cloud_window(index, whole_hold=True)) >= MIN_INVOCATION_MINUTES
+    return whole_minutes(*cloud_window(ladder, index, whole_hold=True)) >= MIN_INVOCATION_MINUTES
 
 
 def verification_ladder(
