@@ -89,9 +89,8 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
 # ladders against curve instances (a minute and more of holds, little CPU) and the engines;
 # every other test stays with its module (its module-scoped servers and clouds are built once,
 # its tests keep their order). The groups go by module path because the scheduler sees only
-# test ids (pytest 9 ignores the id suffix xdist's own `loadgroup` relies on). The longest
-# groups are sent first, so the two workers end together; that order is from measured
-# durations and only affects time.
+# test ids (pytest 9 ignores the id suffix xdist's own `loadgroup` relies on); `_ORDER` sends
+# them out.
 LADDER_MODULES = frozenset(
     f"tests/ladder/{name}.py"
     for name in ("test_live_refine", "test_live_hold", "test_live_ladder", "test_web_ui")
@@ -99,8 +98,7 @@ LADDER_MODULES = frozenset(
 LADDER_FIXTURES = frozenset({"refined_curve_ladder", "curve_ladder"})
 _LADDERS = "curve-ladders"
 # The local clouds whose clocks run 30–50 times faster than the wall clock: a busy tenth of a
-# second is seconds of their time, so they run one after another, last, when the other worker
-# is past the real ladders and servers.
+# second is seconds of their time, so they are one group, run one after another.
 COMPRESSED_CLOCK_MODULES = frozenset(
     f"tests/local_cloud/{name}.py"
     for name in (
@@ -110,16 +108,27 @@ COMPRESSED_CLOCK_MODULES = frozenset(
         "test_fleet_hold_cloud",
     )
 )
-# The curve ladders go first: their minute and more is sleeps, so they leave the other worker
-# the cores for the CPU-bound groups that follow.
-_LONGEST_FIRST = (
+_COMPRESSED = "compressed-clock"
+# The groups whose time is mostly sleeps (compressed clouds, ladders of curve instances,
+# stand-in containers) go first: the compressed clouds to one worker, the rest to the other,
+# so a compressed clock shares the machine with sleeps rather than with a CPU-bound group (the
+# 12 compressed tests: 37 CPU-seconds in 143 s). The CPU-bound groups follow, longest first, so
+# the two workers end together. The order is from measured durations and only affects time.
+_ORDER = (
+    _COMPRESSED,
     _LADDERS,
+    "tests/ladder/test_curve_check.py",
+    "tests/ladder/test_live_surge.py",
+    "tests/local_cloud/test_curve_contract.py",
+    "tests/ladder/test_sonic3_standin.py",
+    "tests/local_cloud/test_third_contract.py",
     "tests/chain/test_chain_local_cloud.py",
     "tests/ladder/test_local_run.py",
     "tests/engine",
     "tests/local_cloud/test_bidi_local_cloud.py",
+    "tests/local_cloud/test_container_command.py",
+    "tests/local_cloud/test_data_plane.py",
 )
-_LAST = "compressed-clock"
 
 
 def scheduling_group(nodeid: str) -> str:
@@ -128,7 +137,7 @@ def scheduling_group(nodeid: str) -> str:
     if module in LADDER_MODULES:
         return _LADDERS
     if module in COMPRESSED_CLOCK_MODULES:
-        return _LAST
+        return _COMPRESSED
     return "tests/engine" if module.startswith("tests/engine/") else module
 
 
@@ -143,8 +152,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
     if strays:  # a new user of a ladder would build it again on the other worker
         raise pytest.UsageError(f"add {', '.join(strays)} to LADDER_MODULES in tests/conftest.py")
-    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)} | {_LAST: len(_LONGEST_FIRST) + 1}
-    items.sort(key=lambda item: rank.get(scheduling_group(item.nodeid), len(_LONGEST_FIRST)))
+    stale = [name for name in _ORDER if name.startswith("tests/") and not (REPO / name).exists()]
+    if stale:  # a renamed module would silently lose its place
+        raise pytest.UsageError(f"_ORDER in tests/conftest.py names no module: {', '.join(stale)}")
+    rank = {name: i for i, name in enumerate(_ORDER)}
+    items.sort(key=lambda item: rank.get(scheduling_group(item.nodeid), len(_ORDER)))
 
 
 @pytest.hookimpl(optionalhook=True)
