@@ -86,7 +86,7 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
 # --------------------------------------------------------------------------- scheduling
 # pytest-xdist runs two workers (pyproject's addopts). A worker builds a session fixture the
 # first time one of its tests asks, so tests that share a costly one run on one worker: the
-# ladders against curve instances (a minute and more of holds, little CPU) and the engines;
+# ladders against curve instances (about 50 s of holds, little CPU) and the engines;
 # every other test stays with its module (its module-scoped servers and clouds are built once,
 # its tests keep their order). The groups go by module path because the scheduler sees only
 # test ids (pytest 9 ignores the id suffix xdist's own `loadgroup` relies on). The longest
@@ -110,7 +110,7 @@ COMPRESSED_CLOCK_MODULES = frozenset(
         "test_fleet_hold_cloud",
     )
 )
-# The curve ladders go first: their minute and more is sleeps, so they leave the other worker
+# The curve ladders go first: their 50 s are mostly sleeps, so they leave the other worker
 # the cores for the CPU-bound groups that follow.
 _LONGEST_FIRST = (
     _LADDERS,
