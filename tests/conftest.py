@@ -86,7 +86,7 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
 # --------------------------------------------------------------------------- scheduling
 # pytest-xdist runs two workers (pyproject's addopts). A worker builds a session fixture the
 # first time one of its tests asks, so tests that share a costly one run on one worker: the
-# ladders against curve instances (a minute and more of holds, little CPU) and the engines;
+# ladders against curve instances (about 50 s of holds, little CPU) and the engines;
 # every other test stays with its module (its module-scoped servers and clouds are built once,
 # its tests keep their order). The groups go by module path because the scheduler sees only
 # test ids (pytest 9 ignores the id suffix xdist's own `loadgroup` relies on); `_ORDER` sends

@@ -47,8 +47,8 @@ def test_every_rung_is_measured_from_raw_samples_in_its_window(curve_ladder: Pat
 
 def test_ttfab_times_the_first_chunk_not_the_end_of_the_stream(curve_ladder: Path) -> None:
     """The first of two chunks leaves 1 ms after a request reaches the head, the second and the
-    stream's end with its service (40 ms on average), after any wait: at c=1 the TTFAB is a
-    few ms against about 40, and at c=2 the wait is in both."""
+    stream's end with its service (20 ms on average), after any wait: at c=1 the TTFAB is a
+    few ms against about 20, and at c=2 the wait is in both."""
     ok = [s for s in read_samples(samples_path(curve_ladder)) if s.outcome is Outcome.OK]
     assert len(ok) >= 3
     ttfab = np.median([s.ttfab_ms for s in ok])

@@ -19,13 +19,13 @@ from tts_bench.local_cloud.instances.curve_truth import true_q_max
 from tts_bench.measure.ladder.statistics import rung_statistics
 from tts_bench.measure.samples import Outcome, read_samples, samples_path
 
-from .conftest import CURVE_FIRST_CHUNK_MS, CURVE_RATE_RPS, REFINED_SLO_MS
+from .conftest import CURVE_FIRST_CHUNK_MS, REFINED_RATE_RPS, REFINED_SLO_MS
 
 pytestmark = pytest.mark.slow
 
 
 def test_refinement_bisects_the_bracket_to_one_user(refined_curve_ladder: Path) -> None:
-    truth = true_q_max(CURVE_RATE_RPS, REFINED_SLO_MS, CURVE_FIRST_CHUNK_MS)
+    truth = true_q_max(REFINED_RATE_RPS, REFINED_SLO_MS, CURVE_FIRST_CHUNK_MS)
     assert truth == 1
     artifact = load_artifact(refined_curve_ladder, QmaxArtifact)
     assert [r.concurrency for r in artifact.rungs] == [1, 8]

@@ -48,8 +48,12 @@ RATE_RPS, Q_MAX = 25.0, 3  # 40 ms a request; up to 3 admitted at once
 SERVICE_S = 1 / RATE_RPS
 # The quiet run: no Q_MAX + 1 arrivals within QUIET_SPAN_S. The first of them is done at most
 # Q_MAX services (120 ms) after it arrived, so shedding the last would take 880 ms of lateness.
-QUIET_RATE_RPS, QUIET_DURATION_S, QUIET_SPAN_S = 1.0, 6.0, 1.0
-HIGH_MULTIPLE, HIGH_DURATION_S = 4.0, 4.0  # the high rate, as a multiple of X(Q_max)
+# Twice the former rate in half the time: as many arrivals (about 6), the same span.
+QUIET_RATE_RPS, QUIET_DURATION_S, QUIET_SPAN_S = 2.0, 3.0, 1.0
+# The high rate, as a multiple of X(Q_max), for 2 s: about 200 arrivals, of which at most
+# X·S + Q_max = 53 get in, so the floor on the shed share is 0.73 (> 0.3) and its Poisson
+# tolerance 3/√200 = 0.21.
+HIGH_MULTIPLE, HIGH_DURATION_S = 4.0, 2.0
 
 
 def quiet_seed() -> int:
