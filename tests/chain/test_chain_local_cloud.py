@@ -310,14 +310,15 @@ def test_a_surge_over_response_stream_sheds_cleanly_on_one_frozen_instance(
     before = scaling_state(cloud)
     qmax = load_artifact(ladder, QmaxArtifact)
     x = throughput_curve(qmax.curve_rungs)(qmax.refined_q_max)
-    # Six times X(Q_max): at three times, 5 arrivals in 12 s once came spread out enough that
-    # none was refused. At six, about 18 arrive while each admitted one holds its slot for about
-    # Q_max / X seconds, so a refusal no longer hangs on where a few arrivals fall; a slower
+    # Twelve times X(Q_max) for 6 s: as many arrivals as six times for 12 s (72 X), denser. At
+    # three times for 12 s, 5 arrivals once came spread out enough that none was refused. Each
+    # admitted one holds its slot for about Q_max / X seconds, in which 12 Q_max = 36 arrivals
+    # are expected whatever X is, so a refusal does not hang on where a few fall; a slower
     # machine measures a smaller X and holds slots longer, which only adds refusals.
     code = main(
         [
             "surge", "--qmax", str(ladder), *endpoint_args(cloud), "--transport", "response-stream",
-            "--rate", f"{6 * x:.3f}", "--duration-s", "12", "--corpus", str(CORPUS),
+            "--rate", f"{12 * x:.3f}", "--duration-s", "6", "--corpus", str(CORPUS),
             "--out", str(out),
         ]
     )  # fmt: skip
