@@ -14,7 +14,7 @@ import pytest
 from tests.chromium import Browser, Page, why_no_browser
 from tests.servers import ServerProcess
 
-# The suite's two workers share the machine's cores, so every engine it starts (servers, local
+# The suite's workers share the machine's cores, so every engine it starts (servers, local
 # cloud instances, the main job's) runs on one: two engines' intra-op threads then never spin
 # against each other (two engines at once: 0.70 x the CPU seconds; measurements/lab/
 # test-time.md, "One core per engine", has the clean clones with and without it).
@@ -84,10 +84,12 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
 
 
 # --------------------------------------------------------------------------- scheduling
-# pytest-xdist runs two workers (pyproject's addopts). A worker builds a session fixture the
-# first time one of its tests asks, so tests that share a costly one run on one worker: the
-# ladders against curve instances (about 50 s of holds, little CPU) and the engines;
-# every other test stays with its module (its module-scoped servers and clouds are built once,
+# pytest-xdist runs three workers on this 2-core machine (pyproject's addopts): much of the
+# suite waits (holds, start-ups, cooldowns), and with two the cores were busy 1.37 of 2 on
+# average (a clean clone: 10 min 13 s with two, 8 min 21 s with three). A worker builds a
+# session fixture the first time one of its tests asks, so tests that share a costly one run on
+# one worker: the ladders against curve instances (about 50 s of holds, little CPU) and the
+# engines; every other test stays with its module (its module-scoped servers and clouds are built once,
 # its tests keep their order). The groups go by module path because the scheduler sees only
 # test ids (pytest 9 ignores the id suffix xdist's own `loadgroup` relies on); `_ORDER` sends
 # them out.
@@ -110,10 +112,10 @@ COMPRESSED_CLOCK_MODULES = frozenset(
 )
 _COMPRESSED = "compressed-clock"
 # The groups whose time is mostly sleeps (compressed clouds, ladders of curve instances,
-# stand-in containers) go first: the compressed clouds to one worker, the rest to the other,
-# so a compressed clock shares the machine with sleeps rather than with a CPU-bound group (the
-# 12 compressed tests: 37 CPU-seconds in 143 s). The CPU-bound groups follow, longest first, so
-# the two workers end together. The order is from measured durations and only affects time.
+# stand-in containers) go first: the compressed clouds to one worker, the rest to the others,
+# so a compressed clock shares the machine with sleeps rather than with CPU-bound groups for
+# most of its time (the 12 compressed tests: 37 CPU-seconds in 143 s). The CPU-bound groups
+# follow, longest first, so the workers end together. The order is from measured durations and only affects time.
 _ORDER = (
     _COMPRESSED,
     _LADDERS,
