@@ -167,9 +167,9 @@ def test_exponential_service_is_redrawn_at_the_new_occupancys_rate() -> None:
     assert asyncio.run(run()) < 1.0
 
 
-def test_a_request_the_chain_finishes_before_its_first_chunk_is_due_leaves_then() -> None:
-    """The first chunk is part of the service: a request never stays in flight (nor holds an
-    admission slot) after the chain finished it, as it cannot in the simulator."""
+async def _one_stream(model: CurveModel, bound: int | None) -> tuple[list[tuple[str, float]], int]:
+    """One request to a ready curve instance's app: each line's type with its seconds since the
+    send, and the requests still in flight once the stream ended."""
     from aiohttp.test_utils import TestClient, TestServer
 
     from tts_bench.local_cloud.instances.curve_instance import (
@@ -178,30 +178,30 @@ def test_a_request_the_chain_finishes_before_its_first_chunk_is_due_leaves_then(
         create_curve_app,
     )
 
+    identity = CurveIdentity("m", "ml.g5.xlarge", "sha256:" + "0" * 64, {}, 1.0)
+    state = CurveState(model, identity, CurveQueue(model, np.random.default_rng(1)), bound)
+    state.status = "ready"
+    async with TestClient(TestServer(create_curve_app(state))) as client:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        response = await client.post("/invocations", json={"context_id": "c", "transcript": "t"})
+        events = [
+            (line.split(b'"type":"')[1].split(b'"')[0].decode(), loop.time() - began)
+            async for line in response.content
+        ]
+        return events, state.in_flight
+
+
+def test_a_request_the_chain_finishes_before_its_first_chunk_is_due_leaves_then() -> None:
+    """The first chunk is part of the service: a request never stays in flight (nor holds an
+    admission slot) after the chain finished it, as it cannot in the simulator."""
     # 100 requests/s (10 ms) against a first chunk due after 5 s
     model = CurveModel(
         Curve((1.0, 2.0), (100.0, 100.0)), first_chunk_s=5.0, service="deterministic"
     )
-    identity = CurveIdentity("m", "ml.g5.xlarge", "sha256:" + "0" * 64, {}, 1.0)
-
-    async def one_request() -> tuple[float, list[str], int]:
-        state = CurveState(model, identity, CurveQueue(model, np.random.default_rng(1)), 1)
-        state.status = "ready"
-        async with TestClient(TestServer(create_curve_app(state))) as client:
-            loop = asyncio.get_running_loop()
-            began = loop.time()
-            response = await client.post(
-                "/invocations", json={"context_id": "c", "transcript": "t"}
-            )
-            kinds = [
-                line.split(b'"type":"')[1].split(b'"')[0].decode()
-                async for line in response.content
-            ]
-            return loop.time() - began, kinds, state.in_flight
-
-    took, kinds, in_flight = asyncio.run(one_request())
-    assert kinds == ["chunk", "done"] and in_flight == 0
-    assert took < 1.0  # not the 5 s the first chunk would otherwise have waited
+    events, in_flight = asyncio.run(_one_stream(model, 1))
+    assert [kind for kind, _ in events] == ["chunk", "done"] and in_flight == 0
+    assert events[-1][1] < 1.0  # not the 5 s the first chunk would otherwise have waited
 
 
 def test_a_connection_closing_before_the_first_chunk_frees_the_queue_without_an_error() -> None:
@@ -234,35 +234,13 @@ def test_a_connection_closing_before_the_first_chunk_frees_the_queue_without_an_
 def test_a_two_chunk_stream_sends_its_second_chunk_when_the_chain_finishes_it() -> None:
     """Playback's tests need a stream that can stall: the second chunk leaves with the
     request's service (100 ms here), long after the first (1 ms) has played its 20 ms."""
-    from aiohttp.test_utils import TestClient, TestServer
-
-    from tts_bench.local_cloud.instances.curve_instance import (
-        CurveIdentity,
-        CurveState,
-        create_curve_app,
-    )
-
-    identity = CurveIdentity("m", "ml.g5.xlarge", "sha256:" + "0" * 64, {}, 1.0)
-
-    async def one_request(model: CurveModel) -> list[tuple[str, float]]:
-        state = CurveState(model, identity, CurveQueue(model, np.random.default_rng(1)), None)
-        state.status = "ready"
-        async with TestClient(TestServer(create_curve_app(state))) as client:
-            loop = asyncio.get_running_loop()
-            began = loop.time()
-            response = await client.post(
-                "/invocations", json={"context_id": "c", "transcript": "t"}
-            )
-            return [
-                (line.split(b'"type":"')[1].split(b'"')[0].decode(), loop.time() - began)
-                async for line in response.content
-            ]
-
     curve = Curve((1.0, 2.0), (10.0, 10.0))
-    two = asyncio.run(one_request(CurveModel(curve, 0.001, service="deterministic", chunks=2)))
+    two, _ = asyncio.run(
+        _one_stream(CurveModel(curve, 0.001, service="deterministic", chunks=2), None)
+    )
     assert [kind for kind, _ in two] == ["chunk", "chunk", "done"]
     assert two[1][1] >= 0.099  # a sleep only runs late: never before the 100 ms service ends
-    one = asyncio.run(one_request(CurveModel(curve, 0.001, service="deterministic")))
+    one, _ = asyncio.run(_one_stream(CurveModel(curve, 0.001, service="deterministic"), None))
     assert [kind for kind, _ in one] == ["chunk", "done"]
     with pytest.raises(ValueError, match="chunks 3"):
         CurveModel(curve, 0.001, chunks=3)  # type: ignore[arg-type]
