@@ -125,7 +125,8 @@ def invocations_ratio(
     minutes = [p for p in points if w0 <= p.ts and p.ts + INVOCATIONS_PERIOD_S <= w1 + 1e-6]
     if len(minutes) < MIN_INVOCATION_MINUTES:
         return None
-    starts = [ladder_clock(ladder).to_virtual(s.start) for s in samples]
+    clock = ladder_clock(ladder)
+    starts = [clock.to_virtual(s.start) for s in samples]
     sent = sum(
         1 for start in starts if any(p.ts <= start < p.ts + INVOCATIONS_PERIOD_S for p in minutes)
     )
