@@ -374,6 +374,7 @@ NUMERIC_FLAGS = [
     "local-run --out {OUT} --slo-ms {V}",
     "local-run --out {OUT} --peak-rps {V} --slo-ms 0",
     "local-run --out {OUT} --trough-rps {V} --slo-ms 0",
+    "local-run --out {OUT} --surge-s {V} --hold-s nan",
     "ttotal --local --qmax {Q} --out {OUT} --probe-concurrency {V}",
     "ttotal --local --qmax {Q} --out {OUT} --policy-lag-s {V}",
     "synth Hello --out {OUT}/x.wav --speed {V}",

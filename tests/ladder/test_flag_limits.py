@@ -110,6 +110,16 @@ def test_surge_flags_past_the_limits_are_refused_before_anything_is_sent(
     refused(capsys, ["surge", "--qmax", str(REFERENCE_QMAX), *args], expected)
 
 
+@pytest.mark.parametrize("seconds", ["0", "0.5", "3601", "nan", "inf"])
+@pytest.mark.parametrize("path", [["--in-process"], []])
+def test_the_main_jobs_surge_seconds_past_the_limits_are_refused_before_anything_starts(
+    no_network: None, capsys: pytest.CaptureFixture[str], tmp_path, seconds: str, path: list[str]
+) -> None:
+    out = tmp_path / "out"
+    refused(capsys, ["local-run", *path, "--out", str(out), "--surge-s", seconds], "--surge-s")
+    assert not out.exists()
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     rate_rps=st.floats() | st.floats(min_value=0, max_value=2000),

@@ -27,7 +27,7 @@ def test_local_run_leaves_artifacts_plots_and_a_page_and_stops_its_server(child_
         [
             sys.executable, "-m", "tts_bench", "local-run", "--in-process", "--out", str(out),
             "--rungs", "1,2",
-            "--hold-s", "14", "--measure-s", "9", "--idle-s", "0",
+            "--hold-s", "14", "--measure-s", "9", "--idle-s", "0", "--surge-s", "10",
             "--corpus", str(CORPORA / "short.txt"),
         ],
         cwd=REPO, env=child_env, capture_output=True, text=True, timeout=600,
@@ -53,6 +53,7 @@ def test_local_run_leaves_artifacts_plots_and_a_page_and_stops_its_server(child_
         surge = SurgeArtifact.model_validate_json(surge_path.read_text())
         below, above = surge.runs
         assert below.rate_rps < above.rate_rps and surge.q_max == qmax.refined_q_max
+        assert below.duration_s == above.duration_s == 10  # --surge-s, not the 20 s default
         assert "why they differ" in run.stderr
     url = next(line for line in run.stderr.splitlines() if "server ready at" in line).split()[-1]
     with pytest.raises(PingError, match="cannot reach"):

@@ -238,8 +238,9 @@ class LocalCloudTarget:
         endpoint = SurgeEndpoint(session, cloud.endpoint_name, cloud.variant_name, settings.model)
         try:
             written = local_surge_check(
-                qmax_path, settings.utterances, settings.out, step, endpoint=endpoint
-            )
+                qmax_path, settings.utterances, settings.out, step, endpoint=endpoint,
+                duration_s=settings.surge_s,
+            )  # fmt: skip
         except TtsBenchError as exc:
             step(f"surge check failed: {exc}")
             return None

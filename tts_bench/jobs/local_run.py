@@ -119,7 +119,7 @@ class LocalServerTarget:
         try:
             written = local_surge_check(
                 qmax_path, settings.utterances, settings.out, step, self.server_args,
-                self.logs / "surge-server.log",
+                self.logs / "surge-server.log", duration_s=settings.surge_s,
             )  # fmt: skip
         except TtsBenchError as exc:
             step(f"surge check failed: {exc}")

@@ -81,6 +81,7 @@ class JobSettings:
     trough_rps: float = LOCAL_TROUGH_RPS
     model: str = "kokoro-82m"
     stretch_windows: bool = False  # longer windows when this machine serves slower
+    surge_s: float | None = None  # seconds per surge rate; None: `local_surge_duration_s`
 
 
 class Target(Protocol):

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from tts_bench.jobs.main_job import LOCAL_PEAK_RPS, LOCAL_TROUGH_RPS
+    from tts_bench.measure.surge.run import LOCAL_SURGE_ARRIVALS as arrivals
+    from tts_bench.measure.surge.run import LOCAL_SURGE_MAX_S as longest
+    from tts_bench.measure.surge.run import LOCAL_SURGE_MIN_S as shortest
 
     parser = subparsers.add_parser(
         "local-run",
@@ -65,6 +68,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--corpus", type=Path, default=None, help="utterances (default: the shipped English corpus)"
     )
     add_server_flags(parser)
+    parser.add_argument(
+        "--surge-s",
+        type=float,
+        default=None,
+        help=f"seconds of arrivals per surge-check rate (default: enough for {arrivals} arrivals "
+        f"at the higher rate, {shortest:g} to {longest:g} s)",
+    )
     parser.add_argument(
         "--peak-rps",
         type=float,
@@ -141,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
     from tts_bench.jobs.main_job import JobSettings, report, run_main_job
     from tts_bench.measure.corpus import corpus_path, load_corpus
     from tts_bench.measure.ladder.schedule import LadderError, check_slo_ms
+    from tts_bench.measure.surge.figures import check_duration
 
     # Everything the run ends with (the plan, the artifacts) is checked before it starts.
     if args.slo_ms is not None:
@@ -148,12 +159,15 @@ def run(args: argparse.Namespace) -> int:
     for flag, rps in (("--peak-rps", args.peak_rps), ("--trough-rps", args.trough_rps)):
         if rps < 0:
             raise LadderError(f"{flag} {rps:g}: traffic cannot be negative")
+    if args.surge_s is not None:
+        check_duration(args.surge_s, "--surge-s")
     usable_folder(args.out)
     corpus = corpus_path(args.corpus)
     schedule = schedule_of(args, IN_PROCESS_SCHEDULE if args.in_process else CLOUD_SCHEDULE)
     settings = JobSettings(
         out=args.out, schedule=schedule, corpus_path=corpus, utterances=load_corpus(corpus),
         slo_ms=args.slo_ms, peak_rps=args.peak_rps, trough_rps=args.trough_rps,
+        surge_s=args.surge_s,
         # The local cloud's windows grow when this machine serves slower, unless given.
         stretch_windows=not args.in_process and args.hold_s is None and args.measure_s is None,
     )  # fmt: skip

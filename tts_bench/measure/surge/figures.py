@@ -44,16 +44,21 @@ class SurgeError(TtsBenchError):
     """Surge settings that cannot describe a run."""
 
 
-def check_rate(rate_rps: float, duration_s: float) -> None:
-    if not (math.isfinite(rate_rps) and rate_rps > 0):
-        raise SurgeError(f"--rate {rate_rps!r}: requests per second, a positive number")
+def check_duration(duration_s: float, flag: str = "--duration-s") -> None:
+    """One rate's seconds of arrivals, within the bounds above."""
     if not (
         math.isfinite(duration_s) and MIN_SURGE_DURATION_S <= duration_s <= MAX_SURGE_DURATION_S
     ):
         raise SurgeError(
-            f"--duration-s {duration_s!r}: seconds, at least {MIN_SURGE_DURATION_S:g} and at most "
+            f"{flag} {duration_s!r}: seconds, at least {MIN_SURGE_DURATION_S:g} and at most "
             f"{MAX_SURGE_DURATION_S:g}"
         )
+
+
+def check_rate(rate_rps: float, duration_s: float) -> None:
+    if not (math.isfinite(rate_rps) and rate_rps > 0):
+        raise SurgeError(f"--rate {rate_rps!r}: requests per second, a positive number")
+    check_duration(duration_s)
     if rate_rps * duration_s > MAX_SURGE_ARRIVALS:
         raise SurgeError(
             f"--rate {rate_rps:g} for {duration_s:g} s is {rate_rps * duration_s:.3g} arrivals; "

@@ -349,10 +349,12 @@ def local_surge_check(
     server_args: Sequence[str] = (),
     log_path: Path | None = None,
     endpoint: SurgeEndpoint | None = None,
+    duration_s: float | None = None,
 ) -> SurgeWritten | None:
     """The main job's surge step: one rate below X(Q_max) and one above, against a fresh local
     server bounded at Q_max, or over response-stream against `endpoint` (deployed with the
-    plan, so bounded at Q_max); prints how close the model came. None when there is no Q_max."""
+    plan, so bounded at Q_max); prints how close the model came. None when there is no Q_max.
+    `duration_s` per rate, else `local_surge_duration_s` of the higher rate."""
     from tts_bench.artifacts.files import load_artifact
     from tts_bench.measure.surge.figures import ABOVE_SHARE, BELOW_SHARE, surge_note
     from tts_bench.planning.curve import throughput_curve
@@ -365,7 +367,7 @@ def local_surge_check(
     transport = Transport.LOCAL_HTTP if endpoint is None else Transport.RESPONSE_STREAM
     request = SurgeRequest(
         qmax_path=qmax_path, qmax=qmax, rates_rps=[BELOW_SHARE * x, ABOVE_SHARE * x],
-        duration_s=local_surge_duration_s(ABOVE_SHARE * x), transport=transport,
+        duration_s=duration_s or local_surge_duration_s(ABOVE_SHARE * x), transport=transport,
         utterances=utterances, seed=1,
     )  # fmt: skip
     written = measure_surge(request, None, out, say, server_args, log_path, endpoint)
