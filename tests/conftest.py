@@ -115,7 +115,8 @@ _COMPRESSED = "compressed-clock"
 # stand-in containers) go first: the compressed clouds to one worker, the rest to the others,
 # so a compressed clock shares the machine with sleeps rather than with CPU-bound groups for
 # most of its time (the 12 compressed tests: 37 CPU-seconds in 143 s). The CPU-bound groups
-# follow, longest first, so the workers end together. The order is from measured durations and only affects time.
+# follow, longest first, so the workers end together. The order is from measured durations
+# (the clean clone's junit profile, measurements/lab/test-time.md) and only affects time.
 _ORDER = (
     _COMPRESSED,
     _LADDERS,
@@ -130,6 +131,22 @@ _ORDER = (
     "tests/local_cloud/test_bidi_local_cloud.py",
     "tests/local_cloud/test_container_command.py",
     "tests/local_cloud/test_data_plane.py",
+    # Then the modules of 15 s and more, longest first, so the last to start is a short one.
+    "tests/local_cloud/test_cli.py",
+    "tests/infra/test_program.py",
+    "tests/server/test_server_lifecycle.py",
+    "tests/server/test_server_http.py",
+    "tests/server/test_server_admission.py",
+    "tests/server/test_server_engine_process.py",
+    "tests/ladder/test_distributed_ladder.py",
+    "tests/server/test_run_folder.py",
+    "tests/aws/test_validate.py",
+    "tests/core/test_custody.py",
+    "tests/infra/test_preview_cli.py",
+    "tests/local_cloud/test_bidi_bridge.py",
+    "tests/local_cloud/test_fleet.py",
+    "tests/local_cloud/test_deploy.py",
+    "tests/server/test_server_robustness.py",
 )
 
 
