@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -143,6 +144,8 @@ class Browser:
             ["chromium", *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # Its profile lock's socket folder goes to $TMPDIR: in the profile, not /tmp's litter.
+            env={**os.environ, "TMPDIR": str(profile)},
         )
         active = profile / "DevToolsActivePort"  # its first line: the port chosen
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.slow
 
 def test_local_run_leaves_artifacts_plots_and_a_page_and_stops_its_server(child_env, tmp_path):
     out = tmp_path / "measurements"
+    scratch = tmp_path / "tmp"  # the job's logs outlive it, in $TMPDIR: here, not in /tmp
+    scratch.mkdir()
     run = subprocess.run(
         [
             sys.executable, "-m", "tts_bench", "local-run", "--in-process", "--out", str(out),
@@ -30,7 +32,8 @@ def test_local_run_leaves_artifacts_plots_and_a_page_and_stops_its_server(child_
             "--hold-s", "14", "--measure-s", "9", "--idle-s", "0", "--surge-s", "10",
             "--corpus", str(CORPORA / "short.txt"),
         ],
-        cwd=REPO, env=child_env, capture_output=True, text=True, timeout=600,
+        cwd=REPO, env={**child_env, "TMPDIR": str(scratch)}, capture_output=True, text=True,
+        timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     (qmax_path,) = out.glob("qmax-kokoro-82m-local-http-*.json")
@@ -48,6 +51,8 @@ def test_local_run_leaves_artifacts_plots_and_a_page_and_stops_its_server(child_
     assert f"report: {page}" in run.stdout and '<section id="ttotal">' in page.read_text()
     assert "qmax: rung 1/2 c=1" in run.stderr  # progress: rung, seconds left, live p95
     assert "server stopped" in run.stderr
+    (logs,) = scratch.glob("tts-bench-local-run-*")  # named in the report, kept for reading
+    assert f"logs in {logs}" in run.stdout and (logs / "server.log").stat().st_size > 0
     if qmax.q_max is not None:  # the surge check: two rates around X(Q_max), model beside run
         (surge_path,) = out.glob("surge-kokoro-82m-local-http-*.json")
         surge = SurgeArtifact.model_validate_json(surge_path.read_text())
