@@ -1,7 +1,8 @@
 """`rehearse` and `ttotal --trigger organic` against a local cloud of curve instances with the
 reference plan deployed: the refusals come before anything is sent, and the organic scale-out
-is timed stage by stage from each stage's own API, its lag within one period of what the acting
-alarm models.
+is timed stage by stage from each stage's own API, every stage between two of the cloud's own
+stamps exact on its clock (the cloud stamps what it models at the modelled instant, however
+late its threads run on a loaded machine).
 
 One local cloud for the module: curve instances from the reference ladder at rate scale 1, the
 reference (published) plan: target tracking on the 10 s concurrency metric, whose level the
@@ -126,19 +127,14 @@ DETECTED = ("first_datapoint_over", "alarm", "scaling_activity", "desired_set")
 EXACT_S = 0.003
 
 
-def alarm_instant(cloud: LocalCloud, alarm: str, since_s: float) -> float:
-    """When the acting alarm goes to ALARM by the cloud's own windows: the end of the first
-    period at or after `since_s` closing three datapoints over its threshold in a row, plus the
-    CloudWatch delay (the alarm of the plan: 3 of 3 at 10 s, docs/aws-semantics.md)."""
+def windows_over(cloud: LocalCloud, alarm: str) -> set[float]:
+    """The ends of the cloud's own 10 s windows whose Maximum breaches the acting alarm (the
+    plan's: 3 of 3 at 10 s, over its threshold), as the alarm evaluated them."""
     (deployed,) = control_client("cloudwatch").describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
     assert (deployed["Period"], deployed["EvaluationPeriods"]) == (10, 3)
     assert deployed["ComparisonOperator"] == "GreaterThanThreshold"
-    over = {w.start_s for w in cloud.metrics.windows() if w.concurrency_max > deployed["Threshold"]}
-    end = since_s
-    while not all(end - 10 * k in over for k in (1, 2, 3)):
-        end += 10
-        assert end < since_s + 600, "no three datapoints over the level in a row"
-    return end + CLOUDWATCH_DELAY_S
+    threshold = deployed["Threshold"]
+    return {w.start_s + 10 for w in cloud.metrics.windows() if w.concurrency_max > threshold}
 
 
 def _scale_in_suspended(cloud: LocalCloud, suspended: bool) -> None:
@@ -190,22 +186,29 @@ def test_the_policy_scales_out_on_the_probe_and_each_stage_is_timed_in_order(
     assert found.plan_id == load_artifact(REFERENCE_PLAN, PlanArtifact).plan_id
     assert found.policy_role == "concurrency-target" and found.modelled_s == 30  # 3 × 10 s
     stage = {s.name.split(" -> ")[1]: s.seconds for s in ttotal.stages}
-    # The crossing is the probe's own (its thread stamps its requests when it sends them; the
-    # instance counts them when they arrive), so this one stage is not the cloud's to fix: the
-    # first datapoint over is the period the crossing fell in, or the next when the requests'
-    # transit reached it. A slow machine can push it further: past 1 s over a period here, its
-    # requests would take over a third of a wall second to reach the instance.
-    assert 0 < stage["first_datapoint_over"] <= 2 * 10 + 1
-    # The rest of the detection is exact on the cloud's clock: each datapoint holds the samples
-    # stamped in its period, however late its window was closed, so GetMetricData reads back
-    # what the alarm evaluated; the alarm's change and the scaling activity are stamped at the
-    # evaluation's modelled instant, the end of the first period that completes three breaching
-    # datapoints plus the CloudWatch delay, however late the cloud's thread got there.
+    # The crossing is the probe's own reading (its thread counts a request in flight when it
+    # sends it), not a stamp of the cloud's: the first datapoint over comes after it, by the
+    # requests' transit to the instance (a slow machine's threads) and by the metric's ratio to
+    # the probe's count (a load this near the level may need a period or two more). So this
+    # stage is recorded, not bounded (26.5 s once, under a clean clone's load: test-time.md).
+    # What is exact is that the first datapoint over the probe read from GetMetricData is the
+    # cloud's own first window over the level after the crossing: each datapoint holds the
+    # samples stamped in its period, however late its window was closed.
     assert ttotal.events is not None
-    first_over = next(p.epoch_s for p in ttotal.events.points if p.name == "first_datapoint_over")
-    expected = alarm_instant(cloud, found.alarm, first_over)
-    assert stage["alarm"] == pytest.approx(expected - first_over, abs=EXACT_S)
-    if found.dips == 0:  # three in a row from the first over, unless it followed one over
+    at = {p.name: p.epoch_s for p in ttotal.events.points}
+    over = windows_over(cloud, found.alarm)
+    first_over = min(end for end in over if end > at["load_crossed"])
+    assert at["first_datapoint_over"] == pytest.approx(first_over, abs=EXACT_S)
+    assert stage["first_datapoint_over"] > 0
+    # The alarm's change is stamped at its evaluation's modelled instant, however late the
+    # cloud's thread got there: the end of the first period closing three datapoints over the
+    # level in a row, plus the CloudWatch delay; 25 s after the first over when it is the first
+    # of the three (dips 0, none over just before it).
+    in_alarm = next(
+        end for end in sorted(over) if end >= first_over and end - 10 in over and end - 20 in over
+    )
+    assert stage["alarm"] == pytest.approx(in_alarm + CLOUDWATCH_DELAY_S - first_over, abs=EXACT_S)
+    if found.dips == 0:
         assert stage["alarm"] in (pytest.approx(k * 10 + CLOUDWATCH_DELAY_S) for k in (0, 1, 2))
     # The action comes in the alarm's own evaluation, stamped at the same instant.
     assert stage["scaling_activity"] == pytest.approx(0, abs=EXACT_S)
