@@ -13,10 +13,10 @@ Each alarm state change and each capacity asked for is recorded, on the cloud's 
 the evaluation is modelled at: its window's end plus the CloudWatch delay the cloud publishes
 after (`delay_s`), not when this thread gets there (on a compressed clock a loaded machine's
 tenth of a second is seconds); the alarm's state and the capacity change reach moto stamped
-then too (`modelled_time`). A capacity
-change the endpoint refuses (it is Updating: `ValidationException`) is a Failed activity with
-SageMaker's message; no cooldown starts, and the alarm acts again at its next invocation, as
-Application Auto Scaling does. What AWS leaves open is the cloud's variant set (`semantics`).
+then too (`modelled_time`). A capacity change the endpoint refuses (it is Updating:
+`ValidationException`) is a Failed activity with SageMaker's message; no cooldown starts, and
+the alarm acts again at its next invocation, as Application Auto Scaling does. What AWS leaves
+open is the cloud's variant set (`semantics`).
 
 Scheduled actions (PutScheduledAction, stored by moto) run on the cloud's clock: after each
 window, every action due since the last window sets the target's MinCapacity/MaxCapacity and

@@ -6,10 +6,9 @@ same contract (the curve instances, `curve_instance`). Its log stream is opened 
 spawned (visible before the process exists, as during provisioning), or with
 `stream_at_spawn=False` once its provisioning is over: at the instant the provisioning ends on
 the cloud's clock, counted from when its count was asked for, and stamped then however late
-this thread gets there (`modelled_time`; the server's launch is modelled at that instant too);
-its output is shipped line by line; it is
-InService once the server is ready (the `ready` marker logged and `/ping` 200); its pid is in
-the run's `record` while it runs (`orphans`). `drain` stops routing to it, lets the requests
+this thread gets there (`modelled_time`; the server's launch is modelled at that instant too).
+Its output is shipped line by line; it is InService once the server is ready (the `ready`
+marker logged and `/ping` 200); its pid is in the run's `record` while it runs (`orphans`). `drain` stops routing to it, lets the requests
 already routed to it finish (as SageMaker deregisters an instance before it stops it), then
 asks it to stop (SIGTERM) and waits for the server's own drain: a request picked in the instant
 before the drain reaches a server that still admits it, never one answering 503 `draining`.
