@@ -25,7 +25,7 @@ from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.local_cloud.cloudwatch.logs import LogShipper
-from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
+from tts_bench.local_cloud.cloudwatch.metrics import MetricsPublisher, VariantMetrics
 from tts_bench.local_cloud.control_plane.moto_host import MotoHost
 from tts_bench.local_cloud.instances.curve_instance import CurveHost, CurveIdentity, CurveServer
 from tts_bench.local_cloud.instances.curve_model import CurveModel, StartupTimeline
@@ -44,6 +44,9 @@ class SetClock:
 
     def now(self) -> float:
         return self.t
+
+    def to_wall(self, virtual_s: float) -> float:
+        return virtual_s
 
 
 def test_a_window_closed_late_holds_only_the_samples_stamped_before_its_end() -> None:
@@ -64,6 +67,28 @@ def test_a_window_closed_late_holds_only_the_samples_stamped_before_its_end() ->
     assert (second.concurrency_max, second.invocations, second.errors_5xx) == (9, 1, 1)
     # Nothing changed in the third: the level in flight at its start is its Maximum.
     assert metrics.close_window(START + 20).concurrency_max == 9
+
+
+class WokenEarlyThenStopped:
+    """The publisher's stop event: its first wait returns before the timeout, its second stops."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    def wait(self, timeout: float) -> bool:
+        self.waits += 1
+        return self.waits > 1
+
+
+def test_a_publisher_woken_before_a_windows_end_does_not_close_it() -> None:
+    """A sample may still be stamped before the end: closing early would put it in the next."""
+    clock = SetClock(START + 5)
+    metrics = VariantMetrics(clock=cast(ServiceClock, clock))
+    publisher = MetricsPublisher(metrics, lambda _: None, "e", "v", clock=cast(ServiceClock, clock))
+    stop = WokenEarlyThenStopped()
+    publisher._stop = stop  # type: ignore[assignment]
+    publisher._run()
+    assert stop.waits == 2 and metrics.windows() == []
 
 
 @pytest.fixture(scope="module")
