@@ -106,6 +106,32 @@ def test_the_burst_step_fires_on_one_high_resolution_datapoint(windows: Windows)
     assert windows.desired() == 5  # its cooldown holds it
 
 
+def test_what_an_evaluation_records_is_stamped_a_cloudwatch_delay_after_its_window(
+    aws: EmulatedAws,
+) -> None:
+    """The evaluation runs whenever this thread gets there (here: years of the cloud's clock
+    after START); its alarm change and its scaling activity are stamped at the instant it is
+    modelled at, the window's end plus the delay the cloud publishes after, and so read the
+    same on a loaded machine as on an idle one."""
+    aws.deploy_shape(load_artifact(FLEET_PLAN, PlanArtifact))
+    metrics = VariantMetrics()
+    scaler = Autoscaler(
+        aws.client, metrics, ENDPOINT, DEFAULT_VARIANT, 1.0, lambda _line: None, delay_s=5.0
+    )
+    scaler.reload()
+    windows = Windows(aws, scaler, metrics)
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    burst = plan.deploy.policies[1]  # type: ignore[union-attr]
+    windows.run(10, 0.5 * plan.scaling_target_value, 1.0)
+    windows.run(10, 0.5 * plan.scaling_target_value, burst.alarm.threshold + 1)
+    assert windows.desired() == 5
+    (activity,) = scaler.history.activities()
+    assert activity.started_s == START + 20 + 5
+    fired = [t for t in scaler.history.transitions() if t.new_state == "ALARM"]
+    assert [t.at_s for t in fired] == [START + 20 + 5]
+    assert {t.at_s for t in scaler.history.transitions()} <= {START + 10 + 5, START + 20 + 5}
+
+
 def test_the_chain_reads_what_the_local_cloud_publishes(tmp_path: Path) -> None:
     """InvocationsPerInstance is published per window as each invocation's 1/N."""
     from tts_bench.local_cloud.cloudwatch.metrics import metric_data

@@ -26,7 +26,7 @@ class Server:
     def __init__(self) -> None:
         self.stopped = threading.Event()
 
-    def start(self) -> None:
+    def start(self, at_s: float | None = None) -> None:
         pass
 
     def wait_ready(self, timeout_s: float) -> None:

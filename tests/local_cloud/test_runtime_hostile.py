@@ -43,8 +43,9 @@ def harness() -> Iterator[Harness]:
 def quiet(harness: Harness, caplog: pytest.LogCaptureFixture) -> Iterator[Harness]:
     """The harness, idle before and after the test, and no error logged during it."""
     harness.wait_until(lambda: harness.router.in_flight == 0)
-    harness.router.metrics.close_window(0)
-    harness.router.metrics.close_window(0)
+    # Windows from now take every sample reported so far (each is stamped before their end).
+    harness.router.metrics.close_window(time.time())
+    harness.router.metrics.close_window(time.time())
     with caplog.at_level(logging.WARNING):
         yield harness
     harness.wait_until(lambda: harness.router.in_flight == 0)
@@ -92,7 +93,7 @@ def test_a_body_that_never_comes_holds_no_instance_and_no_metric(quiet: Harness,
         time.sleep(0.5)
         assert quiet.router.in_flight == 0
         assert quiet.router.acquired == acquired
-    assert quiet.router.metrics.close_window(0).concurrency_max == 0
+    assert quiet.router.metrics.close_window(time.time()).concurrency_max == 0
 
 
 def test_a_body_that_stalls_past_the_ceiling_is_refused_holding_nothing(quiet: Harness) -> None:

@@ -14,8 +14,10 @@ By plane, as AWS splits it:
 At the top: `cloud`, which starts, deploys and stops all of it; `settings` (what a local cloud
 is started with, and the account and region it answers as) and `errors`; `private_files`
 (where the TLS key, the CA bundle and the env file may live), `orphans` (the record of a run's
-instance processes, which the next start stops if the run was killed) and `signals` (stop
-signals held while a piece starts or stops).
+instance processes, which the next start stops if the run was killed), `signals` (stop
+signals held while a piece starts or stops) and `modelled_time` (the instant an act of the
+cloud's is modelled at, which its own requests to moto carry, so a late thread does not move
+what moto stamps).
 Backends hold state and the methods that change it; the wire layer only translates (STYLE 11).
 It is test infrastructure of moto's kind: nothing measured through it ever gates a real
 deployment.

@@ -108,7 +108,7 @@ class LocalCloud:
         self.deployment: Deployment | None = None
         self.fleet: Fleet | None = None
         weight = settings.curve.rate_scale * settings.time_scale if settings.curve else 1.0
-        self.metrics = VariantMetrics(request_weight=weight)
+        self.metrics = VariantMetrics(request_weight=weight, clock=self.clock)
         self.control: EndpointControl | None = None
         self._runtime: Runtime | None = None
         self._publisher: MetricsPublisher | None = None
@@ -239,7 +239,7 @@ class LocalCloud:
                     url = self.env["AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"]
                 elif service == "service-quotas":
                     url = self.env["AWS_ENDPOINT_URL_SERVICE_QUOTAS"]
-                self._clients[service] = boto3.client(
+                made = boto3.client(
                     service,
                     region_name=REGION,
                     endpoint_url=url,
@@ -247,6 +247,9 @@ class LocalCloud:
                     aws_secret_access_key=ACCESS_KEY,
                     config=Config(max_pool_connections=64, retries={"max_attempts": 1}),
                 )
+                # The cloud's own acts reach moto stamped at their modelled instants.
+                made.meta.events.register("before-sign", self.moto.stamping())
+                self._clients[service] = made
             return self._clients[service]
 
     @contextmanager
@@ -363,6 +366,7 @@ class LocalCloud:
             log_dir=self.settings.log_dir,
             launch=launch,
             stream_at_spawn=self.curve is None,  # a curve instance is visible once provisioned
+            clock=self.clock,
             record=self._record,
             routed_wait_s=self.ceiling_s,
         )
@@ -382,9 +386,9 @@ class LocalCloud:
             deployment.variant_name,
             self.settings.scaling_time_scale,
             self._say,
-            clock=self.clock,
             history=self.moto.history,
             semantics=self.settings.aws_semantics,
+            delay_s=self.settings.cloudwatch_delay_s,
         )
         self._publisher = MetricsPublisher(
             self.metrics,

@@ -9,10 +9,14 @@ Application Auto Scaling sends it. The target-tracking policy's alarms are creat
 AWS creates them (`aws_scaling.tracking_alarms`, named `TargetTracking-<resource>-AlarmHigh-…`).
 Tests may scale cooldowns and alarm periods (`time_scale`), never below the 10 s metric period.
 Each alarm state change and each capacity asked for is recorded, on the cloud's clock, in the
-`ScalingHistory` that answers DescribeAlarmHistory and DescribeScalingActivities. A capacity
-change the endpoint refuses (it is Updating: `ValidationException`) is a Failed activity with
-SageMaker's message; no cooldown starts, and the alarm acts again at its next invocation, as
-Application Auto Scaling does. What AWS leaves open is the cloud's variant set (`semantics`).
+`ScalingHistory` that answers DescribeAlarmHistory and DescribeScalingActivities, at the instant
+the evaluation is modelled at: its window's end plus the CloudWatch delay the cloud publishes
+after (`delay_s`), not when this thread gets there (on a compressed clock a loaded machine's
+tenth of a second is seconds); the alarm's state and the capacity change reach moto stamped
+then too (`modelled_time`). A capacity change the endpoint refuses (it is Updating:
+`ValidationException`) is a Failed activity with SageMaker's message; no cooldown starts, and
+the alarm acts again at its next invocation, as Application Auto Scaling does. What AWS leaves
+open is the cloud's variant set (`semantics`).
 
 Scheduled actions (PutScheduledAction, stored by moto) run on the cloud's clock: after each
 window, every action due since the last window sets the target's MinCapacity/MaxCapacity and
@@ -33,10 +37,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tts_bench.aws.clock import ServiceClock
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
 from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
 from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
+from tts_bench.local_cloud.modelled_time import modelled_at
 from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.aws.scheduled import (
     ScheduledAction,
@@ -64,11 +68,11 @@ class Autoscaler:
         variant: str,
         time_scale: float,
         say: Callable[[str], None],
-        clock: ServiceClock | None = None,
         history: ScalingHistory | None = None,
         semantics: AwsSemantics = DOCUMENTED,
+        delay_s: float = 0.0,
     ) -> None:
-        self._clock = clock or ServiceClock()
+        self._delay_s = delay_s  # the window's end to its evaluation, on the cloud's clock
         self.history = history or ScalingHistory()
         self._client = client
         self._metrics = metrics
@@ -88,8 +92,7 @@ class Autoscaler:
         self._schedule_since: float | None = None  # the end of the last window evaluated
         self.decisions: list[tuple[float, str, int, int]] = []  # (when, policy, from, to)
         self.refusals: list[tuple[float, str, int, int]] = []  # the endpoint refused these
-        # (evaluation, alarm, new state): the cloud's clock at the evaluation, where the history
-        # stamps the moment it was written (later by the cloud's processing)
+        # (window end, alarm, new state); the history stamps each `delay_s` later
         self.transitions: list[tuple[float, str, str]] = []
 
     @property
@@ -226,8 +229,13 @@ class Autoscaler:
     # ------------------------------------------------------------------ evaluating
 
     def evaluate(self, window_start_s: float) -> None:
-        """One evaluation, after the window starting at `window_start_s` closed."""
+        """One evaluation, after the window starting at `window_start_s` closed; what it records
+        is stamped at its modelled instant, `delay_s` after the window's end."""
         end_s = window_start_s + aws_scaling.METRIC_PERIOD_S
+        with modelled_at(end_s + self._delay_s):
+            self._evaluate(end_s)
+
+    def _evaluate(self, end_s: float) -> None:
         self._run_scheduled(end_s)
         with self._lock:
             engine = self._engine
@@ -239,7 +247,7 @@ class Autoscaler:
             return
         low, high, suspended = target
         desired, status, in_service = self._endpoint_state()
-        self.history.observe_endpoint(status, in_service, self._clock.now())
+        self.history.observe_endpoint(status, in_service, end_s + self._delay_s)
         paused = (
             bool(suspended.get("DynamicScalingOutSuspended")),
             bool(suspended.get("DynamicScalingInSuspended")),
@@ -299,7 +307,7 @@ class Autoscaler:
                 reading = aws_scaling.read_alarm(alarm, history[alarm.metric], end_s)
                 if self._states.get(alarm.name) != reading.state:
                     self.transitions.append((end_s, alarm.name, reading.state.value))
-                self._publish_state(alarm.name, reading)
+                self._publish_state(alarm.name, reading, end_s + self._delay_s)
                 readings[alarm.name] = reading
         return readings
 
@@ -326,23 +334,23 @@ class Autoscaler:
             self._say(f"autoscaling: {action.policy}: refused ({message}); tried again later")
             self.history.capacity_failed(
                 self._resource, action.policy, action.alarm, action.before, action.after,
-                self._clock.now(), message,
+                when_s + self._delay_s, message,
             )  # fmt: skip
             self.refusals.append((when_s, action.policy, action.before, action.after))
             return
         self.history.capacity_set(
             self._resource, action.policy, action.alarm, action.before, action.after,
-            self._clock.now(),
+            when_s + self._delay_s,
         )  # fmt: skip
         self.decisions.append((when_s, action.policy, action.before, action.after))
 
-    def _publish_state(self, name: str, reading: aws_scaling.AlarmReading) -> None:
+    def _publish_state(self, name: str, reading: aws_scaling.AlarmReading, at_s: float) -> None:
         before = self._states.get(name, aws_scaling.AlarmState.INSUFFICIENT_DATA)
         if before == reading.state:
             return
         self._states[name] = reading.state
         self.history.alarm_changed(
-            name, self._clock.now(), before.value, reading.state.value,
+            name, at_s, before.value, reading.state.value,
             f"datapoints {list(reading.points)}",
         )  # fmt: skip
         with contextlib.suppress(Exception):  # a redeploy may have deleted the alarm

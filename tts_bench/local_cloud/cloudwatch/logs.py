@@ -1,9 +1,10 @@
 """CloudWatch Logs for the instances: one stream per instance, its stdout shipped line by line.
 
 `LogShipper` owns a queue and one thread; `open_stream` creates `<variant>/i-<hex>` in
-`/aws/sagemaker/Endpoints/<endpoint>` (at spawn, so the instance is visible at once) and
-`ship` queues one line with the time it was read, on the cloud's clock. The thread sends what
-is queued every 0.2 s, one log event per line, in order.
+`/aws/sagemaker/Endpoints/<endpoint>` (at spawn, so the instance is visible at once, or once its
+provisioning is over, stamped at the instant it ends) and `ship` queues one line with the time
+it was read, on the cloud's clock. The thread sends what is queued every 0.2 s, one log event
+per line, in order.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tts_bench.aws.clock import ServiceClock
+from tts_bench.local_cloud.modelled_time import modelled_at
 from tts_bench.local_cloud.settings import REGION
 
 FLUSH_EVERY_S = 0.2
@@ -40,8 +42,9 @@ class LogShipper:
         self._thread = threading.Thread(target=self._run, name="local-cloud-logs", daemon=True)
         self._thread.start()
 
-    def open_stream(self, endpoint_name: str, stream: str) -> None:
-        """Create the stream (and its group, once); instances may open theirs at once."""
+    def open_stream(self, endpoint_name: str, stream: str, at_s: float | None = None) -> None:
+        """Create the stream (and its group, once); instances may open theirs at once. `at_s`:
+        the instant its creation is modelled at (the cloud's clock), which moto stamps."""
         group = log_group(endpoint_name)
         with self._groups_lock:
             if group not in self._groups:
@@ -49,7 +52,11 @@ class LogShipper:
                 if not any(g["logGroupName"] == group for g in existing):
                     self._logs.create_log_group(logGroupName=group)
                 self._groups.add(group)
-        self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        if at_s is None:
+            self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
+            return
+        with modelled_at(at_s):
+            self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
 
     def ship(self, endpoint_name: str, stream: str, line: str) -> None:
         stamp_ms = int(self._clock.now() * 1000)

@@ -1,11 +1,15 @@
 """The variant's SageMaker metrics, published to CloudWatch (moto) every 10 s.
 
 `VariantMetrics` is the backend: the fleet reports every change of requests in flight and of
-InService instances, the runtime every finished invocation. `close_window` turns one 10 s window
-into the figures SageMaker publishes (pure data); `MetricsPublisher` calls it on each 10 s
-boundary of the cloud's clock and sends the figures with `put_metric_data` once the CloudWatch
-delay has passed, then hands them to the autoscaler, which reads the same history: an alarm sees
-a datapoint when a reader can.
+InService instances, the runtime every arrival and every finished invocation, each stamped with
+its instant on the cloud's clock as it is reported. `close_window` turns one 10 s window into the
+figures SageMaker publishes (pure data): exactly the samples whose instant falls in it, however
+late the window is closed. (On a compressed clock the publisher's thread may close it tenths of a
+wall second late, seconds of the cloud's; had the window taken whatever had arrived by then, a
+datapoint would hold samples of the next period, and read back differently from what its alarm
+evaluated.) `MetricsPublisher` calls it on each 10 s boundary of the cloud's clock and sends the
+figures with `put_metric_data` once the CloudWatch delay has passed, then hands them to the
+autoscaler, which reads the same history: an alarm sees a datapoint when a reader can.
 
 ConcurrentRequestsPerModel: requests in flight at the containers (queued plus executing,
 arrival to last byte), divided by the InService instances, the maximum over the window.
@@ -59,61 +63,84 @@ class WindowFigures:
     answered: int = 0  # invocations answered in the window (ModelLatency's sample count)
 
 
+@dataclass(frozen=True)
+class Samples:
+    """What was reported, each item stamped on the cloud's clock: in-flight changes
+    (instant, requests in flight per instance), arrivals (instant, weight, weight per instance)
+    and answers (instant, latency in microseconds, status)."""
+
+    changes: tuple[tuple[float, float], ...] = ()
+    arrivals: tuple[tuple[float, float, float], ...] = ()
+    answers: tuple[tuple[float, float, int], ...] = ()
+
+
+def window_figures(start_s: float, carried: float, samples: Samples) -> WindowFigures:
+    """Pure: the window from `start_s` over `samples` (all of them in it), the in-flight level
+    at its start being `carried`. ConcurrentRequestsPerModel's Maximum is the highest level the
+    step function held in the window: the carried one, or one a change set."""
+    latencies = [latency for _, latency, _ in samples.answers]
+    return WindowFigures(
+        start_s=start_s,
+        concurrency_max=max([carried, *(level for _, level in samples.changes)]),
+        invocations=sum(weight for _, weight, _ in samples.arrivals),
+        errors_4xx=sum(1 for *_, status in samples.answers if 400 <= status < 500),
+        errors_5xx=sum(1 for *_, status in samples.answers if status >= 500),
+        latency_us_sum=sum(latencies),
+        latency_us_min=min(latencies, default=0.0),
+        latency_us_max=max(latencies, default=0.0),
+        invocations_per_instance=sum(per for *_, per in samples.arrivals),
+        answered=len(latencies),
+    )
+
+
 class VariantMetrics:
-    def __init__(self, request_weight: float = 1.0) -> None:
+    """Thread-safe: the fleet and the runtime report, the publisher closes windows. Each sample
+    is stamped under the lock, so one reported after a window was closed (at or after its end)
+    is stamped at or after its end too, and lands in a later window."""
+
+    def __init__(self, request_weight: float = 1.0, clock: ServiceClock | None = None) -> None:
         self.request_weight = request_weight
+        self._clock = clock or ServiceClock()
         self._lock = threading.Lock()
-        self._current = 0.0
-        self._window_max = 0.0
+        # requests in flight per InService instance at the start of the oldest window not closed
+        self._carried = 0.0
         self._in_service = 0
-        self._per_instance = 0.0
-        self._invocations = 0.0
-        self._errors_4xx = 0
-        self._errors_5xx = 0
-        self._latencies_us: list[float] = []
+        # the samples in no window yet, as `Samples` holds them
+        self._changes: list[tuple[float, float]] = []
+        self._arrivals: list[tuple[float, float, float]] = []
+        self._answers: list[tuple[float, float, int]] = []
         self.history: list[WindowFigures] = []
 
     def observe_concurrency(self, in_flight_total: int, in_service: int) -> None:
         with self._lock:
             self._in_service = in_service
-            self._current = in_flight_total / in_service if in_service else 0.0
-            self._window_max = max(self._window_max, self._current)
+            level = in_flight_total / in_service if in_service else 0.0
+            self._changes.append((self._clock.now(), level))
 
     def record_arrival(self) -> None:
         """One invocation arrived at an instance (before the container admits or refuses it)."""
         with self._lock:
-            self._invocations += self.request_weight
-            if self._in_service:
-                self._per_instance += self.request_weight / self._in_service
+            per = self.request_weight / self._in_service if self._in_service else 0.0
+            self._arrivals.append((self._clock.now(), self.request_weight, per))
 
     def record_invocation(self, latency_s: float, status: int) -> None:
         """One invocation answered: `status` is what the client got (200, or the container's)."""
         with self._lock:
-            self._latencies_us.append(latency_s * 1e6)
-            if 400 <= status < 500:
-                self._errors_4xx += 1
-            elif status >= 500:
-                self._errors_5xx += 1
+            self._answers.append((self._clock.now(), latency_s * 1e6, status))
 
     def close_window(self, start_s: float) -> WindowFigures:
+        """The window from `start_s`: every sample not yet in a window and stamped before its
+        end (`start_s` + 10 s) of the cloud's clock, whenever this is called."""
+        end_s = start_s + PERIOD_S
         with self._lock:
-            latencies = self._latencies_us
-            figures = WindowFigures(
-                start_s=start_s,
-                concurrency_max=self._window_max,
-                invocations=self._invocations,
-                errors_4xx=self._errors_4xx,
-                errors_5xx=self._errors_5xx,
-                latency_us_sum=sum(latencies),
-                latency_us_min=min(latencies, default=0.0),
-                latency_us_max=max(latencies, default=0.0),
-                invocations_per_instance=self._per_instance,
-                answered=len(latencies),
+            inside = Samples(
+                tuple(_take(self._changes, end_s)),
+                tuple(_take(self._arrivals, end_s)),
+                tuple(_take(self._answers, end_s)),
             )
-            self._window_max = self._current  # what is in flight now carries into the next
-            self._errors_4xx = self._errors_5xx = 0
-            self._invocations = self._per_instance = 0.0
-            self._latencies_us = []
+            figures = window_figures(start_s, self._carried, inside)
+            if inside.changes:  # the level at the end carries into the next window
+                self._carried = inside.changes[-1][1]
             self.history.append(figures)
             del self.history[:-HISTORY_WINDOWS]
             return figures
@@ -121,6 +148,13 @@ class VariantMetrics:
     def windows(self) -> list[WindowFigures]:
         with self._lock:
             return list(self.history)
+
+
+def _take(items: list[Any], end_s: float) -> list[Any]:
+    """Remove and return the items of `items` stamped before `end_s`, in order."""
+    taken = [i for i in items if i[0] < end_s]
+    items[:] = [i for i in items if i[0] >= end_s]
+    return taken
 
 
 def metric_data(figures: WindowFigures, endpoint: str, variant: str) -> list[dict[str, Any]]:
@@ -205,6 +239,8 @@ class MetricsPublisher:
             at = min(close_at, publish_at)
             if self._stop.wait(max(0.0, clock.to_wall(at) - time.time())):
                 return
+            if clock.now() < at:  # woken a hair early: a sample may still be stamped before it
+                continue
             if close_at <= at:
                 closed.append(self._metrics.close_window(window_start))
                 window_start += PERIOD_S

@@ -4,7 +4,9 @@ moto hands over `CreateEndpoint` and `UpdateEndpointWeightsAndCapacities` (see `
 `switch_config` is a redeploy. Each only records what is wanted and wakes the reconcile thread,
 which makes the fleet match: spawn instances of the current deploy up to the desired count,
 drain the extra ones (and, after a redeploy, the old ones once the new are InService), replace
-an instance that died. The endpoint status follows the fleet: Creating until the first deploy
+an instance that died. The instances a raised count asks for are provisioned from the instant it
+was asked for (moto's, the modelled one when the cloud's autoscaler asked), not from when this
+thread gets to them. The endpoint status follows the fleet: Creating until the first deploy
 is all InService, Updating while instances start or stop, InService otherwise; moto's
 `CurrentInstanceCount` is the InService count, `DesiredInstanceCount` the wanted one.
 """
@@ -48,6 +50,7 @@ class EndpointControl:
         self.status = "Creating"
         self.status_history: list[tuple[float, str]] = []
         self._created = False
+        self._asked_at: float | None = None  # when the count the next spawns serve was asked for
         self._thread = threading.Thread(target=self._run, name="local-cloud-control", daemon=True)
 
     @property
@@ -71,6 +74,8 @@ class EndpointControl:
         with self._lock:
             if count != self.desired:
                 self._say(f"endpoint {endpoint_name}: desired instances {self.desired} → {count}")
+            if count > self.desired:
+                self._asked_at = self._moto.now_s()  # in moto's request: its (modelled) instant
             self.desired = count
             self._set_status("Updating" if self.status != "Creating" else "Creating")
         self.wake()
@@ -148,12 +153,14 @@ class EndpointControl:
         live = [i for i in instances if i.state in LIVE and not i.stop_requested]
         current = [i for i in live if i.generation == self.generation]
         old = [i for i in live if i.generation != self.generation]
+        asked_at, self._asked_at = self._asked_at, None  # a later replacement starts anew
         for _ in range(self.desired - len(current)):
             self._fleet.spawn(
                 self._deployment.instance_env,
                 self.generation,
                 self._provision_delay_s,
                 self._deployment.startup_timeout_s,
+                asked_at,
             )
         if len(current) > self.desired:
             for instance in _scale_in_order(current)[: len(current) - self.desired]:

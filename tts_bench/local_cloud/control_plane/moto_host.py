@@ -15,7 +15,9 @@ reads back as it was created and its package as SageMaker describes it.
 It also fronts the two calls moto lacks that a rehearsal reads, `DescribeAlarmHistory` and
 `DescribeScalingActivities`, from the autoscaler's `ScalingHistory`, and runs moto's CloudWatch
 and Logs on the cloud's clock (log-stream creation, log ingestion, alarm state times), so that on
-a compressed cloud every timestamp a client reads is in the same virtual time. Its datapoints
+a compressed cloud every timestamp a client reads is in the same virtual time; a request of the
+cloud's own may name the instant its act is modelled at, and is stamped then (`modelled_time`:
+a thread of the cloud that gets there late does not move what it records). Its datapoints
 age as CloudWatch's do (`metric_retention`): rolled up past 3 hours of that clock, dropped past
 455 days, so moto's datapoints do not pile up with every 10 s a compressed cloud publishes; and
 moto keeps no list of every model object it ever made (its dashboard's, which no one here
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -48,6 +51,7 @@ from tts_bench.aws.clock import ServiceClock
 from tts_bench.local_cloud.cloudwatch.metric_retention import PASS_EVERY_S, roll_up
 from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
 from tts_bench.local_cloud.control_plane.moto_guard import AwsRequestGuard
+from tts_bench.local_cloud.modelled_time import requested_instant, stamping
 from tts_bench.local_cloud.settings import ACCOUNT, MAX_LOCAL_INSTANCES, REGION
 
 # CreateModelPackage's fields a held package leaves out.
@@ -128,17 +132,23 @@ class _SharedMoto:
         """The host whose server runs the request on this thread, if any."""
         return getattr(self._request, "host", None)
 
+    def modelled(self, host: MotoHost) -> float | None:
+        """The instant the request this thread serves for `host` is modelled at, if it says."""
+        return getattr(self._request, "at_s", None) if self.serving() is host else None
+
     def wrap(self, host: MotoHost, app: Any) -> Any:
         """`app` answering for `host`'s account (moto reads `x-moto-account-id`), with the
-        host known to this thread while it answers."""
+        host, and the instant the cloud's own request is modelled at, known to this thread
+        while it answers (`modelled_time`)."""
 
         def answer(environ: dict[str, Any], start_response: Any) -> Any:
             environ["HTTP_X_MOTO_ACCOUNT_ID"] = host.account
             self._request.host = host
+            self._request.at_s = requested_instant(environ, host.token)
             try:
                 return app(environ, start_response)
             finally:
-                self._request.host = None
+                self._request.host = self._request.at_s = None
 
         return answer
 
@@ -166,6 +176,7 @@ class MotoHost:
         self._lock = threading.Lock()
         self._clock = clock or ServiceClock()
         self.history = ScalingHistory()  # the autoscaler writes it; the fronted calls read it
+        self.token = secrets.token_hex(16)  # what the cloud's own modelled instants carry
         self.url = ""
         self.account = ACCOUNT  # the one it serves, once started
         self._thread: threading.Thread | None = None
@@ -219,8 +230,20 @@ class MotoHost:
             self._listener = listener
 
     def now(self) -> datetime:
-        """moto's `utcnow` (naive UTC) on this cloud's clock."""
-        return self._clock.now_datetime().replace(tzinfo=None)
+        """moto's `utcnow` (naive UTC) on this cloud's clock: for a request of the cloud's own
+        that names the instant its act is modelled at, that instant (`modelled_time`)."""
+        at_s = _SHARED.modelled(self)
+        if at_s is None:
+            return self._clock.now_datetime().replace(tzinfo=None)
+        return datetime.fromtimestamp(at_s, tz=UTC).replace(tzinfo=None)
+
+    def now_s(self) -> float:
+        """`now` in unix seconds."""
+        return self.now().replace(tzinfo=UTC).timestamp()
+
+    def stamping(self) -> Callable[..., None]:
+        """The botocore handler the cloud's own clients send modelled instants with."""
+        return stamping(self.token)
 
     # ------------------------------------------------------------------ moto's state
 

@@ -105,7 +105,7 @@ class CommandServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def start(self, at_s: float | None = None) -> None:
         try:
             self.process = subprocess.Popen(
                 self.argv,

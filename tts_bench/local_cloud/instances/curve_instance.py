@@ -401,7 +401,7 @@ class CurveServer:
         self._in_service = threading.Event()
         self._exited = threading.Event()
         self._exit_code: int | None = None
-        self._launched = time.monotonic()
+        self._launched_at = clock.now()
 
     @property
     def url(self) -> str:
@@ -410,10 +410,11 @@ class CurveServer:
     def _log(self, msg: str, **fields: Any) -> None:
         self._on_line(json.dumps({"level": "info", "msg": msg, "ts": self._clock.now(), **fields}))
 
-    def start(self) -> None:
-        # The timeline runs from the launch: opening the port on a loaded machine takes tenths
-        # of a second, K times that on the cloud's clock, and the markers must not carry it.
-        self._launched = time.monotonic()
+    def start(self, at_s: float | None = None) -> None:
+        # The timeline runs from the launch as modelled (`at_s`: the instant the fleet's
+        # provisioning ended), not from when this thread got here or opened the port: tenths
+        # of a second on a loaded machine, K times that on the cloud's clock.
+        self._launched_at = self._clock.now() if at_s is None else at_s
         self._host.run(self._open)
         self._log("listening", host="127.0.0.1", port=self._port, instance_model=INSTANCE_MODEL)
         self._host.submit(self._start_up)
@@ -432,10 +433,13 @@ class CurveServer:
         self._port = int(self._runner.addresses[0][1])
 
     async def _start_up(self) -> None:
-        """Each marker at its measured offset from the launch, on the cloud's clock; InService
-        after the last."""
+        """Each marker at its measured offset from the launch, on the cloud's clock, and stamped
+        with that instant: the modelled container logs it then, while this loop may get to it
+        late by the machine's scheduling delay (K times that on the cloud's clock), which is no
+        part of the model. InService after the last."""
         for step in self._timeline.steps:
-            wait = self._launched + self._clock.wall_seconds(step.at_s) - time.monotonic()
+            at_s = self._launched_at + step.at_s
+            wait = self._clock.to_wall(at_s) - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
             if self._exited.is_set():
@@ -451,7 +455,7 @@ class CurveServer:
                         "level": "info",
                         "msg": "startup_marker",
                         "marker": step.event,
-                        "ts": self._clock.now(),
+                        "ts": at_s,
                     }
                 )
             )

@@ -4,9 +4,11 @@ Each instance is, by default, a real `python -m tts_server` process on its own l
 started with the deployed Model's env; a `launch` function may put another server behind the
 same contract (the curve instances, `curve_instance`). Its log stream is opened when it is
 spawned (visible before the process exists, as during provisioning), or with
-`stream_at_spawn=False` once its provisioning is over; its output is shipped line by line; it is
-InService once the server is ready (the `ready` marker logged and `/ping` 200); its pid is in
-the run's `record` while it runs (`orphans`). `drain` stops routing to it, lets the requests
+`stream_at_spawn=False` once its provisioning is over: at the instant the provisioning ends on
+the cloud's clock, counted from when its count was asked for, and stamped then however late
+this thread gets there (`modelled_time`; the server's launch is modelled at that instant too).
+Its output is shipped line by line; it is InService once the server is ready (the `ready`
+marker logged and `/ping` 200); its pid is in the run's `record` while it runs (`orphans`). `drain` stops routing to it, lets the requests
 already routed to it finish (as SageMaker deregisters an instance before it stops it), then
 asks it to stop (SIGTERM) and waits for the server's own drain: a request picked in the instant
 before the drain reaches a server that still admits it, never one answering 503 `draining`.
@@ -28,6 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from tts_bench.aws.clock import ServiceClock
 from tts_bench.local_cloud.cloudwatch.logs import LogShipper
 from tts_bench.local_cloud.errors import LocalCloudError, NoInstanceError
 from tts_bench.local_cloud.orphans import ProcessRecord
@@ -58,7 +61,9 @@ class InstanceServer(Protocol):
     @property
     def url(self) -> str: ...
 
-    def start(self) -> None: ...
+    def start(self, at_s: float | None = None) -> None:
+        """Launch it; `at_s`: the instant on the cloud's clock its launch is modelled at (a
+        curve instance's start-up runs from it), None for now."""
 
     def wait_ready(self, timeout_s: float) -> None:
         """Until it serves; `InstanceStartError` when it does not within `timeout_s`."""
@@ -95,7 +100,7 @@ class ProcessServer:
     def url(self) -> str:
         return self._server.url
 
-    def start(self) -> None:
+    def start(self, at_s: float | None = None) -> None:
         self._server.start()
         if self._record is not None and self._server.process is not None:
             self._record.add(self._server.process.pid)
@@ -162,8 +167,10 @@ class Fleet:
         stream_at_spawn: bool = True,
         record: ProcessRecord | None = None,
         routed_wait_s: float = 60.0,
+        clock: ServiceClock | None = None,
     ) -> None:
         self.endpoint_name = endpoint_name
+        self._clock = clock or ServiceClock()
         # How long a drain waits for the requests routed before it (the invocation ceiling:
         # none lasts longer) before the server is stopped with what is left.
         self._routed_wait_s = routed_wait_s
@@ -247,9 +254,18 @@ class Fleet:
     # ------------------------------------------------------------------ life cycle
 
     def spawn(
-        self, env: dict[str, str], generation: int, provision_delay_s: float, ready_timeout_s: float
+        self,
+        env: dict[str, str],
+        generation: int,
+        provision_delay_s: float,
+        ready_timeout_s: float,
+        asked_at_s: float | None = None,
     ) -> Instance:
+        """A new instance, provisioned for `provision_delay_s` of the wall clock from
+        `asked_at_s` (the cloud's clock: when its count was asked for; None for now)."""
         instance_id = new_instance_id()
+        asked = self._clock.now() if asked_at_s is None else asked_at_s
+        visible_at = asked + provision_delay_s * self._clock.scale
         instance = Instance(instance_id, generation, f"{self.variant_name}/{instance_id}")
         if self._stream_at_spawn:
             self._shipper.open_stream(self.endpoint_name, instance.log_stream)
@@ -258,19 +274,19 @@ class Fleet:
         self._say(f"instance {instance_id}: provisioning (log stream {instance.log_stream})")
         threading.Thread(
             target=self._run,
-            args=(instance, env, provision_delay_s, ready_timeout_s),
+            args=(instance, env, visible_at, ready_timeout_s),
             name=f"instance-{instance_id}",
             daemon=True,
         ).start()
         return instance
 
     def _run(
-        self, instance: Instance, env: dict[str, str], delay_s: float, ready_timeout_s: float
+        self, instance: Instance, env: dict[str, str], visible_at: float, ready_timeout_s: float
     ) -> None:
-        if delay_s > 0:
-            time.sleep(delay_s)  # emulated EC2 provisioning and image pull
+        # emulated EC2 provisioning and image pull, until `visible_at` of the cloud's clock
+        time.sleep(max(0.0, self._clock.to_wall(visible_at) - time.time()))
         if not self._stream_at_spawn and not instance.stop_requested:
-            self._shipper.open_stream(self.endpoint_name, instance.log_stream)
+            self._shipper.open_stream(self.endpoint_name, instance.log_stream, at_s=visible_at)
         with self._lock:
             if instance.stop_requested:
                 self._set(instance, InstanceState.STOPPED)
@@ -282,7 +298,7 @@ class Fleet:
                 lambda line: self._shipper.ship(self.endpoint_name, instance.log_stream, line),
             )
             instance.server = server
-            server.start()
+            server.start(visible_at)
             self._set(instance, InstanceState.STARTING)
         started = time.time()
         try:
