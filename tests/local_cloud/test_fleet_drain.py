@@ -7,41 +7,19 @@ The fleet alone, with a server that records what reaches it; no process starts.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.local_cloud.idle_server import IdleServer
 from tts_bench.local_cloud.errors import NoInstanceError
 from tts_bench.local_cloud.instances.fleet import GONE_KEPT, Fleet, Instance, InstanceState
 
 
-class Server:
+class Server(IdleServer):
     """An instance server that admits until it is asked to stop, as the container does."""
-
-    url = "http://127.0.0.1:9"
-
-    def __init__(self) -> None:
-        self.stopped = threading.Event()
-
-    def start(self, at_s: float | None = None) -> None:
-        pass
-
-    def wait_ready(self, timeout_s: float) -> None:
-        pass
-
-    def wait_exit(self) -> int | None:
-        self.stopped.wait()
-        return 0
-
-    def stop(self) -> int | None:
-        self.stopped.set()
-        return 0
-
-    def kill(self) -> None:
-        self.stopped.set()
 
     def answer(self) -> int:
         """What a request arriving now gets: 200, or 503 `draining` once stopping."""

@@ -9,7 +9,6 @@ Cost: one moto server (about a second), one curve instance on an event loop; no 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any, cast
@@ -20,6 +19,7 @@ import pytest
 from botocore.config import Config
 
 from tests.conftest import REFERENCE_QMAX, REFERENCE_TTOTAL
+from tests.local_cloud.idle_server import IdleServer
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
@@ -157,38 +157,13 @@ class Shipper:
         pass
 
 
-class Launched:
-    url = "http://127.0.0.1:9"
-
-    def __init__(self) -> None:
-        self.at_s: float | None = None
-        self.stopped = threading.Event()
-
-    def start(self, at_s: float | None = None) -> None:
-        self.at_s = at_s
-
-    def wait_ready(self, timeout_s: float) -> None:
-        pass
-
-    def wait_exit(self) -> int | None:
-        self.stopped.wait()
-        return 0
-
-    def stop(self) -> int | None:
-        self.stopped.set()
-        return 0
-
-    def kill(self) -> None:
-        self.stopped.set()
-
-
 def test_an_instance_is_visible_and_launched_its_provisioning_after_its_count_was_asked_for() -> (
     None
 ):
     """The count was asked for 40 s of the cloud's clock ago (a control thread that got to it
     late): the stream is stamped, and the server launched, at that instant + the provisioning."""
     clock = ServiceClock.starting_now(50.0)
-    shipper, server = Shipper(), Launched()
+    shipper, server = Shipper(), IdleServer()
     fleet = Fleet(
         "e", "v", cast(LogShipper, shipper), [], {}, lambda _: None, lambda: None,
         launch=lambda *_: server, stream_at_spawn=False, clock=clock,
