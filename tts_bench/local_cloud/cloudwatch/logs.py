@@ -9,6 +9,7 @@ per line, in order.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -52,10 +53,7 @@ class LogShipper:
                 if not any(g["logGroupName"] == group for g in existing):
                     self._logs.create_log_group(logGroupName=group)
                 self._groups.add(group)
-        if at_s is None:
-            self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
-            return
-        with modelled_at(at_s):
+        with contextlib.nullcontext() if at_s is None else modelled_at(at_s):
             self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
 
     def ship(self, endpoint_name: str, stream: str, line: str) -> None:
