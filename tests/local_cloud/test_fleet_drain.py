@@ -97,7 +97,9 @@ def test_a_fleet_that_scales_out_and_in_all_day_holds_only_its_live_servers() ->
         fleet.drain(instance)
     until(lambda: all(i.state == InstanceState.STOPPED for i in started[:-1]))
     assert all(i.server is None for i in started[:-1])  # nothing of a stopped server is held
-    assert started[-1].server is servers[-1]
+    # each instance launches on its own thread, so the live one's server is whichever it got
+    assert started[-1].server is not None
+    assert any(started[-1].server is s for s in servers)
     kept = fleet.instances()
     assert len(kept) == GONE_KEPT + 1  # the newest stopped records and the live one
     assert started[-1] in kept and started[0] not in kept
