@@ -81,3 +81,23 @@ def test_bad_input_or_a_full_disk_is_refused_before_a_run(
     run = clean_clones(throwaway, tmp_path / "scratch", "--keep", str(tmp_path / "keep"), *args)
     assert run.returncode in (1, 2) and expected in run.stderr
     assert "Traceback" not in run.stderr and not list((tmp_path / "scratch").iterdir())
+
+
+def test_a_second_series_keeps_the_first_ones_outputs(throwaway: Path, tmp_path: Path):
+    keep = tmp_path / "keep"
+    for _ in range(2):
+        run = clean_clones(throwaway, tmp_path / "scratch", "--keep", str(keep),
+                           "--min-free-gb", "0")  # fmt: skip
+        assert run.returncode == 0, run.stderr
+    assert len(list(keep.glob("clone-1-*.txt"))) == 2
+
+
+def test_pytest_options_from_the_environment_are_named(throwaway: Path, tmp_path: Path):
+    run = subprocess.run(
+        [sys.executable, str(throwaway / "scripts" / "clean-clones"), "--keep",
+         str(tmp_path / "keep"), "--min-free-gb", "0"],
+        env={**os.environ, "TMPDIR": str(tmp_path), "PYTEST_ADDOPTS": "-n 4"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "PYTEST_ADDOPTS='-n 4' passed on to pytest" in run.stdout.splitlines()[0]
