@@ -246,6 +246,9 @@ class Conductor:
             while (now := time.time()) < window[1]:
                 gevent.sleep(min(PROGRESS_EVERY_S, max(0.05, window[1] - now)))
                 if time.time() < window[1] - 0.5:
+                    # Said again on every tick: a worker that missed the first word (stop 50's
+                    # clone: every sample of its rung unlabelled) labels the rest of the rung.
+                    self.runner.send_message(RUNG_MESSAGE, {"rung": users})
                     self.collect()
                     self.run.progress(label, users, rung_start, window, end, time.time())
             if self.run.snapshot.schedule.max_hold_s is None or (longer := extend(window)) is None:
