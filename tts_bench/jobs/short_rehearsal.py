@@ -34,7 +34,7 @@ WALL_RPS: Final = 20.0  # the most wall-clock traffic at the peak: the rate scal
 # crossing at the ramp's flat top: the scale-out came at 385-405 s of 420, or not at all. At
 # 3.5 it comes at 345 s, run after run (test-time.md, stop 50).
 LOW, HIGH = 0.5, 3.5
-AFTER_S: Final = 120.0  # past detection and launch, for the new instance to serve
+AFTER_S: Final = 120.0  # past detection and launch (the ramp's length; the scale-out comes mid-run)
 MAX_INSTANCES: Final = 10
 REPLAYS: Final = 3
 
