@@ -22,7 +22,8 @@ held and judged; the artifact is written when the ladder ends or Stop is pressed
 SageMaker: `--transport response-stream --endpoint NAME` (users in `sagemaker_users.py` and
 `bidi_stream_user.py`); `tts-bench qmax --endpoint` adds the drift preflight, the freeze and
 the CloudWatch join. Distributed: `--master`/`--worker` or `--processes N` (the master judges;
-workers ship raw samples with their reports and read `--corpus` themselves). Leave
+workers ship raw samples with their reports and read `--corpus` themselves; a busy worker is
+given time before it is called missing, `worker_link.py`). Leave
 `--stop-timeout` at 0: requests in flight when a rung ends are cancelled (kept as `cancelled`
 samples, their time in flight still load), so each rung starts on an idle server.
 """
@@ -46,6 +47,7 @@ from locust import LoadTestShape, User, events
 from locust.env import Environment
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, Runner, WorkerRunner
 from sagemaker_users import ResponseStreamUser
+from worker_link import tolerate_busy_workers
 
 from tts_bench.artifacts.fingerprint import Transport
 from tts_bench.errors import RefusalError, TtsBenchError
@@ -62,6 +64,7 @@ from tts_bench.measure.ladder.state import ShapeSnapshot
 from tts_bench.measure.ladder.store import Recorder
 
 logger = logging.getLogger("qmax")
+tolerate_busy_workers()  # before Locust builds its runner (master or worker)
 
 
 @events.init_command_line_parser.add_listener
