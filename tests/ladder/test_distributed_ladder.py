@@ -3,7 +3,8 @@
 The first test runs against the session's real server over the WebSocket transport (curve
 instances serve /invocations only, so it stays on Kokoro; one rung of one user, which a 1 ms SLO
 fails). The second pauses its worker longer than Locust's own heartbeat tolerance, against a
-curve instance over HTTP."""
+curve instance over HTTP; the third checks that the installed Locust and pyzmq take the two
+settings that make that survivable (`loadtest/worker_link.py`)."""
 
 from __future__ import annotations
 
@@ -173,3 +174,20 @@ def test_a_worker_silent_longer_than_locusts_own_tolerance_does_not_end_the_ladd
     # The pause fell inside the test: no request started for as long as it lasted.
     starts = sorted(s.start for s in read_samples(samples_path(path)))
     assert max(b - a for a, b in itertools.pairwise(starts)) >= PAUSE_S - 0.5
+
+
+def test_the_installed_locust_and_pyzmq_take_both_settings(child_env):
+    """`worker_link` sets a Locust constant and a pyzmq class setting, and skips the latter
+    where pyzmq lacks it: an upgrade that renamed either would bring the 4 s and 11.6 s back
+    without a word, so the versions installed must show both values set."""
+    probe = (
+        "import sys; sys.path.insert(0, 'loadtest'); import worker_link as w; "
+        "w.tolerate_busy_workers(); import locust.runners as r, zmq.green.core as z; "
+        "print(r.HEARTBEAT_LIVENESS, z._Socket._gevent_bug_timeout)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env=child_env, capture_output=True, text=True,
+        timeout=60, check=True,
+    )  # fmt: skip
+    liveness, wake_up_s = out.stdout.split()
+    assert (int(liveness), float(wake_up_s)) == (15, 0.5)
