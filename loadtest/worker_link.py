@@ -13,8 +13,9 @@ Two things stretch such a silence, and both are set here before any runner exist
   lost. pyzmq's gevent socket keeps a fallback timeout for that case (libzmq's edge-triggered
   descriptor and the event loop do not always agree), 11.6 s by default: a message from the
   master (the rung now held) or from a worker (its heartbeat) could wait that long unread.
-  A lost wake-up was not reproduced here (90 distributed runs beside burners and the engine's
-  tests); the shorter fallback bounds it if it happens, at the cost of a few idle wake-ups.
+  A lost wake-up was not reproduced here (56 distributed runs beside CPU burners and the
+  engine's tests); the shorter fallback bounds it if it happens, at the cost of a few idle
+  wake-ups.
 """
 
 from __future__ import annotations
@@ -36,5 +37,5 @@ def tolerate_busy_workers() -> None:
     # its maintainers point to this assignment as the way to change it.
     locust.runners.HEARTBEAT_LIVENESS = HEARTBEATS_MISSED_BEFORE_MISSING
     green_socket = zmq.green.core._Socket
-    if hasattr(green_socket, "_gevent_bug_timeout"):  # a class setting of pyzmq 13 and later
+    if hasattr(green_socket, "_gevent_bug_timeout"):  # private: a test checks it is still taken
         green_socket._gevent_bug_timeout = ZMQ_WAKE_UP_S
