@@ -18,6 +18,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    model_serializer,
     model_validator,
 )
 
@@ -92,8 +93,21 @@ Comparison = Literal[
 ]
 
 
+class AfterOneLess(_Strict):
+    """A scale-in alarm that reads the fleet's size: a CloudWatch metric-math expression over the
+    variant's Invocations and InvocationsPerInstance (both Sum over the alarm's period), whose
+    value is the invocations per instance the period would have had with one instance fewer;
+    under `min_fleet` instances, that divided by `small_fleet_ratio`, so a small fleet, where one
+    instance is a large share, scales in only with that much room left
+    (`planning.aws.metric_math` builds the expression and computes its value)."""
+
+    min_fleet: Annotated[int, Field(ge=2)]
+    small_fleet_ratio: Annotated[float, Field(gt=0, le=1)]
+
+
 class AlarmSpec(_Strict):
-    """A CloudWatch alarm on one SageMaker metric of the variant (EndpointName, VariantName)."""
+    """A CloudWatch alarm on one SageMaker metric of the variant (EndpointName, VariantName), or,
+    with `after_one_less`, on the metric-math expression that reads it with Invocations."""
 
     metric: MetricName
     statistic: Statistic
@@ -103,12 +117,29 @@ class AlarmSpec(_Strict):
     comparison: Comparison
     threshold: NonNegativeFloat
     treat_missing_data: Literal["missing", "breaching", "notBreaching", "ignore"]
+    after_one_less: AfterOneLess | None = None
 
     @model_validator(mode="after")
     def _m_of_n(self) -> AlarmSpec:
         if self.datapoints_to_alarm > self.evaluation_periods:
             raise ValueError("datapoints_to_alarm exceeds evaluation_periods")
+        if self.after_one_less is not None and (
+            self.metric != "InvocationsPerInstance"
+            or self.statistic != "Sum"
+            or self.comparison != "LessThanThreshold"
+        ):
+            raise ValueError(
+                "an after_one_less alarm reads InvocationsPerInstance Sum, LessThanThreshold"
+            )
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_absent_math(self, handler: Any) -> dict[str, Any]:
+        # A plan written before the field existed rebuilds byte for byte.
+        data = handler(self)
+        if data.get("after_one_less", 0) is None:
+            del data["after_one_less"]
+        return data
 
 
 class TargetTrackingSpec(_Strict):
@@ -385,9 +416,16 @@ class PlanArtifact(_Strict):
                 f"(inputs.q_max {self.inputs.q_max})"
             )
         order = self.finding("threshold_order")
-        if self.scale_in_threshold >= self.scaling_target_value and not (
-            order is not None and order.verdict is Verdict.STOP
-        ):
+        # A scale-in that reads the load with one instance fewer (`AfterOneLess`) may sit at the
+        # target itself: the load it acts on is then below the target by one instance's share.
+        scale_in = self.deploy.policy("scale-in") if self.deploy is not None else None
+        after_one_less = isinstance(scale_in, StepSpec) and scale_in.alarm.after_one_less
+        too_high = (
+            self.scale_in_threshold > self.scaling_target_value
+            if after_one_less
+            else self.scale_in_threshold >= self.scaling_target_value
+        )
+        if too_high and not (order is not None and order.verdict is Verdict.STOP):
             raise ValueError(
                 f"scale_in_threshold {self.scale_in_threshold:g} is not below "
                 f"scaling_target_value {self.scaling_target_value:g}, and threshold_order is "

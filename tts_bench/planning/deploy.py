@@ -16,6 +16,7 @@ from dataclasses import replace
 from tts_bench import deployment
 from tts_bench.artifacts.cloudwatch import CloudWatchUnits
 from tts_bench.artifacts.plan import (
+    AfterOneLess,
     AlarmSpec,
     DeployShape,
     PlanArtifact,
@@ -23,6 +24,7 @@ from tts_bench.artifacts.plan import (
     StepSpec,
     TargetTrackingSpec,
 )
+from tts_bench.planning.aws import metric_math
 from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.aws.scheduled import ScheduledAction, recurring_cron
 from tts_bench.planning.aws.semantics import AwsSemantics
@@ -30,7 +32,11 @@ from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 
 
 def alarm_spec(rule: aws_scaling.AlarmRule) -> AlarmSpec:
+    math = rule.after_one_less
     return AlarmSpec(
+        after_one_less=None
+        if math is None
+        else AfterOneLess(min_fleet=math.min_fleet, small_fleet_ratio=math.small_fleet_ratio),
         metric=rule.metric,  # type: ignore[arg-type]
         statistic=rule.statistic,  # type: ignore[arg-type]
         period_s=rule.period_s,
@@ -43,9 +49,13 @@ def alarm_spec(rule: aws_scaling.AlarmRule) -> AlarmSpec:
 
 
 def alarm_rule(name: str, spec: AlarmSpec) -> aws_scaling.AlarmRule:
+    math = spec.after_one_less
     return aws_scaling.AlarmRule(
         name, spec.metric, spec.statistic, spec.period_s, spec.evaluation_periods,
         spec.datapoints_to_alarm, spec.threshold, spec.comparison, spec.treat_missing_data,
+        after_one_less=None if math is None else metric_math.FleetMath(
+            math.min_fleet, math.small_fleet_ratio
+        ),
     )  # fmt: skip
 
 
@@ -224,8 +234,15 @@ def engine_rules(
 
 
 def _alarm_structure(alarm: AlarmSpec) -> str:
+    math = alarm.after_one_less
+    metric = (
+        alarm.metric
+        if math is None
+        else f"{alarm.metric} with one instance fewer (Invocations ÷ it; ÷ "
+        f"{math.small_fleet_ratio:g} under {math.min_fleet} instances)"
+    )
     return (
-        f"{alarm.metric} {alarm.statistic} {alarm.period_s} s, {alarm.datapoints_to_alarm} of "
+        f"{metric} {alarm.statistic} {alarm.period_s} s, {alarm.datapoints_to_alarm} of "
         f"{alarm.evaluation_periods} {alarm.comparison} (missing: {alarm.treat_missing_data})"
     )
 

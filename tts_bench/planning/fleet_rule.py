@@ -15,8 +15,14 @@ starts from load instead (docs/plan.md states every step):
   the requests per instance per minute by AWS's definition, at 60 · λ_out (times the ratio the
   ladder measured against the client's count): proportional sizing is then right at every fleet
   size, and it counts offered load, shed requests included;
-- scale-in is target tracking's own: below 90 % of the target for 15 minutes, to
-  ceil(N · value / target), which never lands the survivors above λ_out (λ_in = 0.9 · λ_out);
+- scale-in is a step policy of the plan's own on a metric-math alarm that reads the fleet's
+  size (`planning.aws.metric_math`): three one-minute datapoints of the invocations per
+  instance the fleet would have with one instance fewer, below the target, remove k % where
+  that is k % below it, so the survivors land at or under λ_out. A fleet of fewer than
+  `FLEET_SCALE_IN_MIN_FLEET` instances, where one instance is a large share and a percentage is
+  rounded up to one, waits for room of `FLEET_SMALL_FLEET_RATIO` (λ_in = 0.9 · λ_out one
+  instance fewer). Target tracking's own scale-in (15 minutes below 90 % of the target) is
+  disabled: on the falling half of a day it held the fleet 7–14 % above its need;
 - the metric is a standard one: its detection lag (3 one-minute datapoints and a minute's
   publication) is added to the measured T_total, and the scale-out cooldown covers the whole
   planned T_total, so no scale-out counts capacity that is still launching as serving;
@@ -46,6 +52,7 @@ from tts_bench.artifacts.cloudwatch import (
     CloudWatchUnits,
 )
 from tts_bench.artifacts.plan import (
+    AfterOneLess,
     AlarmSpec,
     BurstLevels,
     DeployShape,
@@ -59,7 +66,7 @@ from tts_bench.errors import RefusalError
 from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.birth_death import pooled_stationary, stationary_occupancy
 from tts_bench.planning.curve import Curve, ratio_at
-from tts_bench.planning.deploy import tracking_spec
+from tts_bench.planning.deploy import alarm_rule, tracking_spec
 from tts_bench.planning.rounding import ceil9, round9
 from tts_bench.planning.steps import (
     Basis,
@@ -68,7 +75,7 @@ from tts_bench.planning.steps import (
     Thresholds,
     refuse_beyond_max_capacity,
 )
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
+from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
 
 # Tuned on simulated days (docs/simulation.md, `benchmarks/fleet_rule_tuning.py`); fixed here so
 # that a plan re-derives without simulating. The floor guards days with little growth; no shape
@@ -85,9 +92,14 @@ FLEET_BURST_MIN_INSTANCES: Final = 3
 POOLED_FLEET_INSTANCES: Final = 100
 # The period the plan's peak and trough are a day's of (the margin's diurnal).
 FLEET_DAY_S: Final = 86_400.0
-# AWS's default scale-in cooldown for a SageMaker variant; the low alarm's 15 one-minute
-# datapoints space scale-ins further once the metric has recovered.
-FLEET_SCALE_IN_COOLDOWN_S: Final = 300
+# The scale-in alarm (docs/simulation.md, "The fleet-aware scale-in"): a fleet this large
+# scales in when one instance fewer would serve under λ_out; a smaller one when it would serve
+# under this ratio of it (target tracking's own 90 %). Tuned on the reference day and on the
+# rehearsal's ramps, where a smaller fleet lost to a rising load what it had just removed.
+FLEET_SCALE_IN_MIN_FLEET: Final = 20
+FLEET_SMALL_FLEET_RATIO: Final = aws_scaling.TRACKING_LOW_RATIO
+FLEET_SCALE_IN_DATAPOINTS: Final = 3
+FLEET_SCALE_IN_MAX_PERCENT: Final = 50  # the largest share one removal takes
 INVOCATIONS_STAT: Final = INVOCATIONS_RATIO_STAT
 
 
@@ -239,8 +251,8 @@ def fleet_levels(
         surge_ratio=surge,
         margin=margin,
         scale_out_rps=scale_out_rps,
-        low_alarm_ratio=aws_scaling.TRACKING_LOW_RATIO,
-        scale_in_rps=round9(aws_scaling.TRACKING_LOW_RATIO * scale_out_rps),
+        low_alarm_ratio=FLEET_SMALL_FLEET_RATIO,
+        scale_in_rps=round9(FLEET_SMALL_FLEET_RATIO * scale_out_rps),
         invocations_units=units,
         target_invocations_per_minute=target,
         detection_lag_s=detection_lag_s,
@@ -256,6 +268,53 @@ def tracking_lag_s() -> float:
     the period, plus the publication delay (aws_scaling); an organic ttotal may measure it."""
     high, _ = aws_scaling.tracking_alarms(aws_scaling.INVOCATIONS_TRACKING, 1.0, False)
     return round9(high.detection_s)
+
+
+def scale_in_alarm(target: float) -> AlarmSpec:
+    """Three one-minute datapoints of the invocations per instance with one instance fewer
+    below the target (`AfterOneLess`)."""
+    return AlarmSpec(
+        metric=SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+        statistic="Sum",
+        period_s=aws_scaling.STANDARD_PERIOD_S,
+        evaluation_periods=FLEET_SCALE_IN_DATAPOINTS,
+        datapoints_to_alarm=FLEET_SCALE_IN_DATAPOINTS,
+        comparison="LessThanThreshold",
+        threshold=target,
+        treat_missing_data="missing",
+        after_one_less=AfterOneLess(
+            min_fleet=FLEET_SCALE_IN_MIN_FLEET, small_fleet_ratio=FLEET_SMALL_FLEET_RATIO
+        ),
+    )
+
+
+def scale_in_cooldown_s() -> int:
+    """The alarm's own detection (its datapoints and the publication delay): the next removal
+    then reads only datapoints taken after the last one."""
+    alarm = alarm_rule("scale-in", scale_in_alarm(1.0))
+    return ceil9(alarm.detection_s)
+
+
+def _scale_in_step(target: float) -> StepSpec:
+    """Remove k % where the value is k % below the target (PercentChangeInCapacity, rounded
+    down above one instance): the survivors land at or under it."""
+    top = FLEET_SCALE_IN_MAX_PERCENT
+    steps = [
+        StepAdjustment(
+            lower=None if k == top else round9(-k * target / 100),
+            upper=round9(-(k - 1) * target / 100),
+            adjustment=-k,
+        )
+        for k in range(1, top + 1)
+    ]
+    return StepSpec(
+        role="scale-in",
+        adjustment_type="PercentChangeInCapacity",
+        steps=steps,
+        cooldown_s=scale_in_cooldown_s(),
+        metric_aggregation_type="Average",
+        alarm=scale_in_alarm(target),
+    )
 
 
 def derive_fleet(
@@ -274,19 +333,19 @@ def derive_fleet(
         target_ratio_from=where,
         scale_in_ratio_from=where,
         scaling_target_value=target,
-        scale_in_threshold=round9(levels.low_alarm_ratio * target),
+        scale_in_threshold=target,
         scale_out_cooldown_s=scale_out_cooldown_s,
-        scale_in_cooldown_s=FLEET_SCALE_IN_COOLDOWN_S,
+        scale_in_cooldown_s=scale_in_cooldown_s(),
     )
     tracking = tracking_spec(
         "invocations-target",
         deployment.INVOCATIONS_TRACKING_METRIC,
         target,
-        disable_scale_in=False,
+        disable_scale_in=True,
         scale_out_cooldown_s=scale_out_cooldown_s,
-        scale_in_cooldown_s=FLEET_SCALE_IN_COOLDOWN_S,
+        scale_in_cooldown_s=None,
     )
-    policies: list[TargetTrackingSpec | StepSpec] = [tracking]
+    policies: list[TargetTrackingSpec | StepSpec] = [tracking, _scale_in_step(target)]
     if levels.burst is not None:
         surge_rps = request.surge_ratio * levels.scale_out_rps
         saturation = saturation_threshold(qmax, x_curve, basis.q_max, surge_rps, levels.burst)

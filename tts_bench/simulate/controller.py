@@ -36,7 +36,11 @@ from dataclasses import dataclass
 from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.simulate.deploy_shape import ScalingShape
 from tts_bench.simulate.policies import Policy
-from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
+from tts_bench.telemetry import (
+    CONCURRENT_REQUESTS_PER_MODEL,
+    SAGEMAKER_INVOCATIONS,
+    SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+)
 
 DAY_S = 86_400.0  # the scheduled runs are read a day ahead at a time
 
@@ -53,6 +57,7 @@ class Window:
     end_s: float
     concurrency: float  # ConcurrentRequestsPerModel, CloudWatch units
     invocations_per_instance: float
+    invocations: float = 0.0  # the variant's Invocations (a fleet-aware alarm reads both)
 
 
 class Controller:
@@ -70,7 +75,11 @@ class Controller:
         keep = max((a.lookback_s for a in alarms), default=0) // int(shape.metric_period_s) + 2
         self._windows: dict[str, deque[aws_scaling.Datapoint]] = {
             metric: deque(maxlen=keep)
-            for metric in (CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE)
+            for metric in (
+                CONCURRENT_REQUESTS_PER_MODEL,
+                SAGEMAKER_INVOCATIONS,
+                SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+            )
         }
         self._alarms = alarms
         self.actions: list[tuple[float, aws_scaling.Action]] = []  # (when, what), in order
@@ -117,8 +126,16 @@ class Controller:
         self._windows[SAGEMAKER_INVOCATIONS_PER_INSTANCE].append(
             aws_scaling.Datapoint(start_s, window.invocations_per_instance)
         )
+        self._windows[SAGEMAKER_INVOCATIONS].append(
+            aws_scaling.Datapoint(start_s, window.invocations)
+        )
         readings = {
-            alarm.name: aws_scaling.read_alarm(alarm, self._windows[alarm.metric], window.end_s)
+            alarm.name: aws_scaling.read_alarm(
+                alarm,
+                self._windows[alarm.metric],
+                window.end_s,
+                self._windows[SAGEMAKER_INVOCATIONS],
+            )
             for alarm in self._alarms
             if aws_scaling.due(alarm, window.end_s)
         }

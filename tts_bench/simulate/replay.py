@@ -84,7 +84,7 @@ def replay(
         start_s = p * shape.metric_period_s
         end_s = min((p + 1) * shape.metric_period_s, duration_s)
         provisioned = controller.desired
-        busiest = area_per_instance = per_instance = 0.0
+        busiest = area_per_instance = per_instance = invocations = 0.0
         arrived = shed_p = over_p = 0
         while True:
             stop_s = min(end_s, controller.next_serving_s())
@@ -99,12 +99,13 @@ def replay(
                 busiest = max(busiest, seg.peak_occupancy / serving)
                 area_per_instance += seg.occupancy_s / serving
                 per_instance += seg.arrived * curves.request_weight / serving
+                invocations += seg.arrived * curves.request_weight
             if stop_s >= end_s:
                 break
             queues.add(controller.take_serving(stop_s))
         queues.add(controller.take_serving(end_s))
         datapoint = curves.cloudwatch_value(busiest)
-        decision = controller.on_window(Window(end_s, datapoint, per_instance))
+        decision = controller.on_window(Window(end_s, datapoint, per_instance, invocations))
         queues.retire_least_loaded(decision.retire)
         instance_s += provisioned * (end_s - start_s)
         peak = max(peak, controller.desired)

@@ -102,6 +102,7 @@ from enum import StrEnum
 from typing import Final
 
 from tts_bench.deployment import INVOCATIONS_TRACKING_METRIC, TARGET_TRACKING_METRIC
+from tts_bench.planning.aws import metric_math
 from tts_bench.planning.aws.semantics import DOCUMENTED, AwsSemantics
 from tts_bench.planning.rounding import ceil9
 from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL, SAGEMAKER_INVOCATIONS_PER_INSTANCE
@@ -179,6 +180,8 @@ class AlarmRule:
     comparison: str
     treat_missing: str
     publication_delay: int | None = None  # None: the documented reading for its period
+    # A metric-math alarm over Invocations and this metric (`metric_math`); None: the metric.
+    after_one_less: metric_math.FleetMath | None = None
 
     @property
     def delay_s(self) -> int:
@@ -327,11 +330,28 @@ class AlarmReading:
     points: tuple[float | None, ...] = ()
 
 
-def read_alarm(rule: AlarmRule, windows: Sequence[Datapoint], now_s: float) -> AlarmReading:
-    """Evaluate `rule` at `now_s` over a metric's published windows (publication delay applied)."""
+def read_alarm(
+    rule: AlarmRule,
+    windows: Sequence[Datapoint],
+    now_s: float,
+    invocations: Sequence[Datapoint] = (),
+) -> AlarmReading:
+    """Evaluate `rule` at `now_s` over a metric's published windows (publication delay applied);
+    a metric-math alarm also over the variant's Invocations windows."""
+    end_s = now_s - rule.delay_s
     points = period_datapoints(
-        windows, rule.period_s, rule.statistic, rule.evaluation_periods, now_s - rule.delay_s
+        windows, rule.period_s, rule.statistic, rule.evaluation_periods, end_s
     )
+    if rule.after_one_less is not None:
+        counts = period_datapoints(
+            invocations, rule.period_s, "Sum", rule.evaluation_periods, end_s
+        )
+        points = [
+            None
+            if count is None or per is None
+            else metric_math.value(count, per, rule.after_one_less, rule.threshold)
+            for count, per in zip(counts, points, strict=True)
+        ]
     known = [p for p in points if p is not None]
     return AlarmReading(alarm_state(rule, points), known[-1] if known else None, tuple(points))
 
