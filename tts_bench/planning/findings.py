@@ -17,6 +17,7 @@ from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.engine_modes import engine_batches
 from tts_bench.errors import RefusalError
 from tts_bench.planning.birth_death import pooled_stationary, shed_probability
+from tts_bench.planning.fleet_rule import FLEET_SCALE_IN_MIN_FLEET
 from tts_bench.planning.rounding import ceil9, floor9, round9
 from tts_bench.planning.slo_headroom import headroom_covers_a_wait, headroom_feasible
 from tts_bench.planning.steps import Alarm, Basis, Fleet, PlanRequest, PlanSteps, Thresholds
@@ -218,9 +219,11 @@ def scale_in_safety(steps: PlanSteps) -> Finding:
         return finding(
             "scale_in_safety",
             Verdict.OK,
-            "target tracking scales in to ceil(N × value / target) only below "
-            f"{steps.levels.low_alarm_ratio:.0%} of the target, so a removal never lands the "
-            f"survivors above λ_out {steps.levels.scale_out_rps:.3f} rps, at any N",
+            "the scale-in alarm reads the load per instance with one instance fewer and removes "
+            "k % where that is k % below the target, so a removal never lands the survivors "
+            f"above λ_out {steps.levels.scale_out_rps:.3f} rps, at any N (under "
+            f"{FLEET_SCALE_IN_MIN_FLEET} instances only below {steps.levels.low_alarm_ratio:.0%} "
+            "of it)",
             safe_floor=1,
         )
     r = thresholds.c_scale_max / thresholds.c_scale_min  # h < 0.5, so C_scale_min > 0
@@ -460,8 +463,8 @@ def _fleet_cw_ratio(steps: PlanSteps, levels: FleetLevels) -> Finding:
 
 
 def _fleet_threshold_order(steps: PlanSteps, levels: FleetLevels) -> Finding:
-    """Scale-in sits at AWS's 90 % of the target and sizes proportionally, so it cannot flap
-    with the target; the burst must lie above what a pooled fleet (two instances and more)
+    """Scale-in reads the load with one instance fewer and lands at or under the target, so it
+    cannot flap with it; the burst must lie above what a pooled fleet (two instances and more)
     reads at λ_out, or every fleet would add capacity in normal operation."""
     thresholds = steps.thresholds
     burst = levels.burst
@@ -485,8 +488,9 @@ def _fleet_threshold_order(steps: PlanSteps, levels: FleetLevels) -> Finding:
     return finding(
         "threshold_order",
         Verdict.OK,
-        f"scale-in acts below {thresholds.scale_in_threshold:.3f} (×{levels.low_alarm_ratio:g} the "
-        f"target {thresholds.scaling_target_value:.3f}) and lands at or below the target{above}",
+        f"scale-in acts when one instance fewer would read below {thresholds.scale_in_threshold:.3f}"
+        f" (the target; ×{levels.low_alarm_ratio:g} it under {FLEET_SCALE_IN_MIN_FLEET} "
+        f"instances) and lands at or below the target{above}",
         **figures,
     )
 

@@ -44,9 +44,19 @@ def _policy(spec: TargetTrackingSpec | StepSpec) -> str:
             f"datapoints), scale-out cooldown {spec.scale_out_cooldown_s} s; {scale_in}"
         )
     alarm = spec.alarm
-    steps = ", ".join(f"{s.adjustment:+d}" for s in spec.steps)
+    adjustments = [s.adjustment for s in spec.steps]
+    steps = ", ".join(f"{a:+d}" for a in adjustments)
+    if len(adjustments) > 6:  # one step per percent: its range, not fifty numbers
+        steps = f"{adjustments[0]:+d} … {adjustments[-1]:+d} ({len(adjustments)} steps)"
+    math = alarm.after_one_less
+    metric = (
+        alarm.metric
+        if math is None
+        else f"{alarm.metric} with one instance fewer (÷ {math.small_fleet_ratio:g} under "
+        f"{math.min_fleet} instances, metric math)"
+    )
     return (
-        f"{spec.role} step: {alarm.metric} {alarm.statistic} {alarm.period_s} s "
+        f"{spec.role} step: {metric} {alarm.statistic} {alarm.period_s} s "
         f"{alarm.comparison} {alarm.threshold:g} for {alarm.datapoints_to_alarm} of "
         f"{alarm.evaluation_periods} → {spec.adjustment_type} {steps}, cooldown {spec.cooldown_s} s"
     )
