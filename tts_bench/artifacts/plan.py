@@ -96,13 +96,11 @@ Comparison = Literal[
 class AfterOneLess(_Strict):
     """A scale-in alarm that reads the fleet's size: a CloudWatch metric-math expression over the
     variant's Invocations and InvocationsPerInstance (both Sum over the alarm's period), whose
-    value is the invocations per instance the period would have had with one instance fewer;
-    under `min_fleet` instances, that divided by `small_fleet_ratio`, so a small fleet, where one
-    instance is a large share, scales in only with that much room left
+    value is the invocations per instance the period would have had with one instance fewer,
+    on a fleet of at least `min_fleet` instances; on a smaller one it never breaches
     (`planning.aws.metric_math` builds the expression and computes its value)."""
 
     min_fleet: Annotated[int, Field(ge=2)]
-    small_fleet_ratio: Annotated[float, Field(gt=0, le=1)]
 
 
 class AlarmSpec(_Strict):

@@ -34,9 +34,7 @@ from tts_bench.telemetry import CONCURRENT_REQUESTS_PER_MODEL
 def alarm_spec(rule: aws_scaling.AlarmRule) -> AlarmSpec:
     math = rule.after_one_less
     return AlarmSpec(
-        after_one_less=None
-        if math is None
-        else AfterOneLess(min_fleet=math.min_fleet, small_fleet_ratio=math.small_fleet_ratio),
+        after_one_less=None if math is None else AfterOneLess(min_fleet=math.min_fleet),
         metric=rule.metric,  # type: ignore[arg-type]
         statistic=rule.statistic,  # type: ignore[arg-type]
         period_s=rule.period_s,
@@ -53,9 +51,7 @@ def alarm_rule(name: str, spec: AlarmSpec) -> aws_scaling.AlarmRule:
     return aws_scaling.AlarmRule(
         name, spec.metric, spec.statistic, spec.period_s, spec.evaluation_periods,
         spec.datapoints_to_alarm, spec.threshold, spec.comparison, spec.treat_missing_data,
-        after_one_less=None if math is None else metric_math.FleetMath(
-            math.min_fleet, math.small_fleet_ratio
-        ),
+        after_one_less=None if math is None else metric_math.FleetMath(math.min_fleet),
     )  # fmt: skip
 
 
@@ -238,8 +234,8 @@ def _alarm_structure(alarm: AlarmSpec) -> str:
     metric = (
         alarm.metric
         if math is None
-        else f"{alarm.metric} with one instance fewer (Invocations ÷ it; ÷ "
-        f"{math.small_fleet_ratio:g} under {math.min_fleet} instances)"
+        else f"{alarm.metric} with one instance fewer (Invocations ÷ it; from "
+        f"{math.min_fleet} instances)"
     )
     return (
         f"{metric} {alarm.statistic} {alarm.period_s} s, {alarm.datapoints_to_alarm} of "

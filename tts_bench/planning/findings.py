@@ -219,11 +219,12 @@ def scale_in_safety(steps: PlanSteps) -> Finding:
         return finding(
             "scale_in_safety",
             Verdict.OK,
-            "the scale-in alarm reads the load per instance with one instance fewer and removes "
-            "k % where that is k % below the target, so a removal never lands the survivors "
-            f"above λ_out {steps.levels.scale_out_rps:.3f} rps, at any N (under "
-            f"{FLEET_SCALE_IN_MIN_FLEET} instances only below {steps.levels.low_alarm_ratio:.0%} "
-            "of it)",
+            "a fleet of "
+            f"{FLEET_SCALE_IN_MIN_FLEET} or more scales in where one instance fewer would read "
+            "k % below the target, removing k %; a smaller one by target tracking's own "
+            f"scale-in, to ceil(N × value / target) only below {steps.levels.low_alarm_ratio:.0%} "
+            "of the target: no removal lands the survivors above λ_out "
+            f"{steps.levels.scale_out_rps:.3f} rps, at any N",
             safe_floor=1,
         )
     r = thresholds.c_scale_max / thresholds.c_scale_min  # h < 0.5, so C_scale_min > 0
@@ -489,8 +490,9 @@ def _fleet_threshold_order(steps: PlanSteps, levels: FleetLevels) -> Finding:
         "threshold_order",
         Verdict.OK,
         f"scale-in acts when one instance fewer would read below {thresholds.scale_in_threshold:.3f}"
-        f" (the target; ×{levels.low_alarm_ratio:g} it under {FLEET_SCALE_IN_MIN_FLEET} "
-        f"instances) and lands at or below the target{above}",
+        f" (the target; from {FLEET_SCALE_IN_MIN_FLEET} instances) or, on a smaller fleet, below "
+        f"×{levels.low_alarm_ratio:g} the target for 15 minutes (target tracking's own), "
+        f"and lands at or below the target{above}",
         **figures,
     )
 

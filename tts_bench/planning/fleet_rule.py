@@ -15,14 +15,16 @@ starts from load instead (docs/plan.md states every step):
   the requests per instance per minute by AWS's definition, at 60 · λ_out (times the ratio the
   ladder measured against the client's count): proportional sizing is then right at every fleet
   size, and it counts offered load, shed requests included;
-- scale-in is a step policy of the plan's own on a metric-math alarm that reads the fleet's
-  size (`planning.aws.metric_math`): three one-minute datapoints of the invocations per
-  instance the fleet would have with one instance fewer, below the target, remove k % where
-  that is k % below it, so the survivors land at or under λ_out. A fleet of fewer than
-  `FLEET_SCALE_IN_MIN_FLEET` instances, where one instance is a large share and a percentage is
-  rounded up to one, waits for room of `FLEET_SMALL_FLEET_RATIO` (λ_in = 0.9 · λ_out one
-  instance fewer). Target tracking's own scale-in (15 minutes below 90 % of the target) is
-  disabled: on the falling half of a day it held the fleet 7–14 % above its need;
+- scale-in, on a fleet of `FLEET_SCALE_IN_MIN_FLEET` instances or more, is a step policy of
+  the plan's own on a metric-math alarm that reads the fleet's size
+  (`planning.aws.metric_math`): three one-minute datapoints of the invocations per instance
+  the fleet would have with one instance fewer, below the target, remove k % where that is
+  k % below it, so the survivors land at or under λ_out. Below that size it never breaches,
+  and target tracking's own scale-in acts (below 90 % of the target for 15 minutes, to
+  ceil(N · value / target), λ_in = 0.9 · λ_out): one instance is a large share of a small
+  fleet, AWS rounds a smaller percentage up to one, and a small fleet's load grows fastest on
+  a ramp. A step scale-in is not held back by target tracking; on the falling half of a day
+  target tracking alone held a large fleet 7–14 % above its need;
 - the metric is a standard one: its detection lag (3 one-minute datapoints and a minute's
   publication) is added to the measured T_total, and the scale-out cooldown covers the whole
   planned T_total, so no scale-out counts capacity that is still launching as serving;
@@ -92,12 +94,10 @@ FLEET_BURST_MIN_INSTANCES: Final = 3
 POOLED_FLEET_INSTANCES: Final = 100
 # The period the plan's peak and trough are a day's of (the margin's diurnal).
 FLEET_DAY_S: Final = 86_400.0
-# The scale-in alarm (docs/simulation.md, "The fleet-aware scale-in"): a fleet this large
-# scales in when one instance fewer would serve under λ_out; a smaller one when it would serve
-# under this ratio of it (target tracking's own 90 %). Tuned on the reference day and on the
-# rehearsal's ramps, where a smaller fleet lost to a rising load what it had just removed.
+# The step scale-in's smallest fleet (docs/simulation.md, "The fleet-aware scale-in"): tuned
+# on the reference day and the rehearsal's ramps, where a step scale-in on fleets of 5–10
+# removed what a rising load needed minutes later; from 20 one instance is 5 % or less.
 FLEET_SCALE_IN_MIN_FLEET: Final = 20
-FLEET_SMALL_FLEET_RATIO: Final = aws_scaling.TRACKING_LOW_RATIO
 FLEET_SCALE_IN_DATAPOINTS: Final = 3
 FLEET_SCALE_IN_MAX_PERCENT: Final = 50  # the largest share one removal takes
 INVOCATIONS_STAT: Final = INVOCATIONS_RATIO_STAT
@@ -251,8 +251,8 @@ def fleet_levels(
         surge_ratio=surge,
         margin=margin,
         scale_out_rps=scale_out_rps,
-        low_alarm_ratio=FLEET_SMALL_FLEET_RATIO,
-        scale_in_rps=round9(FLEET_SMALL_FLEET_RATIO * scale_out_rps),
+        low_alarm_ratio=aws_scaling.TRACKING_LOW_RATIO,
+        scale_in_rps=round9(aws_scaling.TRACKING_LOW_RATIO * scale_out_rps),
         invocations_units=units,
         target_invocations_per_minute=target,
         detection_lag_s=detection_lag_s,
@@ -272,7 +272,7 @@ def tracking_lag_s() -> float:
 
 def scale_in_alarm(target: float) -> AlarmSpec:
     """Three one-minute datapoints of the invocations per instance with one instance fewer
-    below the target (`AfterOneLess`)."""
+    below the target, on a fleet of `FLEET_SCALE_IN_MIN_FLEET` or more (`AfterOneLess`)."""
     return AlarmSpec(
         metric=SAGEMAKER_INVOCATIONS_PER_INSTANCE,
         statistic="Sum",
@@ -282,15 +282,15 @@ def scale_in_alarm(target: float) -> AlarmSpec:
         comparison="LessThanThreshold",
         threshold=target,
         treat_missing_data="missing",
-        after_one_less=AfterOneLess(
-            min_fleet=FLEET_SCALE_IN_MIN_FLEET, small_fleet_ratio=FLEET_SMALL_FLEET_RATIO
-        ),
+        after_one_less=AfterOneLess(min_fleet=FLEET_SCALE_IN_MIN_FLEET),
     )
 
 
 def scale_in_cooldown_s() -> int:
-    """The alarm's own detection (its datapoints and the publication delay): the next removal
-    then reads only datapoints taken after the last one."""
+    """The step alarm's own detection (its datapoints and the publication delay): the next
+    removal then reads only datapoints taken after the last one. Target tracking's scale-in
+    takes the same (the plan states one scale-in cooldown); its 15-minute alarm spaces its own
+    removals further."""
     alarm = alarm_rule("scale-in", scale_in_alarm(1.0))
     return ceil9(alarm.detection_s)
 
@@ -341,9 +341,9 @@ def derive_fleet(
         "invocations-target",
         deployment.INVOCATIONS_TRACKING_METRIC,
         target,
-        disable_scale_in=True,
+        disable_scale_in=False,
         scale_out_cooldown_s=scale_out_cooldown_s,
-        scale_in_cooldown_s=None,
+        scale_in_cooldown_s=scale_in_cooldown_s(),
     )
     policies: list[TargetTrackingSpec | StepSpec] = [tracking, _scale_in_step(target)]
     if levels.burst is not None:

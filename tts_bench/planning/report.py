@@ -52,8 +52,8 @@ def _policy(spec: TargetTrackingSpec | StepSpec) -> str:
     metric = (
         alarm.metric
         if math is None
-        else f"{alarm.metric} with one instance fewer (÷ {math.small_fleet_ratio:g} under "
-        f"{math.min_fleet} instances, metric math)"
+        else f"{alarm.metric} with one instance fewer (fleets of {math.min_fleet} or more, "
+        "metric math)"
     )
     return (
         f"{spec.role} step: {metric} {alarm.statistic} {alarm.period_s} s "

@@ -2,15 +2,15 @@
 
 A step policy cannot know how many instances it removes a percentage of, and one instance is a
 fifth of a fleet of five: a scale-in that lands a large fleet at its target lands a small one
-far above it. CloudWatch can tell the fleet's size from the variant's own metrics: each request
-adds 1 to Invocations and 1/N to InvocationsPerInstance [SM-metric], so over a period
-n = Invocations / InvocationsPerInstance is the instances serving. The alarm reads
+far above it, and a small fleet's load grows fastest on a ramp. CloudWatch can tell the fleet's
+size from the variant's own metrics: each request adds 1 to Invocations and 1/N to
+InvocationsPerInstance [SM-metric], so over a period n = Invocations / InvocationsPerInstance
+is the instances serving. The alarm reads
 
-    after = Invocations / (n − 1)                 the period's invocations per instance, had
-                                                  one instance fewer served them
-    value = after                                 when n ≥ min_fleet
-            after / small_fleet_ratio             when 1.5 < n < min_fleet
-            the threshold (never breaching)       when n ≤ 1.5 (one instance: none to remove)
+    value = Invocations / (n − 1)    the period's invocations per instance had one instance
+                                     fewer served them, when n ≥ min_fleet
+            the threshold            below min_fleet (never breaching: a small fleet is left to
+                                     target tracking's own, slower scale-in)
 
 and no datapoint in a period with no invocations. Its ids are m1 (Invocations), m2
 (InvocationsPerInstance), n and e (the value, the only one returned) [CW-math]; metric math's
@@ -41,16 +41,14 @@ from tts_bench.telemetry import (
     SAGEMAKER_NAMESPACE,
 )
 
-ONE_INSTANCE_BELOW: Final = 1.5  # n at or under this: a fleet of one, which nothing shrinks
 RETURNED_ID: Final = "e"
 
 
 @dataclass(frozen=True)
 class FleetMath:
-    """The expression's two parameters (the plan's `AfterOneLess`)."""
+    """The expression's parameter (the plan's `AfterOneLess`)."""
 
     min_fleet: int
-    small_fleet_ratio: float
 
 
 def value(
@@ -60,17 +58,13 @@ def value(
     if invocations <= 0 or per_instance <= 0:
         return None
     n = invocations / per_instance
-    if n <= ONE_INSTANCE_BELOW:
+    if n < math.min_fleet:
         return threshold
-    after = invocations / (n - 1)
-    return after if n >= math.min_fleet else after / math.small_fleet_ratio
+    return invocations / (n - 1)
 
 
 def expression(math: FleetMath, threshold: float) -> str:
-    return (
-        f"IF(n > {ONE_INSTANCE_BELOW!r}, m1 / (n - 1) / IF(n >= {math.min_fleet}, 1, "
-        f"{math.small_fleet_ratio!r}), {threshold!r})"
-    )
+    return f"IF(n >= {math.min_fleet}, m1 / (n - 1), {threshold!r})"
 
 
 def queries(
@@ -110,10 +104,7 @@ def queries(
     ]
 
 
-_EXPRESSION = re.compile(
-    r"IF\(n > 1\.5, m1 / \(n - 1\) / IF\(n >= (?P<min>\d+), 1, (?P<ratio>[0-9.eE+-]+)\), "
-    r"(?P<threshold>[0-9.eE+-]+)\)"
-)
+_EXPRESSION = re.compile(r"IF\(n >= (?P<min>\d+), m1 / \(n - 1\), (?P<threshold>[0-9.eE+-]+)\)")
 
 
 def parse(metrics: Sequence[Mapping[str, Any]]) -> tuple[FleetMath, int] | None:
@@ -127,8 +118,8 @@ def parse(metrics: Sequence[Mapping[str, Any]]) -> tuple[FleetMath, int] | None:
     stats = [q for q in metrics if "MetricStat" in q]
     if match is None or not stats:
         return None
-    math = FleetMath(int(match["min"]), float(match["ratio"]))
-    if math.min_fleet < 2 or not 0 < math.small_fleet_ratio <= 1:
+    math = FleetMath(int(match["min"]))
+    if math.min_fleet < 2:
         return None
     period = int(stats[0]["MetricStat"].get("Period", 0))
     dimensions = stats[0]["MetricStat"]["Metric"].get("Dimensions", [])
