@@ -60,7 +60,7 @@ def test_the_deployed_queries_read_back_as_what_was_deployed(
         (lambda q: q[0]["MetricStat"].update(Stat="Average") or q, "statistic"),
         (lambda q: q[1]["MetricStat"]["Metric"].update(MetricName="Invocations") or q, "metric"),
         (lambda q: q[2].update(ReturnData=True) or q, "a second returned series"),
-        (lambda q: q[:3] + [dict(q[3], Expression="m1 / n")], "another formula"),
+        (lambda q: [*q[:3], dict(q[3], Expression="m1 / n")], "another formula"),
     ],
 )
 def test_an_alarm_that_is_not_exactly_the_deployed_expression_is_not_recognised(
@@ -82,9 +82,17 @@ SCALE_IN = aws.StepRule(
     ),
     240,
     aws.AlarmRule(
-        "fleet-scale-in-alarm", "InvocationsPerInstance", "Sum", 60, 3, 3, TARGET,
-        "LessThanThreshold", "missing", after_one_less=MATH,
-    ),  # fmt: skip
+        "fleet-scale-in-alarm",
+        "InvocationsPerInstance",
+        "Sum",
+        60,
+        3,
+        3,
+        TARGET,
+        "LessThanThreshold",
+        "missing",
+        after_one_less=MATH,
+    ),
 )
 
 
