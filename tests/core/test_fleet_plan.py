@@ -71,7 +71,8 @@ def test_the_fleet_rule_states_its_levels_in_load_per_instance(derived: PlanArti
     assert 1.25 * levels.scale_out_rps <= levels.x_q_max_rps * (1 - levels.margin) + 1e-8
     assert levels.scale_in_rps == pytest.approx(0.9 * levels.scale_out_rps)
     assert plan.scaling_target_value == pytest.approx(60 * levels.scale_out_rps, abs=1e-6)
-    assert plan.scale_in_threshold == pytest.approx(0.9 * plan.scaling_target_value, abs=1e-6)
+    # The step scale-in reads the load with one instance fewer, at the target itself.
+    assert plan.scale_in_threshold == plan.scaling_target_value
     assert levels.planned_total_s == pytest.approx(260.2 + 3 * 60 + 60)
     assert plan.scale_out_cooldown_s == math.ceil(levels.planned_total_s)
     assert (plan.min_instances, plan.max_instances) == (
@@ -101,15 +102,32 @@ def test_the_deploy_shape_is_target_tracking_on_invocations_and_a_burst_step(
     from tts_bench.artifacts.qmax import QmaxArtifact
 
     curve = throughput_curve(load_artifact(reference_qmax_path, QmaxArtifact).curve_rungs)
-    tracking, burst = deploy_shape_of(derived).policies
+    tracking, scale_in, burst = deploy_shape_of(derived).policies
     assert isinstance(tracking, TargetTrackingSpec) and isinstance(burst, StepSpec)
     assert tracking.predefined_metric == "SageMakerVariantInvocationsPerInstance"
+    # Target tracking keeps its own scale-in: the one small fleets get.
     assert tracking.disable_scale_in is False
     _, low = aws_scaling.tracking_alarms(tracking.predefined_metric, tracking.target_value, False)
     assert (tracking.high_alarm.period_s, tracking.high_alarm.datapoints_to_alarm) == (60, 3)
     assert low is not None and tracking.low_alarm is not None
     assert tracking.low_alarm.threshold == pytest.approx(low.threshold)
+    assert tracking.low_alarm.threshold == pytest.approx(0.9 * tracking.target_value)
     assert (tracking.low_alarm.evaluation_periods, tracking.low_alarm.period_s) == (15, 60)
+    # Large fleets scale in on the metric-math alarm: one instance fewer below the target for
+    # three minutes removes k % where that is k % below it; its cooldown is its own detection.
+    assert isinstance(scale_in, StepSpec) and scale_in.role == "scale-in"
+    alarm = scale_in.alarm
+    assert alarm.after_one_less is not None
+    assert alarm.after_one_less.min_fleet == fleet_rule.FLEET_SCALE_IN_MIN_FLEET == 20
+    assert (alarm.metric, alarm.statistic, alarm.period_s) == ("InvocationsPerInstance", "Sum", 60)
+    assert (alarm.evaluation_periods, alarm.datapoints_to_alarm) == (3, 3)
+    assert alarm.comparison == "LessThanThreshold" and alarm.threshold == tracking.target_value
+    assert scale_in.adjustment_type == "PercentChangeInCapacity"
+    assert [s.adjustment for s in scale_in.steps] == list(range(-1, -51, -1))
+    assert scale_in.steps[0].upper == 0 and scale_in.steps[-1].lower is None
+    assert scale_in.steps[9].lower == pytest.approx(-0.10 * tracking.target_value)
+    assert scale_in.cooldown_s == derived.scale_in_cooldown_s == 3 * 60 + 60
+    assert tracking.scale_in_cooldown_s == scale_in.cooldown_s
     assert burst.role == "burst" and burst.adjustment_type == "PercentChangeInCapacity"
     assert burst.alarm.metric == "ConcurrentRequestsPerModel" and burst.alarm.period_s == 10
     levels = derived.fleet
@@ -378,7 +396,12 @@ def test_the_levels_keep_the_surge_headroom_for_any_curve(x1, growth, q_max, sur
     levels = plan.fleet
     assert levels is not None and plan.rule == "fleet"
     assert surge * levels.scale_out_rps <= levels.x_q_max_rps * (1 - levels.margin) + 1e-6
-    assert plan.scale_in_threshold < plan.scaling_target_value
+    # The step scale-in sits at the target on the load with one instance fewer; target
+    # tracking's own, for small fleets, below it.
+    assert plan.scale_in_threshold <= plan.scaling_target_value
+    tracking = plan.deploy.policy("invocations-target") if plan.deploy else None
+    assert isinstance(tracking, TargetTrackingSpec) and tracking.low_alarm is not None
+    assert tracking.low_alarm.threshold < plan.scaling_target_value
     assert plan.c_scale_min <= plan.c_scale_max <= q_max
     assert plan.max_instances == max(
         plan.min_instances, math.ceil(peak / levels.scale_out_rps - 1e-9)

@@ -63,6 +63,19 @@ def value(
     return invocations / (n - 1)
 
 
+def datapoints(
+    counts: Sequence[float | None],
+    per_instance: Sequence[float | None],
+    math: FleetMath,
+    threshold: float,
+) -> list[float | None]:
+    """The expression over an alarm's periods: Invocations and InvocationsPerInstance sums."""
+    return [
+        None if count is None or per is None else value(count, per, math, threshold)
+        for count, per in zip(counts, per_instance, strict=True)
+    ]
+
+
 def expression(math: FleetMath, threshold: float) -> str:
     return f"IF(n >= {math.min_fleet}, m1 / (n - 1), {threshold!r})"
 
