@@ -48,7 +48,7 @@ def test_strings_from_artifacts_are_text(page):
 
 def test_the_plan_shows_every_deployed_number_its_derivation_and_findings(page):
     plan = page[page.index('<section id="plan">') : page.index('<section id="surge">')]
-    for shown in ("826.544", "743.890", "queue_max_depth", "ratio ×1.000 (by-definition)",
+    for shown in ("826.544", "743.89", "queue_max_depth", "ratio ×1.000 (by-definition)",
                   "λ_out = X(Q_max) · (1 − margin) / surge", "surge_survival",
                   "As <code>tts-bench plan</code> prints it", "Feasible: yes"):  # fmt: skip
         assert shown in plan, shown
