@@ -9,7 +9,9 @@ seeds; CPU seconds are printed with the load average.
 
 `--variant NAME` also simulates the derived fleet plan with its deploy shape edited as
 `VARIANTS` says (designs the simulator was asked about; none of them is deployable as
-written: the extra invocations step has no role in the schema).
+written: the extra invocations step has no role in the schema). `step-scale-in` is the design
+before the fleet-aware scale-in: the same step on plain InvocationsPerInstance at 99 % of the
+target, on every fleet size, target tracking's scale-in disabled.
 
     PYTHONPATH=.:container python benchmarks/fleet_rule_tuning.py [--seeds 5] \\
         [--margin 0.05 --margin 0.03 ...] [--burst on --burst off] [--shape SPEC ...] \\
@@ -141,6 +143,8 @@ def _invocations_scale_in(plan: PlanArtifact) -> dict[str, object]:
     )  # fmt: skip
     policies: list[object] = []
     for policy in plan.deploy.policies:  # type: ignore[union-attr]
+        if policy.role == "scale-in":  # the rule's own (the fleet-aware one) gives way
+            continue
         if policy.kind == "target-tracking":
             policy = policy.model_copy(
                 update={"disable_scale_in": True, "low_alarm": None, "scale_in_cooldown_s": None}
