@@ -3,7 +3,8 @@
 Every construct comes from the plan's deploy shape (`planning.deploy.deploy_shape_of`): the
 published rule's target tracking on the high-resolution concurrency metric (scale-in disabled)
 with a step scale-in on its own alarm, or the fleet rule's target tracking on invocations per
-instance (scale-in by its own alarm) with a burst step on the concurrency metric. A plan made
+instance (scale-in disabled), a burst step on the concurrency metric and a scale-in step on a
+metric-math alarm that reads the fleet's size (`planning.aws.metric_math`). A plan made
 with `--schedule` adds its scheduled actions (`planning.deploy.scheduled_actions_of`: a cron
 per step, recurring with the plan's day, setting MinCapacity, in the time zone the plan states);
 a plan without one deploys none. Every number comes from the plan.
@@ -12,11 +13,18 @@ a plan without one deploys none. Every number comes from the plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from tts_bench.artifacts.plan import PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.artifacts.plan import (
+    AfterOneLess,
+    AlarmSpec,
+    PlanArtifact,
+    StepSpec,
+    TargetTrackingSpec,
+)
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
     SERVICE_NAMESPACE,
@@ -31,6 +39,7 @@ from tts_bench.deployment import (
     resource_id,
     step_alarm_name,
 )
+from tts_bench.planning.aws import metric_math
 from tts_bench.planning.deploy import deploy_shape_of, scheduled_actions_of
 from tts_bench.telemetry import DIMENSIONS, SAGEMAKER_NAMESPACE
 
@@ -39,6 +48,8 @@ TT_METRIC = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPre
 STEP = aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs
 STEP_ADJUSTMENT = aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs
 TARGET_ACTION = aws.appautoscaling.ScheduledActionScalableTargetActionArgs
+QUERY = aws.cloudwatch.MetricAlarmMetricQueryArgs
+QUERY_METRIC = aws.cloudwatch.MetricAlarmMetricQueryMetricArgs
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,36 @@ def deployed_tag(image_digest: str | None, model_package: str | None) -> dict[st
     if model_package is not None:
         return {TAG_MODEL_PACKAGE: model_package}
     return {TAG_IMAGE_DIGEST: image_digest or ""}
+
+
+def _metric_queries(
+    spec: AlarmSpec, math: AfterOneLess, endpoint: str, variant: str
+) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
+    """The fleet-aware alarm's queries as `metric_math.queries` writes them, in the provider's
+    types: the expression is built in one place only."""
+    fleet = metric_math.FleetMath(math.min_fleet, math.small_fleet_ratio)
+    queries = []
+    for q in metric_math.queries(fleet, spec.threshold, endpoint, variant, spec.period_s):
+        stat = q.get("MetricStat")
+        metric = None
+        if stat is not None:
+            metric = QUERY_METRIC(
+                namespace=stat["Metric"]["Namespace"],
+                metric_name=stat["Metric"]["MetricName"],
+                dimensions={d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]},
+                period=stat["Period"],
+                stat=stat["Stat"],
+            )
+        queries.append(
+            QUERY(
+                id=q["Id"],
+                expression=q.get("Expression"),
+                label=q.get("Label"),
+                return_data=q["ReturnData"],
+                metric=metric,
+            )
+        )
+    return queries
 
 
 def _bound(value: float | None) -> str | None:
@@ -189,18 +230,29 @@ class EndpointAutoscaling(pulumi.ComponentResource):
         )
         alarm = spec.alarm
         datapoints = alarm.datapoints_to_alarm
+        math = alarm.after_one_less
+        if math is None:
+            reads = f"{alarm.metric} {alarm.statistic} ({alarm.period_s} s)"
+            what: dict[str, Any] = {
+                "namespace": SAGEMAKER_NAMESPACE,
+                "metric_name": alarm.metric,
+                "dimensions": dict(zip(DIMENSIONS, (endpoint, variant), strict=True)),
+                "statistic": alarm.statistic,
+                "period": alarm.period_s,
+            }
+        else:
+            reads = (
+                f"{alarm.metric} with one instance fewer, from Invocations / "
+                f"{alarm.metric} ({alarm.statistic}, {alarm.period_s} s; under "
+                f"{math.min_fleet} instances ÷ {math.small_fleet_ratio:g})"
+            )
+            what = {"metric_queries": _metric_queries(alarm, math, endpoint, variant)}
         metric_alarm = aws.cloudwatch.MetricAlarm(
             f"{name}-{spec.role}-alarm",
             name=step_alarm_name(endpoint, variant, spec.role),
             alarm_description=(
-                f"{spec.role}: {alarm.metric} {alarm.statistic} ({alarm.period_s} s) "
-                f"{alarm.comparison} {alarm.threshold:g} (plan {plan.plan_id})"
+                f"{spec.role}: {reads} {alarm.comparison} {alarm.threshold:g} (plan {plan.plan_id})"
             ),
-            namespace=SAGEMAKER_NAMESPACE,
-            metric_name=alarm.metric,
-            dimensions=dict(zip(DIMENSIONS, (endpoint, variant), strict=True)),
-            statistic=alarm.statistic,
-            period=alarm.period_s,
             evaluation_periods=alarm.evaluation_periods,
             # Unset means all of the evaluation periods, as CloudWatch defines it.
             datapoints_to_alarm=None if datapoints == alarm.evaluation_periods else datapoints,
@@ -210,5 +262,6 @@ class EndpointAutoscaling(pulumi.ComponentResource):
             alarm_actions=[policy.arn],
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self),
+            **what,
         )
         return policy, metric_alarm

@@ -7,7 +7,8 @@ policy pack checks them; all three take the names and settings from here.
 from __future__ import annotations
 
 import re
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
@@ -124,6 +125,30 @@ def policy_name(endpoint: str, variant: str, role: str) -> str:
 
 def step_alarm_name(endpoint: str, variant: str, role: str) -> str:
     return f"{endpoint}-{variant}-{_STEP_ALARMS[role]}"
+
+
+def metric_queries_from_pulumi(queries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A MetricAlarm's `metricQueries` as Pulumi holds them (camelCase, dimensions a map) in
+    PutMetricAlarm's `Metrics` spelling, which `planning.aws.metric_math` builds and parses."""
+    metrics = []
+    for q in queries:
+        query: dict[str, Any] = {"Id": q.get("id")}
+        names = (("expression", "Expression"), ("label", "Label"), ("returnData", "ReturnData"))
+        # Unset ReturnData is CloudWatch's default (true): left unset here too.
+        query |= {api: q[key] for key, api in names if q.get(key) is not None}
+        if (metric := q.get("metric")) is not None:
+            dimensions = metric.get("dimensions") or {}
+            query["MetricStat"] = {
+                "Metric": {
+                    "Namespace": metric.get("namespace"),
+                    "MetricName": metric.get("metricName"),
+                    "Dimensions": [{"Name": k, "Value": v} for k, v in sorted(dimensions.items())],
+                },
+                "Period": metric.get("period"),
+                "Stat": metric.get("stat"),
+            }
+        metrics.append(query)
+    return metrics
 
 
 def scheduled_action_name(endpoint: str, variant: str, at_utc: str) -> str:

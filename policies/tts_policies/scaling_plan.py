@@ -26,7 +26,13 @@ from pulumi_policy import (
 )
 
 from tts_bench.artifacts.fingerprint import OWN_CONTRACT
-from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact, StepSpec, TargetTrackingSpec
+from tts_bench.artifacts.plan import (
+    AfterOneLess,
+    AlarmSpec,
+    PlanArtifact,
+    StepSpec,
+    TargetTrackingSpec,
+)
 from tts_bench.custody.gate import evaluate
 from tts_bench.deployment import (
     SCALABLE_DIMENSION,
@@ -43,10 +49,12 @@ from tts_bench.deployment import (
     first_chunk_alarm_name,
     is_local_image,
     is_local_package,
+    metric_queries_from_pulumi,
     parse_resource_id,
     policy_name,
     step_alarm_name,
 )
+from tts_bench.planning.aws import metric_math
 from tts_bench.planning.aws.scaling import PREDEFINED_METRICS
 from tts_bench.planning.deploy import deploy_shape_of, scheduled_actions_of
 from tts_bench.planning.gate import GateQuery, GateResult, performance_env_of
@@ -75,9 +83,12 @@ def plans_dir(config: Any) -> Path:
     return folder if folder.is_absolute() else (PACK_DIR / folder).resolve()
 
 
-def _same(a: Any, b: float) -> bool:
+def _same(a: Any, b: float | None) -> bool:
     return (
-        isinstance(a, int | float) and not isinstance(a, bool) and math.isclose(a, b, abs_tol=1e-9)
+        b is not None
+        and isinstance(a, int | float)
+        and not isinstance(a, bool)
+        and math.isclose(a, b, abs_tol=1e-9)
     )
 
 
@@ -330,7 +341,7 @@ def _tracking_problems(
         ("scaleInCooldown", spec.scale_in_cooldown_s, "target tracking's scale-in cooldown"),
     ):
         value = read(cfg, key, default=None)
-        if (value, want) != (None, None) and not _same(value, want):  # type: ignore[arg-type]
+        if (value, want) != (None, None) and not _same(value, want):
             problems.append(f"{words} {value} != the plan's {want}")
     if bool(read(cfg, "disableScaleIn", default=False)) != spec.disable_scale_in:
         problems.append(
@@ -388,7 +399,7 @@ def _step_problems(spec: StepSpec, policy: PolicyResource | None, deployed: Depl
         read(a.props, "name", default=None): a for a in _by_type(deployed.resources, METRIC_ALARM)
     }
     alarm = alarms.get(step_alarm_name(deployed.endpoint, deployed.variant, spec.role))
-    return problems + _alarm_problems(words, spec.alarm, alarm)
+    return problems + _alarm_problems(words, spec.alarm, alarm, deployed)
 
 
 def _bound(value: Any) -> float | None:
@@ -396,24 +407,26 @@ def _bound(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _alarm_problems(words: str, spec: AlarmSpec, alarm: PolicyResource | None) -> list[str]:
+def _alarm_problems(
+    words: str, spec: AlarmSpec, alarm: PolicyResource | None, deployed: Deployed
+) -> list[str]:
     props = alarm.props if alarm else {}
     threshold = read(props, "threshold", default=None)
     problems = []
     if not _same(threshold, spec.threshold):
         problems.append(f"{words} alarm threshold {threshold} != the plan's {spec.threshold}")
-    # The threshold is a number in one statistic's units: the alarm must read that statistic.
-    statistic = read(props, "statistic", default=None)
-    period = read(props, "period", default=None)
-    if statistic != spec.statistic or not _same(period, spec.period_s):
+    if spec.after_one_less is not None:
+        problems += _math_problems(words, spec, spec.after_one_less, props, deployed)
+    elif read(props, "metricQueries", default=None):
         problems.append(
-            f"{words} alarm evaluates {statistic} over {period} s, the plan's threshold is in "
-            f"{spec.statistic} over {spec.period_s} s units"
+            f"{words} alarm is a metric-math alarm, the plan's reads {spec.metric} "
+            f"{spec.statistic} over {spec.period_s} s alone"
         )
+    else:
+        problems += _metric_problems(words, spec, props)
     evaluation = read(props, "evaluationPeriods", default=None)
     datapoints = read(props, "datapointsToAlarm", default=evaluation)
     for key, value, want in (
-        ("metricName", read(props, "metricName", default=None), spec.metric),
         ("evaluationPeriods", evaluation, spec.evaluation_periods),
         ("datapointsToAlarm", datapoints, spec.datapoints_to_alarm),
         ("comparisonOperator", read(props, "comparisonOperator", default=None), spec.comparison),
@@ -426,6 +439,60 @@ def _alarm_problems(words: str, spec: AlarmSpec, alarm: PolicyResource | None) -
         if value != want and not (isinstance(want, int) and _same(value, want)):
             problems.append(f"{words} alarm {key} {value} != the plan's {want}")
     return problems
+
+
+def _metric_problems(words: str, spec: AlarmSpec, props: Any) -> list[str]:
+    """A plain alarm's metric: the threshold is a number in one statistic's units, so the alarm
+    must read that statistic over that period."""
+    problems = []
+    statistic = read(props, "statistic", default=None)
+    period = read(props, "period", default=None)
+    if statistic != spec.statistic or not _same(period, spec.period_s):
+        problems.append(
+            f"{words} alarm evaluates {statistic} over {period} s, the plan's threshold is in "
+            f"{spec.statistic} over {spec.period_s} s units"
+        )
+    metric = read(props, "metricName", default=None)
+    if metric != spec.metric:
+        problems.append(f"{words} alarm metricName {metric} != the plan's {spec.metric}")
+    return problems
+
+
+def _math_problems(
+    words: str, spec: AlarmSpec, plan_math: AfterOneLess, props: Any, deployed: Deployed
+) -> list[str]:
+    """The fleet-aware alarm: exactly the queries `metric_math` writes for the plan's numbers."""
+    math = metric_math.FleetMath(plan_math.min_fleet, plan_math.small_fleet_ratio)
+    wanted = metric_math.queries(
+        math, spec.threshold, deployed.endpoint, deployed.variant, spec.period_s
+    )
+    planned = metric_math.expression(math, spec.threshold)
+    queries = read(props, "metricQueries", default=None)
+    if not queries:
+        return [
+            f"{words} alarm reads {read(props, 'metricName', default=None)} alone, the plan's "
+            f"is the metric-math expression {planned}"
+        ]
+    metrics = metric_queries_from_pulumi(queries)
+    if metric_math.same(metrics, wanted):
+        return []
+    parsed = metric_math.parse(metrics)
+    returned = next((q.get("Expression") for q in metrics if q.get("ReturnData", True)), None)
+    if parsed is None:
+        return [
+            f"{words} alarm's metric queries are not the fleet-aware expression (returned "
+            f"{returned!r}), the plan's is {planned} over {spec.statistic} {spec.period_s} s"
+        ]
+    return [
+        f"{words} alarm's metric queries ({returned}, {parsed[1]} s, on "
+        f"{_dimensions(metrics)}) != the plan's ({planned}, {spec.period_s} s, on "
+        f"{_dimensions(wanted)})"
+    ]
+
+
+def _dimensions(metrics: Sequence[Any]) -> str:
+    stat = next((q["MetricStat"] for q in metrics if "MetricStat" in q), {})
+    return "/".join(str(d["Value"]) for d in stat.get("Metric", {}).get("Dimensions", []))
 
 
 def _container_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:
@@ -485,7 +552,7 @@ POLICY = StackValidationPolicy(
     description=(
         "Requires SageMaker scaling resources to follow a feasible measured plan for the deployed "
         "image and the stack's plan rule, re-derived from the artifacts it names: every policy of its deploy shape (type, metric, "
-        "target, steps, cooldowns), every alarm (metric, statistic, period, datapoints, "
+        "target, steps, cooldowns), every alarm (metric, statistic, period or its metric-math queries, datapoints, "
         "threshold), its scheduled actions (none without a schedule), the queue bound and "
         "clamped min/max."
     ),

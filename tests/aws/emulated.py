@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from tts_bench.artifacts.plan import PlanArtifact
+from tts_bench.artifacts.plan import AlarmSpec, PlanArtifact
 from tts_bench.deployment import (
     DEFAULT_VARIANT,
     SCALABLE_DIMENSION,
@@ -32,6 +32,7 @@ from tts_bench.deployment import (
     scale_in_policy_name,
     target_tracking_policy_name,
 )
+from tts_bench.planning.aws import metric_math
 from tts_bench.telemetry import (
     CONCURRENT_REQUESTS_PER_MODEL,
     ENV_MAX_QUEUE_DEPTH,
@@ -45,6 +46,20 @@ IMAGE = (
     "123456789012.dkr.ecr.us-east-1.amazonaws.com/speech-kokoro"
     "@sha256:8b1b96bc4dc0b30ddd84d8fe37af7c490937333c44a9f8f7d77b918c3d7eaced"
 )
+
+
+def fleet_queries(
+    spec: AlarmSpec, endpoint: str = ENDPOINT, math: metric_math.FleetMath | None = None
+) -> list[dict[str, Any]]:
+    """An `after_one_less` alarm's `Metrics` as the stack deploys them (`math`: other
+    parameters, for a hand-edited alarm)."""
+    assert spec.after_one_less is not None
+    plan_math = metric_math.FleetMath(
+        spec.after_one_less.min_fleet, spec.after_one_less.small_fleet_ratio
+    )
+    return metric_math.queries(
+        math or plan_math, spec.threshold, endpoint, DEFAULT_VARIANT, spec.period_s
+    )
 
 
 @dataclass
@@ -248,7 +263,7 @@ class EmulatedAws:
         """Any plan's deploy shape as the stack and AWS make it: each policy, each step's alarm,
         and target tracking's own alarms; `edit` replaces request fields by role
         (`{"burst.alarm": {"Threshold": 1.0}}`, `{"invocations-target": {"ScaleInCooldown": 60}}`)."""
-        from tts_bench.artifacts.plan import AlarmSpec, TargetTrackingSpec
+        from tts_bench.artifacts.plan import TargetTrackingSpec
         from tts_bench.deployment import policy_name, step_alarm_name
         from tts_bench.planning.deploy import deploy_shape_of
 
@@ -258,12 +273,17 @@ class EmulatedAws:
         rid = resource_id(endpoint)
 
         def alarm(name: str, spec: AlarmSpec, arn: str, changes: dict[str, Any]) -> None:
+            reads: dict[str, Any] = {
+                "Namespace": SAGEMAKER_NAMESPACE, "MetricName": spec.metric,
+                "Dimensions": [{"Name": "EndpointName", "Value": endpoint},
+                               {"Name": "VariantName", "Value": DEFAULT_VARIANT}],
+                "Statistic": spec.statistic, "Period": spec.period_s,
+            }  # fmt: skip
+            if spec.after_one_less is not None:  # the stack's metric math, as the program sends it
+                reads = {"Metrics": fleet_queries(spec, endpoint)}
             self.client("cloudwatch").put_metric_alarm(
                 **{
-                    "AlarmName": name, "Namespace": SAGEMAKER_NAMESPACE, "MetricName": spec.metric,
-                    "Dimensions": [{"Name": "EndpointName", "Value": endpoint},
-                                   {"Name": "VariantName", "Value": DEFAULT_VARIANT}],
-                    "Statistic": spec.statistic, "Period": spec.period_s,
+                    "AlarmName": name, **reads,
                     "EvaluationPeriods": spec.evaluation_periods,
                     "DatapointsToAlarm": spec.datapoints_to_alarm, "Threshold": spec.threshold,
                     "ComparisonOperator": spec.comparison,

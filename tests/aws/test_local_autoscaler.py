@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.aws.emulated import ENDPOINT, EmulatedAws
+from tests.aws.emulated import ENDPOINT, EmulatedAws, fleet_queries
 from tests.conftest import REFERENCE_PLAN
 from tts_bench.artifacts.files import load_artifact
 from tts_bench.artifacts.plan import PlanArtifact
@@ -63,12 +63,11 @@ def test_target_tracking_on_invocations_creates_awss_alarms_and_sizes_proportion
         for a in windows.aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
     }
     high = next(a for n, a in alarms.items() if "-AlarmHigh-" in n)
-    low = next(a for n, a in alarms.items() if "-AlarmLow-" in n)
     assert (high["MetricName"], high["Statistic"], high["Period"], high["EvaluationPeriods"]) == (
         "InvocationsPerInstance", "Sum", 60, 3,
     )  # fmt: skip
-    assert (low["Period"], low["EvaluationPeriods"]) == (60, 15)
-    assert low["Threshold"] == pytest.approx(0.9 * target)
+    # Its scale-in is disabled: AWS makes no low alarm; the scale-in step has its own.
+    assert not any("-AlarmLow-" in n for n in alarms)
     assert windows.desired() == 2
     # 1.5 × the target: three one-minute datapoints over it, published a minute late.
     windows.run(180, 1.5 * target, 1.0)
@@ -77,25 +76,75 @@ def test_target_tracking_on_invocations_creates_awss_alarms_and_sizes_proportion
     assert windows.desired() == math.ceil(2 * 1.5)
 
 
-def test_its_own_scale_in_waits_for_fifteen_low_minutes_and_lands_at_the_target(
-    windows: Windows,
-) -> None:
-    target = load_artifact(FLEET_PLAN, PlanArtifact).scaling_target_value
+def _fleet_of(windows: Windows, count: int) -> None:
     windows.aws.client("sagemaker").update_endpoint_weights_and_capacities(
         EndpointName=ENDPOINT,
         DesiredWeightsAndCapacities=[
-            {"VariantName": DEFAULT_VARIANT, "DesiredInstanceCount": 10, "DesiredWeight": 1.0}
+            {"VariantName": DEFAULT_VARIANT, "DesiredInstanceCount": count, "DesiredWeight": 1.0}
         ],
     )
-    windows.run(14 * 60, 0.3 * target, 0.3)
-    assert windows.desired() == 10  # 15 datapoints below 90 % are not in yet
-    windows.run(3 * 60, 0.3 * target, 0.3)
-    assert windows.desired() == math.ceil(10 * 0.3)
+
+
+def test_the_scale_in_step_reads_the_load_with_one_instance_fewer(windows: Windows) -> None:
+    """At 85 % of the target per instance, a fleet of 20 (the plan's min fleet) would serve
+    20/19 of that, 89.5 %, with one instance fewer: three one-minute datapoints below the target,
+    published a minute late, and the step removes 11 % of 20 (rounded down: 2). A fleet of 10
+    would serve 94.4 %, below the target too, but under the min fleet that is divided by 0.9
+    (104.9 %): it keeps its instances."""
+    target = load_artifact(FLEET_PLAN, PlanArtifact).scaling_target_value
+    _fleet_of(windows, 20)
+    windows.run(180, 0.85 * target, 0.3)
+    assert windows.desired() == 20
+    windows.run(60, 0.85 * target, 0.3)
+    assert windows.desired() == 18
+    assert [d[1:] for d in windows.scaler.decisions] == [
+        ("speech-kokoro-82m-AllTraffic-scale-in", 20, 18)
+    ]
+    _fleet_of(windows, 10)
+    windows.run(600, 0.85 * target, 0.3)
+    assert windows.desired() == 10
+    (alarm,) = [a for a in windows.aws.client("cloudwatch").describe_alarms()["MetricAlarms"]
+                if a["AlarmName"].endswith("-low-concurrency")]  # fmt: skip
+    assert alarm["StateValue"] == "OK"
+
+
+def test_on_a_compressed_clock_the_math_alarm_reads_its_scaled_period(aws: EmulatedAws) -> None:
+    """× 1/6: the one-minute datapoints are 10 s ones, published without delay, each request
+    standing for six (as a compressed cloud weighs them), so a window sums a minute's load."""
+    target = load_artifact(FLEET_PLAN, PlanArtifact).scaling_target_value
+    aws.deploy_shape(load_artifact(FLEET_PLAN, PlanArtifact))
+    metrics = VariantMetrics(request_weight=6.0)
+    scaler = Autoscaler(aws.client, metrics, ENDPOINT, DEFAULT_VARIANT, 1 / 6, lambda _: None)
+    scaler.reload()
+    windows = Windows(aws, scaler, metrics)
+    _fleet_of(windows, 20)
+    windows.run(20, 0.85 * target, 0.3)
+    assert windows.desired() == 20
+    windows.run(10, 0.85 * target, 0.3)
+    assert windows.desired() == 18
+
+
+def test_an_alarm_whose_queries_the_emulation_cannot_compute_is_named_and_left_out(
+    aws: EmulatedAws,
+) -> None:
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    queries = fleet_queries(plan.deploy.policies[1].alarm)  # type: ignore[union-attr]
+    queries[3]["Expression"] = queries[3]["Expression"].replace("m1 / (n - 1)", "m1 / n")
+    aws.deploy_shape(plan, edit={"scale-in.alarm": {"Metrics": queries}})
+    said: list[str] = []
+    scaler = Autoscaler(aws.client, VariantMetrics(), ENDPOINT, DEFAULT_VARIANT, 1.0, said.append)
+    scaler.reload()
+    left_out = [line for line in said if "left out" in line]
+    assert left_out == [
+        "autoscaling: alarm speech-kokoro-82m-AllTraffic-low-concurrency left out: its metric "
+        "queries are not the fleet-aware expression the emulation computes"
+    ]
+    assert "scale-in on alarm" not in said[-1] and "burst on alarm" in said[-1]
 
 
 def test_the_burst_step_fires_on_one_high_resolution_datapoint(windows: Windows) -> None:
     plan = load_artifact(FLEET_PLAN, PlanArtifact)
-    burst = plan.deploy.policies[1]  # type: ignore[union-attr]
+    burst = plan.deploy.policies[2]  # type: ignore[union-attr]
     windows.run(10, 0.5 * plan.scaling_target_value, 1.0)
     assert windows.desired() == 2
     windows.run(10, 0.5 * plan.scaling_target_value, burst.alarm.threshold + 1)
@@ -121,7 +170,7 @@ def test_what_an_evaluation_records_is_stamped_a_cloudwatch_delay_after_its_wind
     scaler.reload()
     windows = Windows(aws, scaler, metrics)
     plan = load_artifact(FLEET_PLAN, PlanArtifact)
-    burst = plan.deploy.policies[1]  # type: ignore[union-attr]
+    burst = plan.deploy.policies[2]  # type: ignore[union-attr]
     windows.run(10, 0.5 * plan.scaling_target_value, 1.0)
     windows.run(10, 0.5 * plan.scaling_target_value, burst.alarm.threshold + 1)
     assert windows.desired() == 5

@@ -207,7 +207,8 @@ FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.js
     [
         ({}, None),
         ({"invocations-target": {"TargetValue": 500.0}}, Setting.TARGET_VALUE),
-        ({"invocations-target": {"ScaleInCooldown": 60}}, Setting.SCALE_IN_COOLDOWN),
+        ({"scale-in": {"Cooldown": 60}}, Setting.SCALE_IN_COOLDOWN),
+        ({"scale-in": {"AdjustmentType": "ChangeInCapacity"}}, Setting.SCALE_IN_STEP),
         (
             {
                 "invocations-target": {
@@ -219,8 +220,10 @@ FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.js
             Setting.TARGET_METRIC,
         ),
         ({"invocations-target.AlarmHigh": {"Period": 300}}, Setting.TARGET_PERIOD),
-        ({"invocations-target.AlarmLow": {"Threshold": 1.0}}, Setting.SCALE_IN_THRESHOLD),
-        ({"invocations-target.AlarmLow": {"DatapointsToAlarm": 5}}, Setting.SCALE_IN_DATAPOINTS),
+        # The alarm's own threshold; the one inside its expression (what a fleet of one reads)
+        # is the plan's still.
+        ({"scale-in.alarm": {"Threshold": 1.0}}, Setting.SCALE_IN_THRESHOLD),
+        ({"scale-in.alarm": {"DatapointsToAlarm": 2}}, Setting.SCALE_IN_DATAPOINTS),
         ({"burst.alarm": {"Threshold": 1.0}}, Setting.BURST_THRESHOLD),
         ({"burst.alarm": {"Statistic": "Average"}}, Setting.BURST_STATISTIC),
         (
@@ -242,12 +245,123 @@ def test_every_construct_of_a_fleet_plan_is_compared(
     expected = [s.value for s in planned_values(plan, None)]
     assert list(verdicts) == expected
     assert {Setting.BURST_STEP.value, Setting.TARGET_METRIC.value} <= set(verdicts)
-    assert Setting.SCALE_IN_STEP.value not in verdicts  # the fleet rule deploys no scale-in step
+    # Its scale-in is a step on the metric-math alarm, compared with the plan's expression.
+    assert {Setting.SCALE_IN_STEP.value, Setting.SCALE_IN_EXPRESSION.value} <= set(verdicts)
     if setting is None:
         assert code == 0 and set(verdicts.values()) == {"match"}, out
     else:
         assert code == 1
         assert [name for name, v in verdicts.items() if v != "match"] == [setting.value], out
+
+
+def _fleet_rows(aws: EmulatedAws, plan: PlanArtifact) -> dict[Setting, Any]:
+    from tts_bench.aws.deployed import read_snapshot
+    from tts_bench.aws.session import AwsSession
+
+    snapshot = read_snapshot(AwsSession.from_environment(), ENDPOINT)
+    return {r.setting: r for r in compare_to_plan(snapshot, plan)}
+
+
+def test_the_fleet_plans_scale_in_settings_read_from_its_metric_queries(aws: EmulatedAws) -> None:
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    aws.deploy_shape(plan)
+    rows = _fleet_rows(aws, plan)
+    assert all(r.ok for r in rows.values())
+    read = {s: rows[s].deployed for s in rows if s.value.startswith("scale-in")}
+    assert read == {
+        Setting.SCALE_IN_THRESHOLD: plan.scaling_target_value,
+        Setting.SCALE_IN_COOLDOWN: 240,
+        Setting.SCALE_IN_STATISTIC: "Sum",
+        Setting.SCALE_IN_PERIOD: 60,
+        Setting.SCALE_IN_DATAPOINTS: 3,
+        Setting.SCALE_IN_EXPRESSION: (
+            "IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), 826.54426446)"
+        ),
+        Setting.SCALE_IN_STEP: rows[Setting.SCALE_IN_STEP].planned,
+    }
+    assert rows[Setting.SCALE_IN_EXPRESSION].where == (
+        f"alarm {ENDPOINT}-AllTraffic-low-concurrency"
+    )
+
+
+@pytest.mark.parametrize(
+    ("math", "period_s", "expected"),
+    [
+        # Another min fleet: the expression differs, all else matches.
+        (
+            (10, 0.9), 60,
+            {Setting.SCALE_IN_EXPRESSION: "IF(n > 1.5, m1 / (n - 1) / IF(n >= 10, 1, 0.9), "
+             f"826.54426446) (60 s, on {ENDPOINT}/AllTraffic)"},
+        ),
+        ((20, 0.8), 60, {Setting.SCALE_IN_EXPRESSION: None}),
+        # Another period: its datapoints are other numbers, and its queries not the plan's.
+        ((20, 0.9), 300, {Setting.SCALE_IN_PERIOD: 300, Setting.SCALE_IN_EXPRESSION: None}),
+    ],
+)  # fmt: skip
+def test_a_deployed_scale_in_expression_other_than_the_plans_is_reported(
+    aws: EmulatedAws,
+    math: tuple[int, float],
+    period_s: int,
+    expected: dict[Setting, Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.aws.emulated import fleet_queries
+    from tts_bench.planning.aws.metric_math import FleetMath
+
+    plan = load_artifact(FLEET_PLAN, PlanArtifact)
+    spec = plan.deploy.policies[1].alarm  # type: ignore[union-attr]
+    queries = fleet_queries(spec.model_copy(update={"period_s": period_s}), math=FleetMath(*math))
+    aws.deploy_shape(plan, edit={"scale-in.alarm": {"Metrics": queries}})
+    rows = _fleet_rows(aws, plan)
+    differ = {s: r for s, r in rows.items() if not r.ok}
+    assert set(differ) == set(expected)
+    for setting, deployed in expected.items():
+        assert differ[setting].outcome is Outcome.MISMATCH
+        if deployed is not None:
+            assert differ[setting].deployed == deployed
+    code, out, _ = validate(capsys, FLEET_PLAN)
+    assert code == 1 and "scale-in expression" in out
+
+
+def test_a_plain_alarm_where_the_plan_has_metric_math_and_the_reverse_are_reported(
+    aws: EmulatedAws, plan: PlanArtifact
+) -> None:
+    """The same name, statistic and period, read from one metric: only the expression row
+    tells them apart, and it does; a metric-math alarm where the published plan's reads one
+    metric differs from that plan's "none"."""
+    from tests.aws.emulated import fleet_queries
+
+    fleet = load_artifact(FLEET_PLAN, PlanArtifact)
+    aws.deploy_shape(fleet)
+    name = scale_in_alarm_name(ENDPOINT)
+    cw = aws.client("cloudwatch")
+    (alarm,) = cw.describe_alarms(AlarmNames=[name])["MetricAlarms"]
+    cw.put_metric_alarm(
+        AlarmName=name, Namespace="AWS/SageMaker", MetricName="InvocationsPerInstance",
+        Dimensions=[{"Name": "EndpointName", "Value": ENDPOINT},
+                    {"Name": "VariantName", "Value": "AllTraffic"}],
+        Statistic="Sum", Period=60, EvaluationPeriods=3, DatapointsToAlarm=3,
+        Threshold=alarm["Threshold"], ComparisonOperator="LessThanThreshold",
+        AlarmActions=alarm["AlarmActions"],
+    )  # fmt: skip
+    rows = _fleet_rows(aws, fleet)
+    assert [s for s, r in rows.items() if not r.ok] == [Setting.SCALE_IN_EXPRESSION]
+    assert rows[Setting.SCALE_IN_EXPRESSION].deployed == "InvocationsPerInstance alone"
+    assert rows[Setting.SCALE_IN_STATISTIC].deployed == "Sum"
+
+    aws.deploy(plan)  # the published plan, its scale-in alarm then made metric math
+    (alarm,) = cw.describe_alarms(AlarmNames=[name])["MetricAlarms"]
+    queries = fleet_queries(fleet.deploy.policies[1].alarm)  # type: ignore[union-attr]
+    cw.put_metric_alarm(
+        AlarmName=name, Metrics=queries, EvaluationPeriods=alarm["EvaluationPeriods"],
+        Threshold=alarm["Threshold"], ComparisonOperator=alarm["ComparisonOperator"],
+        AlarmActions=alarm["AlarmActions"],
+    )  # fmt: skip
+    rows = _fleet_rows(aws, plan)
+    expression = rows[Setting.SCALE_IN_EXPRESSION]
+    assert (expression.planned, expression.outcome) == ("none", Outcome.MISMATCH)
+    assert rows[Setting.SCALE_IN_STATISTIC].deployed == "Sum"
+    assert not rows[Setting.SCALE_IN_STATISTIC].ok and not rows[Setting.SCALE_IN_PERIOD].ok
 
 
 def test_a_scheduled_plans_min_is_the_step_in_effect_and_its_actions_a_row(

@@ -116,15 +116,16 @@ def test_observability_alarms_use_the_plan_and_the_container_metric_names(
 
 
 def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
-    """Target tracking on invocations per instance that scales in by itself, and the burst
-    step with its alarm, every number from the fleet plan's deploy shape."""
+    """Target tracking on invocations per instance with scale-in disabled, the scale-in step on
+    its metric-math alarm and the burst step with its alarm, every number from the fleet plan's
+    deploy shape."""
     from components import EndpointAutoscaling, EndpointAutoscalingArgs
     from tts_bench.artifacts.files import load_artifact
 
     plan = load_artifact(
         reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
     )
-    tracking_spec, burst_spec = plan.deploy.policies  # type: ignore[union-attr]
+    tracking_spec, scale_in_spec, burst_spec = plan.deploy.policies  # type: ignore[union-attr]
 
     @pulumi.runtime.test
     def build() -> pulumi.Output[Any]:
@@ -139,17 +140,26 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
                 tags={},
             ),
         )
-        assert scaling.scale_in is None and set(scaling.policies) == {
-            "invocations-target",
-            "burst",
-        }
+        assert set(scaling.policies) == {"invocations-target", "scale-in", "burst"}
+        assert set(scaling.alarms) == {"scale-in", "burst"}
 
         def check(values: list[Any]) -> None:
-            tags, tracking, burst, alarm = values
+            tags, tracking, scale_in, burst, alarm = values
             assert tags["tts-bench:plan-rule"] == "fleet"
             assert tracking["target_value"] == tracking_spec.target_value
-            assert tracking["disable_scale_in"] is False
-            assert tracking["scale_in_cooldown"] == tracking_spec.scale_in_cooldown_s
+            assert tracking["disable_scale_in"] is True
+            assert tracking.get("scale_in_cooldown") is tracking_spec.scale_in_cooldown_s is None
+            assert scale_in["adjustment_type"] == "PercentChangeInCapacity"
+            assert scale_in["cooldown"] == scale_in_spec.cooldown_s
+            assert [
+                (
+                    s.get("metric_interval_lower_bound")
+                    and float(s["metric_interval_lower_bound"]),
+                    float(s["metric_interval_upper_bound"]),
+                    s["scaling_adjustment"],
+                )
+                for s in scale_in["step_adjustments"]
+            ] == [(s.lower, s.upper, s.adjustment) for s in scale_in_spec.steps]
             assert tracking["predefined_metric_specification"]["predefined_metric_type"] == (
                 "SageMakerVariantInvocationsPerInstance"
             )
@@ -172,6 +182,7 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
         return pulumi.Output.all(
             scaling.target.tags,
             scaling.target_tracking.target_tracking_scaling_policy_configuration,  # type: ignore[union-attr]
+            scaling.policies["scale-in"].step_scaling_policy_configuration,
             scaling.policies["burst"].step_scaling_policy_configuration,
             pulumi.Output.all(
                 scaling.alarms["burst"].threshold,
@@ -271,7 +282,8 @@ def test_a_plan_without_a_schedule_deploys_as_before(
     bounds = OperatorBounds(min_instances=1, max_instances=20)
     without = _registered(plan, bounds)
     assert SCHEDULED_ACTION not in {typ for typ, _, _ in without}
-    assert len(without) == 5  # the component, the target, two policies, the burst alarm
+    # the component, the target, three policies, the scale-in and burst alarms
+    assert len(without) == 7
     scheduled = [r for r in _registered(scheduled_fleet_plan, bounds) if r[0] != SCHEDULED_ACTION]
 
     def comparable(
@@ -283,3 +295,47 @@ def test_a_plan_without_a_schedule_deploys_as_before(
         )
 
     assert comparable(scheduled, scheduled_fleet_plan.plan_id) == comparable(without, plan.plan_id)
+
+
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+
+
+def test_the_fleet_plans_scale_in_alarm_is_its_metric_math(reference_plan_path) -> None:
+    """The scale-in alarm reads `metric_math.queries` (m1, m2, n, e; only e returned) and no
+    metric of its own; the burst alarm stays a plain metric alarm."""
+    from tts_bench.artifacts.files import load_artifact
+    from tts_bench.deployment import metric_queries_from_pulumi
+    from tts_bench.planning.aws import metric_math
+
+    plan = load_artifact(
+        reference_plan_path.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.json", PlanArtifact
+    )
+    alarms = {
+        inputs["name"]: inputs
+        for typ, _, inputs in _registered(plan, OperatorBounds(min_instances=1, max_instances=20))
+        if typ == ALARM
+    }
+    scale_in = alarms["speech-AllTraffic-low-concurrency"]
+    queries = scale_in["metricQueries"]
+    assert [(q["id"], q["returnData"]) for q in queries] == [
+        ("m1", False), ("m2", False), ("n", False), ("e", True),
+    ]  # fmt: skip
+    assert [q["metric"]["metricName"] for q in queries[:2]] == [
+        "Invocations", "InvocationsPerInstance",
+    ]  # fmt: skip
+    assert {q["metric"]["stat"] for q in queries[:2]} == {"Sum"}
+    assert {q["metric"]["period"] for q in queries[:2]} == {60}
+    assert queries[0]["metric"]["dimensions"] == {
+        "EndpointName": "speech", "VariantName": "AllTraffic",
+    }  # fmt: skip
+    spec = plan.deploy.policies[1].alarm  # type: ignore[union-attr]
+    math = metric_math.FleetMath(20, 0.9)
+    assert queries[3]["expression"] == metric_math.expression(math, spec.threshold)
+    assert metric_math.parse(metric_queries_from_pulumi(queries)) == (math, 60)
+    assert not {"metricName", "namespace", "statistic", "period", "dimensions"} & set(scale_in)
+    assert (scale_in["threshold"], scale_in["evaluationPeriods"]) == (spec.threshold, 3)
+    assert scale_in["comparisonOperator"] == "LessThanThreshold"
+    assert "Invocations / InvocationsPerInstance" in scale_in["alarmDescription"]
+    burst = alarms["speech-AllTraffic-burst-concurrency"]
+    assert "metricQueries" not in burst
+    assert (burst["metricName"], burst["period"]) == ("ConcurrentRequestsPerModel", 10)

@@ -22,7 +22,8 @@ from tts_policies import POLICIES, buckets, iam, images, scaling_plan
 
 from tests.infra.conftest import OTHER_DIGEST, REFERENCE_DIGEST, REGISTRY_REPO
 from tts_bench.artifacts.plan import PlanArtifact
-from tts_bench.deployment import local_image_reference
+from tts_bench.deployment import local_image_reference, metric_queries_from_pulumi
+from tts_bench.planning.aws import metric_math
 
 OPTS = PolicyResourceOptions(False, [], None, [], None, [], None)
 
@@ -152,6 +153,11 @@ def deployment(changes: Callable[[dict[str, dict[str, Any]]], None] | None = Non
     stack.add("aws:appautoscaling/policy:Policy", "tracking", props["tracking"])
     stack.add("aws:appautoscaling/policy:Policy", "step", props["step"])
     stack.add("aws:cloudwatch/metricAlarm:MetricAlarm", "alarm", props["alarm"])
+    if "scale_in" in props:  # the fleet rule's third policy, with its alarm
+        stack.add("aws:appautoscaling/policy:Policy", "scale_in", props["scale_in"])
+        stack.add(
+            "aws:cloudwatch/metricAlarm:MetricAlarm", "scale_in_alarm", props["scale_in_alarm"]
+        )
     return stack
 
 
@@ -162,6 +168,19 @@ def _set(path: str, value: Any) -> Callable[[dict[str, dict[str, Any]]], None]:
         for key in head:
             node = node[int(key)] if key.isdigit() else node[key]
         node[last] = value
+
+    return change
+
+
+def _edit_query(
+    index: int, key: str, old: str, new: str
+) -> Callable[[dict[str, dict[str, Any]]], None]:
+    """A hand edit of the scale-in alarm's query `index`."""
+
+    def change(props: dict[str, dict[str, Any]]) -> None:
+        query = props["scale_in_alarm"]["metricQueries"][index]
+        assert old in query[key]
+        query[key] = query[key].replace(old, new)
 
     return change
 
@@ -199,7 +218,13 @@ def _set(path: str, value: Any) -> Callable[[dict[str, dict[str, Any]]], None]:
         # The fleet plan of this image gates now, and the published shape is not its shape.
         (
             _set("target.tags.tts-bench:plan-rule", "fleet"),
-            "scaling policy speech-AllTraffic-scale-in is not in the plan",
+            "scaling policy speech-AllTraffic-concurrency-target is not in the plan",
+        ),
+        # A metric-math alarm where the plan's scale-in alarm reads one metric.
+        (
+            _set("alarm.metricQueries", [{"id": "e", "expression": "m1", "returnData": True}]),
+            "scale-in alarm is a metric-math alarm, the plan's reads ConcurrentRequestsPerModel "
+            "Maximum over 10 s alone",
         ),
         (_set("target.tags.tts-bench:plan-rule", "guess"), "tag is 'guess', not a plan rule"),
         (_set("alarm.threshold", 30.0), "scale-in alarm threshold 30.0 != the plan's 25.0"),
@@ -321,7 +346,7 @@ def _fleet(props: dict[str, dict[str, Any]]) -> None:
     from tts_bench.artifacts.files import load_artifact
 
     plan = load_artifact(FLEET_PLAN, PlanArtifact)
-    tracking, burst = plan.deploy.policies  # type: ignore[union-attr]
+    tracking, scale_in, burst = plan.deploy.policies  # type: ignore[union-attr]
     props["target"]["tags"].update(
         {"tts-bench:plan-id": plan.plan_id, "tts-bench:plan-rule": "fleet"}
     )
@@ -330,8 +355,7 @@ def _fleet(props: dict[str, dict[str, Any]]) -> None:
         "targetTrackingScalingPolicyConfiguration": {
             "targetValue": tracking.target_value,
             "scaleOutCooldown": float(tracking.scale_out_cooldown_s),
-            "scaleInCooldown": float(tracking.scale_in_cooldown_s),
-            "disableScaleIn": False,
+            "disableScaleIn": True,
             "predefinedMetricSpecification": {"predefinedMetricType": tracking.predefined_metric},
         },
     }
@@ -366,6 +390,63 @@ def _fleet(props: dict[str, dict[str, Any]]) -> None:
         "comparisonOperator": "GreaterThanOrEqualToThreshold",
         "treatMissingData": "missing",
     }
+    props["scale_in"] = {
+        "name": "speech-AllTraffic-scale-in",
+        "serviceNamespace": "sagemaker",
+        "resourceId": RID,
+        "policyType": "StepScaling",
+        "stepScalingPolicyConfiguration": {
+            "adjustmentType": "PercentChangeInCapacity",
+            "cooldown": float(scale_in.cooldown_s),
+            "metricAggregationType": "Average",
+            "stepAdjustments": [
+                {
+                    **(
+                        {}
+                        if step.lower is None
+                        else {"metricIntervalLowerBound": f"{step.lower:.15g}"}
+                    ),
+                    "metricIntervalUpperBound": f"{step.upper:.15g}",
+                    "scalingAdjustment": float(step.adjustment),
+                }
+                for step in scale_in.steps
+            ],
+        },
+    }
+    alarm = scale_in.alarm
+    math = metric_math.FleetMath(
+        alarm.after_one_less.min_fleet, alarm.after_one_less.small_fleet_ratio
+    )
+    queries = metric_math.queries(math, alarm.threshold, "speech", "AllTraffic", alarm.period_s)
+    props["scale_in_alarm"] = {
+        "name": "speech-AllTraffic-low-concurrency",
+        "metricQueries": _pulumi_queries(queries),
+        "threshold": alarm.threshold,
+        "evaluationPeriods": 3.0,
+        "comparisonOperator": "LessThanThreshold",
+        "treatMissingData": "missing",
+    }
+
+
+def _pulumi_queries(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """PutMetricAlarm's `Metrics` as the provider holds `metricQueries` (camelCase, dimensions a
+    map, numbers as floats), the inverse of `deployment.metric_queries_from_pulumi`."""
+    queries = []
+    for q in metrics:
+        query = {"id": q["Id"], "returnData": q["ReturnData"]}
+        query |= {"expression": q["Expression"], "label": q["Label"]} if "Expression" in q else {}
+        if "MetricStat" in q:
+            stat = q["MetricStat"]
+            query["metric"] = {
+                "namespace": stat["Metric"]["Namespace"],
+                "metricName": stat["Metric"]["MetricName"],
+                "dimensions": {d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]},
+                "period": float(stat["Period"]),
+                "stat": stat["Stat"],
+            }
+        queries.append(query)
+    assert metric_queries_from_pulumi(queries) == metrics  # the two spellings agree
+    return queries
 
 
 def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[..., None]:
@@ -390,12 +471,86 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
             "target tracking metric SageMakerVariantConcurrentRequestsPerModelHighResolution",
         ),
         (
-            _set("tracking.targetTrackingScalingPolicyConfiguration.disableScaleIn", True),
-            "target tracking must scale in",
+            _set("tracking.targetTrackingScalingPolicyConfiguration.disableScaleIn", False),
+            "target tracking must not scale in (the step policy does)",
         ),
         (
             _set("tracking.targetTrackingScalingPolicyConfiguration.scaleInCooldown", 60.0),
-            "target tracking's scale-in cooldown 60.0 != the plan's 300",
+            "target tracking's scale-in cooldown 60.0 != the plan's None",
+        ),
+        (_set("scale_in.name", "speech-AllTraffic-other"), "no step scale-in policy"),
+        (
+            _set("scale_in.stepScalingPolicyConfiguration.cooldown", 60.0),
+            "scale-in cooldown 60.0 != the plan's 240",
+        ),
+        (
+            _set("scale_in_alarm.evaluationPeriods", 1.0),
+            "scale-in alarm evaluationPeriods 1.0 != the plan's 3",
+        ),
+        (
+            _set("scale_in_alarm.threshold", 700.0),
+            "scale-in alarm threshold 700.0 != the plan's 826.54426446",
+        ),
+        # The expression hand-edited: another min fleet, another small-fleet ratio, another
+        # threshold inside it (the value a fleet of one reads), another period, another variant.
+        (
+            _edit_query(3, "expression", "n >= 20", "n >= 10"),
+            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 10, 1, 0.9), "
+            "826.54426446), 60 s, on speech/AllTraffic) != the plan's (IF(n > 1.5, m1 / (n - 1) "
+            "/ IF(n >= 20, 1, 0.9), 826.54426446), 60 s, on speech/AllTraffic)",
+        ),
+        (
+            _edit_query(3, "expression", "1, 0.9)", "1, 0.8)"),
+            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.8)",
+        ),
+        (
+            _edit_query(3, "expression", "826.54426446)", "1000.0)"),
+            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), "
+            "1000.0)",
+        ),
+        (
+            _then(
+                *(_set(f"scale_in_alarm.metricQueries.{i}.metric.period", 300.0) for i in (0, 1))
+            ),
+            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), "
+            "826.54426446), 300 s, on speech/AllTraffic) != the plan's",
+        ),
+        (
+            _then(
+                *(
+                    _set(f"scale_in_alarm.metricQueries.{i}.metric.dimensions.VariantName", "B")
+                    for i in (0, 1)
+                )
+            ),
+            "60 s, on speech/B) != the plan's",
+        ),
+        (
+            _edit_query(3, "expression", "m1 / (n - 1)", "m2 / (n - 1)"),
+            "scale-in alarm's metric queries are not the fleet-aware expression (returned "
+            "'IF(n > 1.5, m2 / (n - 1)",
+        ),
+        (
+            _set("scale_in_alarm.metricQueries.1.metric.stat", "Average"),
+            "scale-in alarm's metric queries are not the fleet-aware expression",
+        ),
+        (
+            _set("scale_in_alarm.metricQueries.2.returnData", True),
+            "scale-in alarm's metric queries are not the fleet-aware expression",
+        ),
+        # A plain alarm where the plan has the fleet-aware one.
+        (
+            _then(
+                _set("scale_in_alarm.metricQueries", None),
+                _set("scale_in_alarm.metricName", "InvocationsPerInstance"),
+                _set("scale_in_alarm.statistic", "Sum"),
+                _set("scale_in_alarm.period", 60.0),
+            ),
+            "scale-in alarm reads InvocationsPerInstance alone, the plan's is the metric-math "
+            "expression IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), 826.54426446)",
+        ),
+        (
+            _set("scale_in_alarm.metricQueries.3.expression", UNKNOWN_STRING_VALUE),
+            ".metricQueries.3.expression is unknown at preview",
         ),
         (_set("alarm.threshold", 5.0), "burst alarm threshold 5.0"),
         (

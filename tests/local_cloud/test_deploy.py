@@ -31,6 +31,7 @@ from tts_bench.local_cloud.control_plane.deploy import (
 from tts_bench.local_cloud.control_plane.moto_host import MotoHost
 from tts_bench.local_cloud.errors import DeployError
 from tts_bench.local_cloud.settings import REGION, REPO_ROOT
+from tts_bench.planning.aws import metric_math
 from tts_bench.telemetry import ENV_IMAGE_DIGEST, ENV_INSTANCE_TYPE, ENV_MAX_QUEUE_DEPTH
 
 pytestmark = pytest.mark.slow
@@ -80,8 +81,9 @@ def test_endpoint_values_are_the_recorded_ones(
 
 
 def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: Deployment) -> None:
-    """The dev stack deploys the fleet plan: target tracking on invocations that scales in by
-    itself, and the burst step (PercentChangeInCapacity, at least three instances) on its alarm."""
+    """The dev stack deploys the fleet plan: target tracking on invocations with scale-in
+    disabled, the burst step (PercentChangeInCapacity, at least three instances) on its alarm,
+    and the scale-in step on its metric-math alarm (PutMetricAlarm's `Metrics`)."""
     target = _props(recording, "aws:appautoscaling/target:Target")
     assert deployment.scalable_target == {
         "ServiceNamespace": "sagemaker",
@@ -97,7 +99,7 @@ def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: 
     assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == (
         INVOCATIONS_TRACKING_METRIC
     )
-    assert tracking["DisableScaleIn"] is False and tracking["ScaleInCooldown"] == 300
+    assert tracking["DisableScaleIn"] is True and "ScaleInCooldown" not in tracking
     burst = policies[policy_name(ENDPOINT, "AllTraffic", "burst")]["StepScalingPolicyConfiguration"]
     assert burst["AdjustmentType"] == "PercentChangeInCapacity"
     assert burst["MinAdjustmentMagnitude"] == 3
@@ -106,6 +108,25 @@ def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: 
     burst_alarm, actions = alarms[step_alarm_name(ENDPOINT, "AllTraffic", "burst")]
     assert actions == [policy_name(ENDPOINT, "AllTraffic", "burst")]
     assert (burst_alarm["Period"], burst_alarm["EvaluationPeriods"]) == (10, 1)
+    scale_in = policies[scale_in_policy_name(ENDPOINT)]["StepScalingPolicyConfiguration"]
+    assert scale_in["AdjustmentType"] == "PercentChangeInCapacity"
+    assert scale_in["StepAdjustments"][0]["ScalingAdjustment"] == -1
+    scale_in_alarm, actions = alarms[scale_in_alarm_name(ENDPOINT)]
+    assert actions == [scale_in_policy_name(ENDPOINT)]
+    assert not {"MetricName", "Namespace", "Statistic", "Period", "Dimensions"} & set(
+        scale_in_alarm
+    )
+    parsed = metric_math.parse(scale_in_alarm["Metrics"])
+    assert parsed == (metric_math.FleetMath(20, 0.9), 60)
+    assert metric_math.same(
+        scale_in_alarm["Metrics"],
+        metric_math.queries(
+            parsed[0], scale_in_alarm["Threshold"], ENDPOINT, "AllTraffic", parsed[1]
+        ),
+    )
+    assert (scale_in_alarm["EvaluationPeriods"], scale_in_alarm["ComparisonOperator"]) == (
+        3, "LessThanThreshold",
+    )  # fmt: skip
 
 
 def test_the_published_rules_scaling_is_recorded_when_the_stack_asks_for_it() -> None:
@@ -183,8 +204,12 @@ def test_apply_creates_it_in_moto_and_hands_capacity_changes_over(
     burst_alarm = step_alarm_name(ENDPOINT, "AllTraffic", "burst")
     alarms = client("cloudwatch").describe_alarms()["MetricAlarms"]
     (alarm,) = [a for a in alarms if a["AlarmName"] == burst_alarm]
-    step_arn = next(p["PolicyARN"] for p in policies if p["PolicyType"] == "StepScaling")
-    assert alarm["AlarmActions"] == [step_arn]
+    arns = {p["PolicyName"]: p["PolicyARN"] for p in policies}
+    assert alarm["AlarmActions"] == [arns[policy_name(ENDPOINT, "AllTraffic", "burst")]]
+    # The scale-in alarm reaches moto as metric math, and reads back as what `queries` writes.
+    (math_alarm,) = [a for a in alarms if a["AlarmName"] == scale_in_alarm_name(ENDPOINT)]
+    assert math_alarm["AlarmActions"] == [arns[scale_in_policy_name(ENDPOINT)]]
+    assert metric_math.parse(math_alarm["Metrics"]) == (metric_math.FleetMath(20, 0.9), 60)
 
     sm.update_endpoint_weights_and_capacities(
         EndpointName=ENDPOINT,

@@ -20,6 +20,7 @@ from tts_bench.deployment import (
     parse_resource_id,
     resource_id,
 )
+from tts_bench.planning.aws import metric_math
 
 
 class _Frozen(BaseModel):
@@ -113,6 +114,8 @@ class DeployedScheduledAction(_Frozen):
 
 
 class Alarm(_Frozen):
+    """A CloudWatch alarm: on one metric, or (`metrics`) on metric-math queries."""
+
     name: str
     state: str
     state_updated_at: datetime | None
@@ -124,10 +127,32 @@ class Alarm(_Frozen):
     actions: tuple[str, ...]
     datapoints_to_alarm: int | None = None  # None: all of the evaluation periods
     comparison: str | None = None
+    # Its metric queries as DescribeAlarms gives them (PutMetricAlarm's `Metrics`); empty for
+    # an alarm on one metric.
+    metrics: tuple[dict[str, Any], ...] = ()
 
     @property
     def datapoints(self) -> int | None:
         return self.datapoints_to_alarm or self.evaluation_periods
+
+    @property
+    def after_one_less(self) -> tuple[metric_math.FleetMath, int] | None:
+        """The fleet-aware expression's parameters and period, when its queries are exactly
+        what `metric_math.queries` writes; None otherwise (or for a plain alarm)."""
+        return metric_math.parse(self.metrics) if self.metrics else None
+
+    @property
+    def returned_expression(self) -> str | None:
+        """The expression of the query the alarm evaluates (None for a plain alarm)."""
+        returned = [q for q in self.metrics if q.get("ReturnData", True)]
+        return str(returned[0].get("Expression", "")) if len(returned) == 1 else None
+
+    @property
+    def reads(self) -> str | None:
+        """The metric it reads, or the metrics its queries read."""
+        names = [q["MetricStat"]["Metric"].get("MetricName") for q in self.metrics
+                 if "MetricStat" in q]  # fmt: skip
+        return " and ".join(str(n) for n in names) if names else self.metric_name
 
 
 class Variant(_Frozen):
@@ -230,6 +255,7 @@ def _alarm(raw: dict[str, Any]) -> Alarm:
         evaluation_periods=raw.get("EvaluationPeriods"),
         datapoints_to_alarm=raw.get("DatapointsToAlarm"),
         comparison=raw.get("ComparisonOperator"),
+        metrics=tuple(raw.get("Metrics") or ()),
         actions=tuple(
             raw.get("AlarmActions", [])
             + raw.get("OKActions", [])

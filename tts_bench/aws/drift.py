@@ -205,7 +205,7 @@ def _alarms(snapshot: DeployedSnapshot, variant: str, grace_s: float) -> list[Dr
                     resource=f"alarm {alarm.name} of policy {policy.name}",
                     message=(
                         f"alarm in INSUFFICIENT_DATA{since}: nothing publishes "
-                        f"{alarm.metric_name or 'its metric'}, so the policy never acts; check "
+                        f"{alarm.reads or 'its metric'}, so the policy never acts; check "
                         "its metric's name, namespace and dimensions against what is published"
                         if stuck
                         else f"alarm in INSUFFICIENT_DATA{since}, younger than the "

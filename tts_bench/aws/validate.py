@@ -38,6 +38,7 @@ from tts_bench.deployment import (
     step_alarm_name,
 )
 from tts_bench.errors import RefusalError
+from tts_bench.planning.aws import metric_math
 from tts_bench.planning.aws.scheduled import DAY, ScheduledAction, held_at
 from tts_bench.planning.deploy import deploy_shape_of, scheduled_actions_of
 from tts_bench.telemetry import ENV_MAX_QUEUE_DEPTH
@@ -48,7 +49,7 @@ Planned = Number | str
 
 class Setting(StrEnum):
     """The deployed settings a plan decides, in the order they are reported (those a plan's
-    deploy shape has: a published plan has no burst, a fleet plan no scale-in step)."""
+    deploy shape has: a published plan has no burst and no scale-in expression)."""
 
     # What the plan was measured on (its fingerprint): an image's digest, or a vendor's model
     # package (its versioned ARN), which runs only network-isolated.
@@ -69,6 +70,9 @@ class Setting(StrEnum):
     TARGET_METRIC = "target metric"
     TARGET_DATAPOINTS = "target datapoints"
     SCALE_IN_DATAPOINTS = "scale-in datapoints"
+    # The fleet-aware alarm's metric math (`planning.aws.metric_math`): min fleet, small-fleet
+    # ratio and threshold are in its text; "none" for a plan whose alarm reads one metric.
+    SCALE_IN_EXPRESSION = "scale-in expression"
     SCALE_IN_STEP = "scale-in step"
     BURST_THRESHOLD = "burst threshold"
     BURST_STATISTIC = "burst statistic"
@@ -88,6 +92,7 @@ ISOLATED, NOT_ISOLATED = "enabled", "disabled"
 
 
 NO_SCHEDULE = "none"
+NO_EXPRESSION = "none"
 
 
 class Outcome(StrEnum):
@@ -177,14 +182,22 @@ def _spec_values(spec: TargetTrackingSpec | StepSpec) -> dict[Setting, Planned]:
         return values
     steps = [(s.lower, s.upper, s.adjustment) for s in spec.steps]
     if spec.role == "scale-in":
-        return _alarm_values(spec.alarm, *_SCALE_IN_ALARM) | {
+        values = _alarm_values(spec.alarm, *_SCALE_IN_ALARM) | {
             Setting.SCALE_IN_COOLDOWN: spec.cooldown_s,
             Setting.SCALE_IN_STEP: steps_text(spec.adjustment_type, steps),
         }
+        if (math := _fleet_math(spec.alarm)) is not None:
+            values[Setting.SCALE_IN_EXPRESSION] = metric_math.expression(math, spec.alarm.threshold)
+        return values
     return _alarm_values(spec.alarm, *_BURST_ALARM) | {
         Setting.BURST_COOLDOWN: spec.cooldown_s,
         Setting.BURST_STEP: steps_text(spec.adjustment_type, steps, spec.min_adjustment_magnitude),
     }
+
+
+def _fleet_math(alarm: AlarmSpec) -> metric_math.FleetMath | None:
+    math = alarm.after_one_less
+    return None if math is None else metric_math.FleetMath(math.min_fleet, math.small_fleet_ratio)
 
 
 _SCALE_IN_ALARM = (
@@ -260,12 +273,46 @@ def _alarm_reads(
 ) -> dict[Setting, Read]:
     where = f"alarm {alarm.name if alarm else fallback}"
     threshold, statistic, period, datapoints = settings
+    stat, seconds = (alarm.statistic, alarm.period_s) if alarm else (None, None)
+    if alarm is not None and alarm.metrics:
+        # Metric math: its queries read Sum over their period, when they are metric_math's.
+        parsed = alarm.after_one_less
+        stat, seconds = ("Sum", parsed[1]) if parsed else ("metric math", None)
     return {
         threshold: (alarm.threshold if alarm else None, where),
-        statistic: (alarm.statistic if alarm else None, where),
-        period: (alarm.period_s if alarm else None, where),
+        statistic: (stat, where),
+        period: (seconds, where),
         datapoints: (alarm.datapoints if alarm else None, where),
     }
+
+
+def _expression_read(
+    alarm: Alarm | None, spec: AlarmSpec, endpoint: str, variant: str
+) -> Read | None:
+    """The scale-in alarm's metric math as deployed: its returned expression when its queries
+    are the ones `metric_math.queries` writes for the plan's (else with what differs named);
+    a plain alarm's metric where the plan has metric math; no row where neither has it."""
+    math = _fleet_math(spec)
+    if alarm is None:
+        return (None, "alarm (none)") if math else None
+    where = f"alarm {alarm.name}"
+    if not alarm.metrics:
+        return (f"{alarm.metric_name} alone", where) if math else None
+    text = alarm.returned_expression or "(no one returned expression)"
+    wanted = (
+        metric_math.queries(math, spec.threshold, endpoint, variant, spec.period_s) if math else []
+    )
+    if math and metric_math.same(alarm.metrics, wanted):
+        return text, where
+    parsed = alarm.after_one_less
+    if parsed is None:
+        return f"{text} (queries not metric_math's)", where
+    return f"{text} ({parsed[1]} s, on {_dimensions(alarm)})", where
+
+
+def _dimensions(alarm: Alarm) -> str:
+    stat = next((q["MetricStat"] for q in alarm.metrics if "MetricStat" in q), {})
+    return "/".join(str(d.get("Value")) for d in stat.get("Metric", {}).get("Dimensions", []))
 
 
 def _tracking_reads(
@@ -316,10 +363,14 @@ def _step_reads(snapshot: DeployedSnapshot, spec: StepSpec, variant: str) -> dic
         else None
     )
     if not burst:
-        return _alarm_reads(alarm, alarm_name, _SCALE_IN_ALARM) | {
+        reads = _alarm_reads(alarm, alarm_name, _SCALE_IN_ALARM) | {
             Setting.SCALE_IN_COOLDOWN: (policy.step_cooldown_s if policy else None, where),
             Setting.SCALE_IN_STEP: (steps, where),
         }
+        expression = _expression_read(alarm, spec.alarm, snapshot.endpoint, variant)
+        if expression is not None:
+            reads[Setting.SCALE_IN_EXPRESSION] = expression
+        return reads
     return _alarm_reads(alarm, alarm_name, _BURST_ALARM) | {
         Setting.BURST_COOLDOWN: (policy.step_cooldown_s if policy else None, where),
         Setting.BURST_STEP: (steps, where),
@@ -421,6 +472,10 @@ def compare_to_plan(
     planned = _with_schedule(
         planned_values(plan, bounds), deployed, snapshot, plan, bounds, variant
     )
+    if Setting.SCALE_IN_EXPRESSION in deployed and Setting.SCALE_IN_EXPRESSION not in planned:
+        # A metric-math alarm where the plan's reads one metric differs from its "none".
+        planned[Setting.SCALE_IN_EXPRESSION] = NO_EXPRESSION
+        planned = {s: planned[s] for s in Setting if s in planned}
     rows = []
     for setting in (s for s in planned if s in settings):
         value, where = deployed[setting]

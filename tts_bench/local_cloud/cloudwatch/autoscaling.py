@@ -7,6 +7,10 @@ cloud's own metric history, sets the alarms' states in moto, and hands the readi
 which decides; a new desired count goes through `UpdateEndpointWeightsAndCapacities`, as
 Application Auto Scaling sends it. The target-tracking policy's alarms are created in moto as
 AWS creates them (`aws_scaling.tracking_alarms`, named `TargetTracking-<resource>-AlarmHigh-…`).
+A step alarm on metric math is read back with `metric_math.parse` and computed per period from
+the windows' Invocations and InvocationsPerInstance, as the simulator computes it; one whose
+queries `parse` does not recognise (the emulation computes no other expression) is named and
+left out.
 Tests may scale cooldowns and alarm periods (`time_scale`), never below the 10 s metric period.
 Each alarm state change and each capacity asked for is recorded, on the cloud's clock, in the
 `ScalingHistory` that answers DescribeAlarmHistory and DescribeScalingActivities, at the instant
@@ -41,6 +45,7 @@ from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource
 from tts_bench.local_cloud.cloudwatch.metrics import VariantMetrics
 from tts_bench.local_cloud.cloudwatch.scaling_history import ScalingHistory
 from tts_bench.local_cloud.modelled_time import modelled_at
+from tts_bench.planning.aws import metric_math
 from tts_bench.planning.aws import scaling as aws_scaling
 from tts_bench.planning.aws.scheduled import (
     ScheduledAction,
@@ -212,19 +217,29 @@ class Autoscaler:
             )
             for s in c["StepAdjustments"]
         )
-        return [
-            aws_scaling.StepRule(
-                policy["PolicyName"],
-                c["AdjustmentType"],
-                steps,
-                float(c.get("Cooldown", DEFAULT_COOLDOWN_S)) * self._scale,
-                self._scaled(_alarm_rule(alarm)),
-                c.get("MinAdjustmentMagnitude"),
-                c.get("MetricAggregationType") or "Average",
+        rules = []
+        for alarm in alarms:
+            if policy["PolicyARN"] not in alarm.get("AlarmActions", []):
+                continue
+            rule = _alarm_rule(alarm)
+            if rule is None:
+                self._say(
+                    f"autoscaling: alarm {alarm['AlarmName']} left out: its metric queries are "
+                    "not the fleet-aware expression the emulation computes"
+                )
+                continue
+            rules.append(
+                aws_scaling.StepRule(
+                    policy["PolicyName"],
+                    c["AdjustmentType"],
+                    steps,
+                    float(c.get("Cooldown", DEFAULT_COOLDOWN_S)) * self._scale,
+                    self._scaled(rule),
+                    c.get("MinAdjustmentMagnitude"),
+                    c.get("MetricAggregationType") or "Average",
+                )
             )
-            for alarm in alarms
-            if policy["PolicyARN"] in alarm.get("AlarmActions", [])
-        ]
+        return rules
 
     # ------------------------------------------------------------------ evaluating
 
@@ -293,6 +308,7 @@ class Autoscaler:
         """Each alarm whose period closes at `end_s`, read over the metric history; the states
         are set in moto as CloudWatch would."""
         windows = self._metrics.windows()
+        invocations = [aws_scaling.Datapoint(w.start_s, w.invocations) for w in windows]
         history = {
             CONCURRENT_REQUESTS_PER_MODEL: [
                 aws_scaling.Datapoint(w.start_s, w.concurrency_max) for w in windows
@@ -304,7 +320,7 @@ class Autoscaler:
         readings = {}
         for alarm in engine.alarms:
             if alarm.metric in history and aws_scaling.due(alarm, end_s):
-                reading = aws_scaling.read_alarm(alarm, history[alarm.metric], end_s)
+                reading = aws_scaling.read_alarm(alarm, history[alarm.metric], end_s, invocations)
                 if self._states.get(alarm.name) != reading.state:
                     self.transitions.append((end_s, alarm.name, reading.state.value))
                 self._publish_state(alarm.name, reading, end_s + self._delay_s)
@@ -381,7 +397,26 @@ class Autoscaler:
         return 1, status, 0
 
 
-def _alarm_rule(alarm: dict[str, Any]) -> aws_scaling.AlarmRule:
+def _alarm_rule(alarm: dict[str, Any]) -> aws_scaling.AlarmRule | None:
+    """The alarm as the engine evaluates it; None for metric queries `metric_math` does not
+    write (the emulation computes that expression only)."""
+    if alarm.get("Metrics"):
+        parsed = metric_math.parse(alarm["Metrics"])
+        if parsed is None:
+            return None
+        math, period = parsed
+        return aws_scaling.AlarmRule(
+            alarm["AlarmName"],
+            SAGEMAKER_INVOCATIONS_PER_INSTANCE,
+            "Sum",
+            period,
+            int(alarm["EvaluationPeriods"]),
+            int(alarm.get("DatapointsToAlarm") or alarm["EvaluationPeriods"]),
+            float(alarm["Threshold"]),
+            alarm["ComparisonOperator"],
+            alarm.get("TreatMissingData", "missing"),
+            after_one_less=math,
+        )
     return aws_scaling.AlarmRule(
         alarm["AlarmName"],
         alarm.get("MetricName", ""),

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from tts_bench.deployment import DEFAULT_VARIANT, local_package_arn
+from tts_bench.deployment import DEFAULT_VARIANT, local_package_arn, metric_queries_from_pulumi
 from tts_bench.infra.preview import record
 from tts_bench.infra.preview_recorder import RecordedResource, Recording
 from tts_bench.infra.stack_config import MODEL_PACKAGE_KEY, project_name, stack_file, stack_values
@@ -389,10 +389,6 @@ def _scheduled_action(p: dict[str, Any]) -> dict[str, Any]:
 def _alarm(p: dict[str, Any]) -> dict[str, Any]:
     request: dict[str, Any] = {
         "AlarmName": p["name"],
-        "Namespace": p["namespace"],
-        "MetricName": p["metricName"],
-        "Dimensions": [{"Name": k, "Value": v} for k, v in sorted(p["dimensions"].items())],
-        "Period": int(p["period"]),
         "EvaluationPeriods": int(p["evaluationPeriods"]),
         "Threshold": float(p["threshold"]),
         "ComparisonOperator": p["comparisonOperator"],
@@ -405,6 +401,19 @@ def _alarm(p: dict[str, Any]) -> dict[str, Any]:
         "alarmDescription": "AlarmDescription",
     }
     request.update({api: p[key] for key, api in optional.items() if key in p})
+    if p.get("metricQueries"):  # a metric-math alarm: its queries name the metrics it reads
+        metrics = metric_queries_from_pulumi(p["metricQueries"])
+        for query in metrics:
+            if "MetricStat" in query:
+                query["MetricStat"]["Period"] = int(query["MetricStat"]["Period"])
+        request["Metrics"] = metrics
+    else:
+        request |= {
+            "Namespace": p["namespace"],
+            "MetricName": p["metricName"],
+            "Dimensions": [{"Name": k, "Value": v} for k, v in sorted(p["dimensions"].items())],
+            "Period": int(p["period"]),
+        }
     if "datapointsToAlarm" in p:
         request["DatapointsToAlarm"] = int(p["datapointsToAlarm"])
     return request

@@ -144,6 +144,11 @@ def parse(metrics: Sequence[Mapping[str, Any]]) -> tuple[FleetMath, int] | None:
     return math, period
 
 
+def same(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether two `Metrics` lists are the same queries (what `_canonical` keeps)."""
+    return _canonical(a) == _canonical(b)
+
+
 def _canonical(metrics: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """What identifies a query: labels, account ids and key order left out."""
     rows = []
