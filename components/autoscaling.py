@@ -75,7 +75,7 @@ def _metric_queries(
 ) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
     """The fleet-aware alarm's queries as `metric_math.queries` writes them, in the provider's
     types: the expression is built in one place only."""
-    fleet = metric_math.FleetMath(math.min_fleet, math.small_fleet_ratio)
+    fleet = metric_math.of(math)
     queries = []
     for q in metric_math.queries(fleet, spec.threshold, endpoint, variant, spec.period_s):
         stat = q.get("MetricStat")
@@ -243,8 +243,8 @@ class EndpointAutoscaling(pulumi.ComponentResource):
         else:
             reads = (
                 f"{alarm.metric} with one instance fewer, from Invocations / "
-                f"{alarm.metric} ({alarm.statistic}, {alarm.period_s} s; under "
-                f"{math.min_fleet} instances ÷ {math.small_fleet_ratio:g})"
+                f"{alarm.metric} ({alarm.statistic}, {alarm.period_s} s; from "
+                f"{math.min_fleet} instances)"
             )
             what = {"metric_queries": _metric_queries(alarm, math, endpoint, variant)}
         metric_alarm = aws.cloudwatch.MetricAlarm(

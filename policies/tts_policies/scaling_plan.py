@@ -347,7 +347,7 @@ def _tracking_problems(
         problems.append(
             "target tracking must not scale in (the step policy does)"
             if spec.disable_scale_in
-            else "target tracking must scale in (the plan's scale-in is its own)"
+            else "target tracking must scale in (the plan's own scale-in is part of it)"
         )
     metric = read(cfg, "predefinedMetricSpecification", "predefinedMetricType", default=None)
     if metric != spec.predefined_metric:
@@ -462,7 +462,7 @@ def _math_problems(
     words: str, spec: AlarmSpec, plan_math: AfterOneLess, props: Any, deployed: Deployed
 ) -> list[str]:
     """The fleet-aware alarm: exactly the queries `metric_math` writes for the plan's numbers."""
-    math = metric_math.FleetMath(plan_math.min_fleet, plan_math.small_fleet_ratio)
+    math = metric_math.of(plan_math)
     wanted = metric_math.queries(
         math, spec.threshold, deployed.endpoint, deployed.variant, spec.period_s
     )

@@ -54,9 +54,7 @@ def fleet_queries(
     """An `after_one_less` alarm's `Metrics` as the stack deploys them (`math`: other
     parameters, for a hand-edited alarm)."""
     assert spec.after_one_less is not None
-    plan_math = metric_math.FleetMath(
-        spec.after_one_less.min_fleet, spec.after_one_less.small_fleet_ratio
-    )
+    plan_math = metric_math.of(spec.after_one_less)
     return metric_math.queries(
         math or plan_math, spec.threshold, endpoint, DEFAULT_VARIANT, spec.period_s
     )

@@ -66,8 +66,10 @@ def test_target_tracking_on_invocations_creates_awss_alarms_and_sizes_proportion
     assert (high["MetricName"], high["Statistic"], high["Period"], high["EvaluationPeriods"]) == (
         "InvocationsPerInstance", "Sum", 60, 3,
     )  # fmt: skip
-    # Its scale-in is disabled: AWS makes no low alarm; the scale-in step has its own.
-    assert not any("-AlarmLow-" in n for n in alarms)
+    # Its scale-in stays (small fleets): AWS makes its low alarm, 15 minutes below 90 %.
+    low = next(a for n, a in alarms.items() if "-AlarmLow-" in n)
+    assert (low["EvaluationPeriods"], low["Period"]) == (15, 60)
+    assert low["Threshold"] == pytest.approx(0.9 * target)
     assert windows.desired() == 2
     # 1.5 × the target: three one-minute datapoints over it, published a minute late.
     windows.run(180, 1.5 * target, 1.0)
@@ -89,8 +91,9 @@ def test_the_scale_in_step_reads_the_load_with_one_instance_fewer(windows: Windo
     """At 85 % of the target per instance, a fleet of 20 (the plan's min fleet) would serve
     20/19 of that, 89.5 %, with one instance fewer: three one-minute datapoints below the target,
     published a minute late, and the step removes 11 % of 20 (rounded down: 2). A fleet of 10
-    would serve 94.4 %, below the target too, but under the min fleet that is divided by 0.9
-    (104.9 %): it keeps its instances."""
+    would serve 94.4 %, below the target too, but under the min fleet the expression reads the
+    threshold itself: it keeps its instances (target tracking's own scale-in waits 15 minutes
+    below 90 %)."""
     target = load_artifact(FLEET_PLAN, PlanArtifact).scaling_target_value
     _fleet_of(windows, 20)
     windows.run(180, 0.85 * target, 0.3)

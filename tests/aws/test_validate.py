@@ -274,9 +274,7 @@ def test_the_fleet_plans_scale_in_settings_read_from_its_metric_queries(aws: Emu
         Setting.SCALE_IN_STATISTIC: "Sum",
         Setting.SCALE_IN_PERIOD: 60,
         Setting.SCALE_IN_DATAPOINTS: 3,
-        Setting.SCALE_IN_EXPRESSION: (
-            "IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), 826.54426446)"
-        ),
+        Setting.SCALE_IN_EXPRESSION: "IF(n >= 20, m1 / (n - 1), 826.54426446)",
         Setting.SCALE_IN_STEP: rows[Setting.SCALE_IN_STEP].planned,
     }
     assert rows[Setting.SCALE_IN_EXPRESSION].where == (
@@ -289,18 +287,18 @@ def test_the_fleet_plans_scale_in_settings_read_from_its_metric_queries(aws: Emu
     [
         # Another min fleet: the expression differs, all else matches.
         (
-            (10, 0.9), 60,
-            {Setting.SCALE_IN_EXPRESSION: "IF(n > 1.5, m1 / (n - 1) / IF(n >= 10, 1, 0.9), "
-             f"826.54426446) (60 s, on {ENDPOINT}/AllTraffic)"},
+            10, 60,
+            {Setting.SCALE_IN_EXPRESSION: "IF(n >= 10, m1 / (n - 1), 826.54426446) "
+             f"(60 s, on {ENDPOINT}/AllTraffic)"},
         ),
-        ((20, 0.8), 60, {Setting.SCALE_IN_EXPRESSION: None}),
+        (2, 60, {Setting.SCALE_IN_EXPRESSION: None}),
         # Another period: its datapoints are other numbers, and its queries not the plan's.
-        ((20, 0.9), 300, {Setting.SCALE_IN_PERIOD: 300, Setting.SCALE_IN_EXPRESSION: None}),
+        (20, 300, {Setting.SCALE_IN_PERIOD: 300, Setting.SCALE_IN_EXPRESSION: None}),
     ],
 )  # fmt: skip
 def test_a_deployed_scale_in_expression_other_than_the_plans_is_reported(
     aws: EmulatedAws,
-    math: tuple[int, float],
+    math: int,
     period_s: int,
     expected: dict[Setting, Any],
     capsys: pytest.CaptureFixture[str],
@@ -310,7 +308,7 @@ def test_a_deployed_scale_in_expression_other_than_the_plans_is_reported(
 
     plan = load_artifact(FLEET_PLAN, PlanArtifact)
     spec = plan.deploy.policies[1].alarm  # type: ignore[union-attr]
-    queries = fleet_queries(spec.model_copy(update={"period_s": period_s}), math=FleetMath(*math))
+    queries = fleet_queries(spec.model_copy(update={"period_s": period_s}), math=FleetMath(math))
     aws.deploy_shape(plan, edit={"scale-in.alarm": {"Metrics": queries}})
     rows = _fleet_rows(aws, plan)
     differ = {s: r for s, r in rows.items() if not r.ok}

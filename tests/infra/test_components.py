@@ -147,8 +147,9 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
             tags, tracking, scale_in, burst, alarm = values
             assert tags["tts-bench:plan-rule"] == "fleet"
             assert tracking["target_value"] == tracking_spec.target_value
-            assert tracking["disable_scale_in"] is True
-            assert tracking.get("scale_in_cooldown") is tracking_spec.scale_in_cooldown_s is None
+            # Target tracking keeps its own scale-in (small fleets), with the plan's cooldown.
+            assert tracking["disable_scale_in"] is False
+            assert tracking["scale_in_cooldown"] == tracking_spec.scale_in_cooldown_s == 240
             assert scale_in["adjustment_type"] == "PercentChangeInCapacity"
             assert scale_in["cooldown"] == scale_in_spec.cooldown_s
             assert [
@@ -329,7 +330,7 @@ def test_the_fleet_plans_scale_in_alarm_is_its_metric_math(reference_plan_path) 
         "EndpointName": "speech", "VariantName": "AllTraffic",
     }  # fmt: skip
     spec = plan.deploy.policies[1].alarm  # type: ignore[union-attr]
-    math = metric_math.FleetMath(20, 0.9)
+    math = metric_math.FleetMath(20)
     assert queries[3]["expression"] == metric_math.expression(math, spec.threshold)
     assert metric_math.parse(metric_queries_from_pulumi(queries)) == (math, 60)
     assert not {"metricName", "namespace", "statistic", "period", "dimensions"} & set(scale_in)

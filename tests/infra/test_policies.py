@@ -355,7 +355,8 @@ def _fleet(props: dict[str, dict[str, Any]]) -> None:
         "targetTrackingScalingPolicyConfiguration": {
             "targetValue": tracking.target_value,
             "scaleOutCooldown": float(tracking.scale_out_cooldown_s),
-            "disableScaleIn": True,
+            "scaleInCooldown": float(tracking.scale_in_cooldown_s or 0),
+            "disableScaleIn": False,
             "predefinedMetricSpecification": {"predefinedMetricType": tracking.predefined_metric},
         },
     }
@@ -414,9 +415,7 @@ def _fleet(props: dict[str, dict[str, Any]]) -> None:
         },
     }
     alarm = scale_in.alarm
-    math = metric_math.FleetMath(
-        alarm.after_one_less.min_fleet, alarm.after_one_less.small_fleet_ratio
-    )
+    math = metric_math.of(alarm.after_one_less)
     queries = metric_math.queries(math, alarm.threshold, "speech", "AllTraffic", alarm.period_s)
     props["scale_in_alarm"] = {
         "name": "speech-AllTraffic-low-concurrency",
@@ -471,12 +470,12 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
             "target tracking metric SageMakerVariantConcurrentRequestsPerModelHighResolution",
         ),
         (
-            _set("tracking.targetTrackingScalingPolicyConfiguration.disableScaleIn", False),
-            "target tracking must not scale in (the step policy does)",
+            _set("tracking.targetTrackingScalingPolicyConfiguration.disableScaleIn", True),
+            "target tracking must scale in (the plan's own scale-in is part of it)",
         ),
         (
             _set("tracking.targetTrackingScalingPolicyConfiguration.scaleInCooldown", 60.0),
-            "target tracking's scale-in cooldown 60.0 != the plan's None",
+            "target tracking's scale-in cooldown 60.0 != the plan's 240",
         ),
         (_set("scale_in.name", "speech-AllTraffic-other"), "no step scale-in policy"),
         (
@@ -491,29 +490,24 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
             _set("scale_in_alarm.threshold", 700.0),
             "scale-in alarm threshold 700.0 != the plan's 826.54426446",
         ),
-        # The expression hand-edited: another min fleet, another small-fleet ratio, another
-        # threshold inside it (the value a fleet of one reads), another period, another variant.
+        # The expression hand-edited: another min fleet, another threshold inside it (what a
+        # small fleet reads), another period, another variant.
         (
             _edit_query(3, "expression", "n >= 20", "n >= 10"),
-            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 10, 1, 0.9), "
-            "826.54426446), 60 s, on speech/AllTraffic) != the plan's (IF(n > 1.5, m1 / (n - 1) "
-            "/ IF(n >= 20, 1, 0.9), 826.54426446), 60 s, on speech/AllTraffic)",
-        ),
-        (
-            _edit_query(3, "expression", "1, 0.9)", "1, 0.8)"),
-            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.8)",
+            "scale-in alarm's metric queries (IF(n >= 10, m1 / (n - 1), 826.54426446), 60 s, on "
+            "speech/AllTraffic) != the plan's (IF(n >= 20, m1 / (n - 1), 826.54426446), 60 s, on "
+            "speech/AllTraffic)",
         ),
         (
             _edit_query(3, "expression", "826.54426446)", "1000.0)"),
-            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), "
-            "1000.0)",
+            "scale-in alarm's metric queries (IF(n >= 20, m1 / (n - 1), 1000.0)",
         ),
         (
             _then(
                 *(_set(f"scale_in_alarm.metricQueries.{i}.metric.period", 300.0) for i in (0, 1))
             ),
-            "scale-in alarm's metric queries (IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), "
-            "826.54426446), 300 s, on speech/AllTraffic) != the plan's",
+            "scale-in alarm's metric queries (IF(n >= 20, m1 / (n - 1), 826.54426446), 300 s, on "
+            "speech/AllTraffic) != the plan's",
         ),
         (
             _then(
@@ -527,7 +521,7 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
         (
             _edit_query(3, "expression", "m1 / (n - 1)", "m2 / (n - 1)"),
             "scale-in alarm's metric queries are not the fleet-aware expression (returned "
-            "'IF(n > 1.5, m2 / (n - 1)",
+            "'IF(n >= 20, m2 / (n - 1)",
         ),
         (
             _set("scale_in_alarm.metricQueries.1.metric.stat", "Average"),
@@ -546,7 +540,7 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
                 _set("scale_in_alarm.period", 60.0),
             ),
             "scale-in alarm reads InvocationsPerInstance alone, the plan's is the metric-math "
-            "expression IF(n > 1.5, m1 / (n - 1) / IF(n >= 20, 1, 0.9), 826.54426446)",
+            "expression IF(n >= 20, m1 / (n - 1), 826.54426446)",
         ),
         (
             _set("scale_in_alarm.metricQueries.3.expression", UNKNOWN_STRING_VALUE),

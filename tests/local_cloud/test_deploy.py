@@ -99,7 +99,8 @@ def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: 
     assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == (
         INVOCATIONS_TRACKING_METRIC
     )
-    assert tracking["DisableScaleIn"] is True and "ScaleInCooldown" not in tracking
+    # Target tracking keeps its own scale-in (for small fleets), with the plan's cooldown.
+    assert tracking["DisableScaleIn"] is False and tracking["ScaleInCooldown"] == 240
     burst = policies[policy_name(ENDPOINT, "AllTraffic", "burst")]["StepScalingPolicyConfiguration"]
     assert burst["AdjustmentType"] == "PercentChangeInCapacity"
     assert burst["MinAdjustmentMagnitude"] == 3
@@ -117,7 +118,7 @@ def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: 
         scale_in_alarm
     )
     parsed = metric_math.parse(scale_in_alarm["Metrics"])
-    assert parsed == (metric_math.FleetMath(20, 0.9), 60)
+    assert parsed == (metric_math.FleetMath(20), 60)
     assert metric_math.same(
         scale_in_alarm["Metrics"],
         metric_math.queries(
@@ -209,7 +210,7 @@ def test_apply_creates_it_in_moto_and_hands_capacity_changes_over(
     # The scale-in alarm reaches moto as metric math, and reads back as what `queries` writes.
     (math_alarm,) = [a for a in alarms if a["AlarmName"] == scale_in_alarm_name(ENDPOINT)]
     assert math_alarm["AlarmActions"] == [arns[scale_in_policy_name(ENDPOINT)]]
-    assert metric_math.parse(math_alarm["Metrics"]) == (metric_math.FleetMath(20, 0.9), 60)
+    assert metric_math.parse(math_alarm["Metrics"]) == (metric_math.FleetMath(20), 60)
 
     sm.update_endpoint_weights_and_capacities(
         EndpointName=ENDPOINT,

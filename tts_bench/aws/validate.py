@@ -197,7 +197,7 @@ def _spec_values(spec: TargetTrackingSpec | StepSpec) -> dict[Setting, Planned]:
 
 def _fleet_math(alarm: AlarmSpec) -> metric_math.FleetMath | None:
     math = alarm.after_one_less
-    return None if math is None else metric_math.FleetMath(math.min_fleet, math.small_fleet_ratio)
+    return None if math is None else metric_math.of(math)
 
 
 _SCALE_IN_ALARM = (

@@ -51,7 +51,7 @@ def alarm_rule(name: str, spec: AlarmSpec) -> aws_scaling.AlarmRule:
     return aws_scaling.AlarmRule(
         name, spec.metric, spec.statistic, spec.period_s, spec.evaluation_periods,
         spec.datapoints_to_alarm, spec.threshold, spec.comparison, spec.treat_missing_data,
-        after_one_less=None if math is None else metric_math.FleetMath(math.min_fleet),
+        after_one_less=None if math is None else metric_math.of(math),
     )  # fmt: skip
 
 

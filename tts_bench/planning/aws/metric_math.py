@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tts_bench.artifacts.alarm import AfterOneLess
 from tts_bench.telemetry import (
     SAGEMAKER_INVOCATIONS,
     SAGEMAKER_INVOCATIONS_PER_INSTANCE,
@@ -49,6 +50,11 @@ class FleetMath:
     """The expression's parameter (the plan's `AfterOneLess`)."""
 
     min_fleet: int
+
+
+def of(spec: AfterOneLess) -> FleetMath:
+    """The plan's `AfterOneLess` as the expression's parameters."""
+    return FleetMath(spec.min_fleet)
 
 
 def value(
