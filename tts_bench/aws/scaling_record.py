@@ -22,8 +22,9 @@ from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.live_scaling import DeployedAlarm
 from tts_bench.aws.session import AwsSession
 from tts_bench.deployment import SCALABLE_DIMENSION, SERVICE_NAMESPACE, resource_id
+from tts_bench.planning.aws import metric_math
 from tts_bench.planning.aws import scaling as aws_scaling
-from tts_bench.telemetry import SAGEMAKER_NAMESPACE
+from tts_bench.telemetry import SAGEMAKER_INVOCATIONS, SAGEMAKER_NAMESPACE
 
 POLL_SERVICE_S = 2.0  # of the service's clock between two reads of the endpoint
 MIN_POLL_WALL_S = 0.05
@@ -119,21 +120,23 @@ def _stamp(seconds: float) -> datetime:
 
 
 def _metric_query(
-    index: int, rule: aws_scaling.AlarmRule, endpoint: str, variant: str
+    index: int, rule: aws_scaling.AlarmRule, endpoint: str, variant: str, metric: str = ""
 ) -> dict[str, Any]:
+    """`metric` (default the rule's own): Invocations beside a metric-math alarm's metric,
+    under the id `i<index>`, summed over its period."""
     return {
-        "Id": f"m{index}",
+        "Id": f"{'i' if metric else 'm'}{index}",
         "MetricStat": {
             "Metric": {
                 "Namespace": SAGEMAKER_NAMESPACE,
-                "MetricName": rule.metric,
+                "MetricName": metric or rule.metric,
                 "Dimensions": [
                     {"Name": "EndpointName", "Value": endpoint},
                     {"Name": "VariantName", "Value": variant},
                 ],
             },
             "Period": rule.period_s,
-            "Stat": rule.statistic,
+            "Stat": "Sum" if metric else rule.statistic,
         },
         "ReturnData": True,
     }
@@ -160,11 +163,17 @@ def read_datapoints(
 ) -> dict[str, list[aws_scaling.Datapoint]]:
     """Each deployed alarm's metric over [start_s, end_s] of the service's clock, at the alarm's
     statistic and period: the datapoints it evaluated, as CloudWatch gives them back, each at
-    its period's start less `origin_s` (default `start_s`)."""
+    its period's start less `origin_s` (default `start_s`). A metric-math alarm's are its
+    expression's, computed from its metric and the variant's Invocations (`metric_math`)."""
     origin = start_s if origin_s is None else origin_s
     endpoint, variant = watched.endpoint, watched.variant
     rules = [a.rule for a in watched.alarms]
     queries = [_metric_query(i, r, endpoint, variant) for i, r in enumerate(rules)]
+    queries += [
+        _metric_query(i, r, endpoint, variant, SAGEMAKER_INVOCATIONS)
+        for i, r in enumerate(rules)
+        if r.after_one_less is not None
+    ]
     # CloudWatch (and moto) put each period's datapoint on the grid StartTime begins: start on
     # the longest period's boundary, so every period lies as its alarm evaluates it.
     grid = max((r.period_s for r in rules), default=60)
@@ -181,15 +190,30 @@ def read_datapoints(
         MaxDatapoints=MAX_DATAPOINTS,
     )
     found: dict[str, list[aws_scaling.Datapoint]] = {r.name: [] for r in rules}
+    counts: dict[str, dict[float, float]] = {r.name: {} for r in rules}
     for result in results:
         rule = rules[int(str(result["Id"])[1:])]
         points = [
             aws_scaling.Datapoint(stamp.timestamp() - origin, float(value))
             for stamp, value in zip(result["Timestamps"], result["Values"], strict=True)
         ]
-        found[rule.name] += points
-    for points in found.values():
-        points.sort(key=lambda p: p.start_s)
+        if str(result["Id"]).startswith("i"):
+            counts[rule.name] |= {p.start_s: p.value for p in points}
+        else:
+            found[rule.name] += points
+    for rule in rules:
+        points = sorted(found[rule.name], key=lambda p: p.start_s)
+        if rule.after_one_less is not None:
+            values = metric_math.datapoints(
+                [counts[rule.name].get(p.start_s) for p in points],
+                [p.value for p in points], rule.after_one_less, rule.threshold,
+            )  # fmt: skip
+            points = [
+                aws_scaling.Datapoint(p.start_s, v)
+                for p, v in zip(points, values, strict=True)
+                if v is not None
+            ]
+        found[rule.name] = points
     return found
 
 

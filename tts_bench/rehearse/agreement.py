@@ -31,7 +31,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -186,6 +186,8 @@ def alarm_episodes(
     episodes: list[tuple[float, float]] = []
     state = aws_scaling.AlarmState.INSUFFICIENT_DATA
     period = rule.period_s
+    # A metric-math alarm's points are read back as its expression's own values.
+    rule = replace(rule, after_one_less=None)
     for k in range(1, int(until_s // period) + 1):
         t = k * period
         reading = aws_scaling.read_alarm(rule, points, t)
