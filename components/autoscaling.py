@@ -3,8 +3,8 @@
 Every construct comes from the plan's deploy shape (`planning.deploy.deploy_shape_of`): the
 published rule's target tracking on the high-resolution concurrency metric (scale-in disabled)
 with a step scale-in on its own alarm, or the fleet rule's target tracking on invocations per
-instance (scale-in disabled), a burst step on the concurrency metric and a scale-in step on a
-metric-math alarm that reads the fleet's size (`planning.aws.metric_math`). A plan made
+instance (its own scale-in for small fleets), a burst step on the concurrency metric and a
+scale-in step on a metric-math alarm that reads the fleet's size (`planning.aws.metric_math`). A plan made
 with `--schedule` adds its scheduled actions (`planning.deploy.scheduled_actions_of`: a cron
 per step, recurring with the plan's day, setting MinCapacity, in the time zone the plan states);
 a plan without one deploys none. Every number comes from the plan.

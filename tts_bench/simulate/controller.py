@@ -2,8 +2,9 @@
 
 Each 10 s window the model hands over what SageMaker would publish for it: the
 ConcurrentRequestsPerModel reading (the window's Maximum of the mean in-flight over InService
-instances, in CloudWatch units through the measured ratio) and the InvocationsPerInstance sum
-(each arrival counted 1/N, N the instances in service when it came, shed or not). Every alarm
+instances, in CloudWatch units through the measured ratio), the InvocationsPerInstance sum
+(each arrival counted 1/N, N the instances in service when it came, shed or not) and the
+Invocations sum (each counted once; a metric-math alarm reads the fleet's size from both). Every alarm
 of the deployed policies is evaluated at the end of each of its periods over those windows, and
 `planning.aws.scaling.ScalingEngine` (the statement of AWS's rules the local cloud applies too)
 decides: proportional target tracking, step policies, cooldowns, min/max.
