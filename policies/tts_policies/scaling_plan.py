@@ -477,7 +477,7 @@ def _math_problems(
     if metric_math.same(metrics, wanted):
         return []
     parsed = metric_math.parse(metrics)
-    returned = next((q.get("Expression") for q in metrics if q.get("ReturnData", True)), None)
+    returned = metric_math.returned_expression(metrics)
     if parsed is None:
         return [
             f"{words} alarm's metric queries are not the fleet-aware expression (returned "
@@ -485,14 +485,9 @@ def _math_problems(
         ]
     return [
         f"{words} alarm's metric queries ({returned}, {parsed[1]} s, on "
-        f"{_dimensions(metrics)}) != the plan's ({planned}, {spec.period_s} s, on "
-        f"{_dimensions(wanted)})"
+        f"{metric_math.dimensions_of(metrics)}) != the plan's ({planned}, {spec.period_s} s, "
+        f"on {metric_math.dimensions_of(wanted)})"
     ]
-
-
-def _dimensions(metrics: Sequence[Any]) -> str:
-    stat = next((q["MetricStat"] for q in metrics if "MetricStat" in q), {})
-    return "/".join(str(d["Value"]) for d in stat.get("Metric", {}).get("Dimensions", []))
 
 
 def _container_problems(plan: PlanArtifact, deployed: Deployed) -> list[str]:

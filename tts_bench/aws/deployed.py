@@ -144,8 +144,7 @@ class Alarm(_Frozen):
     @property
     def returned_expression(self) -> str | None:
         """The expression of the query the alarm evaluates (None for a plain alarm)."""
-        returned = [q for q in self.metrics if q.get("ReturnData", True)]
-        return str(returned[0].get("Expression", "")) if len(returned) == 1 else None
+        return metric_math.returned_expression(self.metrics) if self.metrics else None
 
     @property
     def reads(self) -> str | None:

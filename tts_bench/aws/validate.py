@@ -70,8 +70,8 @@ class Setting(StrEnum):
     TARGET_METRIC = "target metric"
     TARGET_DATAPOINTS = "target datapoints"
     SCALE_IN_DATAPOINTS = "scale-in datapoints"
-    # The fleet-aware alarm's metric math (`planning.aws.metric_math`): min fleet, small-fleet
-    # ratio and threshold are in its text; "none" for a plan whose alarm reads one metric.
+    # The fleet-aware alarm's metric math (`planning.aws.metric_math`): min fleet and
+    # threshold are in its text; "none" for a plan whose alarm reads one metric.
     SCALE_IN_EXPRESSION = "scale-in expression"
     SCALE_IN_STEP = "scale-in step"
     BURST_THRESHOLD = "burst threshold"
@@ -307,12 +307,7 @@ def _expression_read(
     parsed = alarm.after_one_less
     if parsed is None:
         return f"{text} (queries not metric_math's)", where
-    return f"{text} ({parsed[1]} s, on {_dimensions(alarm)})", where
-
-
-def _dimensions(alarm: Alarm) -> str:
-    stat = next((q["MetricStat"] for q in alarm.metrics if "MetricStat" in q), {})
-    return "/".join(str(d.get("Value")) for d in stat.get("Metric", {}).get("Dimensions", []))
+    return f"{text} ({parsed[1]} s, on {metric_math.dimensions_of(alarm.metrics)})", where
 
 
 def _tracking_reads(

@@ -400,33 +400,27 @@ class Autoscaler:
 def _alarm_rule(alarm: dict[str, Any]) -> aws_scaling.AlarmRule | None:
     """The alarm as the engine evaluates it; None for metric queries `metric_math` does not
     write (the emulation computes that expression only)."""
+    math = None
+    metric, statistic = alarm.get("MetricName", ""), alarm.get("Statistic", "Average")
     if alarm.get("Metrics"):
         parsed = metric_math.parse(alarm["Metrics"])
         if parsed is None:
             return None
         math, period = parsed
-        return aws_scaling.AlarmRule(
-            alarm["AlarmName"],
-            SAGEMAKER_INVOCATIONS_PER_INSTANCE,
-            "Sum",
-            period,
-            int(alarm["EvaluationPeriods"]),
-            int(alarm.get("DatapointsToAlarm") or alarm["EvaluationPeriods"]),
-            float(alarm["Threshold"]),
-            alarm["ComparisonOperator"],
-            alarm.get("TreatMissingData", "missing"),
-            after_one_less=math,
-        )
+        metric, statistic = SAGEMAKER_INVOCATIONS_PER_INSTANCE, "Sum"
+    else:
+        period = int(alarm["Period"])
     return aws_scaling.AlarmRule(
         alarm["AlarmName"],
-        alarm.get("MetricName", ""),
-        alarm.get("Statistic", "Average"),
-        int(alarm["Period"]),
+        metric,
+        statistic,
+        period,
         int(alarm["EvaluationPeriods"]),
         int(alarm.get("DatapointsToAlarm") or alarm["EvaluationPeriods"]),
         float(alarm["Threshold"]),
         alarm["ComparisonOperator"],
         alarm.get("TreatMissingData", "missing"),
+        after_one_less=math,
     )
 
 

@@ -126,6 +126,19 @@ def queries(
 _EXPRESSION = re.compile(r"IF\(n >= (?P<min>\d+), m1 / \(n - 1\), (?P<threshold>[0-9.eE+-]+)\)")
 
 
+def returned_expression(metrics: Sequence[Mapping[str, Any]]) -> str | None:
+    """The expression of the one query an alarm evaluates (ReturnData unset counts as true);
+    None unless exactly one is returned."""
+    returned = [q for q in metrics if q.get("ReturnData", True)]
+    return str(returned[0].get("Expression", "")) if len(returned) == 1 else None
+
+
+def dimensions_of(metrics: Sequence[Mapping[str, Any]]) -> str:
+    """The endpoint and variant the queries read, as `endpoint/variant`."""
+    stat = next((q["MetricStat"] for q in metrics if "MetricStat" in q), {})
+    return "/".join(str(d.get("Value")) for d in stat.get("Metric", {}).get("Dimensions", []))
+
+
 def parse(metrics: Sequence[Mapping[str, Any]]) -> tuple[FleetMath, int] | None:
     """A deployed alarm's `Metrics` read back: the parameters and the period, when they are
     exactly what `queries` writes for them (same ids, metrics, statistic and expression);
@@ -133,7 +146,7 @@ def parse(metrics: Sequence[Mapping[str, Any]]) -> tuple[FleetMath, int] | None:
     returned = [q for q in metrics if q.get("ReturnData", True)]
     if len(returned) != 1 or returned[0].get("Id") != RETURNED_ID:
         return None
-    match = _EXPRESSION.fullmatch(str(returned[0].get("Expression", "")))
+    match = _EXPRESSION.fullmatch(returned_expression(metrics) or "")
     stats = [q for q in metrics if "MetricStat" in q]
     if match is None or not stats:
         return None
