@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from tts_bench.artifacts.fingerprint import Fingerprint, Transport
 from tts_bench.artifacts.plan import SourceArtifact
 from tts_bench.artifacts.provenance import Provenance
-from tts_bench.artifacts.qmax import QmaxArtifact, ladder_outcome, q_max_interval_of
+from tts_bench.artifacts.qmax import (
+    QmaxArtifact,
+    QmaxBasis,
+    ladder_outcome,
+    q_max_interval_of,
+    q_max_on_basis,
+)
 from tts_bench.artifacts.rungs import (
     LadderSettings,
     P95Interval,
@@ -79,9 +85,12 @@ def qmax_artifact(
     slo_ms: float = 3000,
     fingerprint: Fingerprint | None = FINGERPRINT,
     confidence: float | None = None,
+    q_max_basis: QmaxBasis | None = None,
 ) -> QmaxArtifact:
-    """With `confidence`, the rungs carry intervals at it (`rung(interval=…)`), and so does Q_max."""
-    q_max, bracketed = ladder_outcome(list(rungs))
+    """With `confidence`, the rungs carry intervals at it (`rung(interval=…)`), and so does Q_max;
+    `q_max_basis` (with a confidence) says which Q_max the artifact's is."""
+    _, bracketed = ladder_outcome(list(rungs))
+    interval = q_max_interval_of(list(rungs), confidence) if confidence else None
     ladder = None
     if confidence is not None:
         levels = [r.concurrency for r in rungs]
@@ -92,7 +101,8 @@ def qmax_artifact(
     return QmaxArtifact(
         fingerprint=fingerprint,
         slo_ms=slo_ms,
-        q_max=q_max,
+        q_max=q_max_on_basis(q_max_basis, list(rungs), interval, None),
+        q_max_basis=q_max_basis,
         bracketed=bracketed,
         uncontended_service_s=(
             UncontendedService(mean=c1.latency_mean_ms / 1000, p95=c1.latency_p95_ms / 1000)
@@ -101,7 +111,7 @@ def qmax_artifact(
         ),
         rungs=list(rungs),
         ladder=ladder,
-        q_max_interval=q_max_interval_of(list(rungs), confidence) if confidence else None,
+        q_max_interval=interval,
         provenance=Provenance.now("simulated", source="tests"),
     )
 

@@ -46,7 +46,7 @@ def _set(key_path: str, value):
         (lambda d: d.pop("q_max"), "q_max", "Field required"),
         (_set("slo_ms", "three seconds"), "slo_ms", "Input should be a valid number"),
         (_set("surprise", 1), "surprise", "Extra inputs are not permitted"),
-        (_set("q_max", 40), "(top level)", "q_max=40, bracketed=True disagree with the rungs"),
+        (_set("q_max", 40), "(top level)", "q_max=40 disagrees with the rungs (which give 50"),
         (_set("rungs.2.concurrency", 1), "rungs", "rung concurrencies must be strictly ascending"),
         (_set("rungs.0.ok", 99999), "rungs.0", "ok 99999 + rejected 0 + errors 0 is not completed"),
         (

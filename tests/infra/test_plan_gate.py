@@ -101,6 +101,30 @@ def test_an_emulated_plan_gates_only_a_local_image(
 
 
 @pytest.mark.parametrize(
+    ("image_is_local", "condition"),
+    [(False, GateCondition.POINT_Q_MAX), (True, GateCondition.ENABLED)],
+)
+def test_a_plan_on_a_point_q_max_gates_only_a_local_image(
+    image_is_local: bool,
+    condition: GateCondition,
+    make_plan: Callable[..., PlanArtifact],
+    plans_dir: Callable[..., Path],
+):
+    point = make_plan()
+    point = point.model_copy(
+        update={"inputs": point.inputs.model_copy(update={"q_max_basis": "point"})}
+    )
+    result = select_plan(plans_dir(point), query(image_is_local=image_is_local))
+    assert result.condition is condition, result.reason
+    if not image_is_local:
+        assert "plan-test-0.json" in result.reason and "--q-max-basis point" in result.reason
+        assert "re-measure with the default --q-max-basis conservative" in result.reason
+    # beside a plan whose basis is not the point one, a real image gets that plan
+    both = select_plan(plans_dir(make_plan(), point, name="both"), query())
+    assert both.enabled and both.plan.inputs.q_max_basis is None, both.reason
+
+
+@pytest.mark.parametrize(
     ("reference", "local"),
     [
         (local_image_reference(REFERENCE_DIGEST), True),

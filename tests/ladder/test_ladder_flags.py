@@ -134,6 +134,7 @@ def web_form(**values: str) -> argparse.Namespace:
         ({"refine": "150"}, "--refine 150.0"),
         ({"transport": "carrier-pigeon"}, "--transport 'carrier-pigeon': one of local-http"),
         ({"out": " "}, "--out is blank"),
+        ({"q_max_basis": "pointy"}, "--q-max-basis 'pointy': give conservative or point"),
     ],
 )
 def test_the_web_forms_text_is_read_as_the_command_line_is(values, expected):

@@ -39,7 +39,11 @@ def test_every_rung_is_measured_from_raw_samples_in_its_window(curve_ladder: Pat
         assert rung.ttfab_p99_ms == pytest.approx(np.percentile(ttfab, 99), rel=1e-12)
         assert rung.latency_p95_ms == pytest.approx(np.percentile(latency, 95), rel=1e-12)
         assert rung.latency_mean_ms == pytest.approx(np.mean(latency), rel=1e-12)
-    assert (artifact.q_max, artifact.bracketed) == (2, False) == ladder_outcome(artifact.rungs)
+    assert (
+        (artifact.coarse_q_max, artifact.bracketed) == (2, False) == ladder_outcome(artifact.rungs)
+    )
+    # the artifact's Q_max is the conservative one, whatever these short windows decided
+    assert artifact.q_max_basis == "conservative" and artifact.q_max == artifact.q_max_interval.low
     # --refine was asked, but nothing failed above Q_max: no probe was held.
     assert artifact.refinement is None and artifact.q_max_resolution is None
     assert {s.rung for s in samples} <= {1, 2, None}

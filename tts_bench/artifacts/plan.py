@@ -18,6 +18,8 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    SerializerFunctionWrapHandler,
+    model_serializer,
     model_validator,
 )
 
@@ -27,6 +29,7 @@ from tts_bench.artifacts.alarm import Comparison as Comparison
 from tts_bench.artifacts.cloudwatch import CloudWatchUnits
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.provenance import Provenance, ProvenanceKind, Text
+from tts_bench.artifacts.qmax import QmaxBasis
 from tts_bench.strict import StrictModel as _Strict
 
 
@@ -81,6 +84,19 @@ class PlanInputs(_Strict):
     service_p95_s: PositiveFloat
     ttfab_p95_c1_ms: NonNegativeFloat
     planned_total_s: PositiveFloat
+    q_max_basis: QmaxBasis | None = Field(
+        default=None,
+        description="the ladder's q_max_basis (issue 38); absent: its ladder predates the "
+        "choice. A point plan gates only a local image",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_basis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A plan whose ladder predates the basis rebuilds byte for byte, and keeps its id.
+        data = handler(self)
+        if self.q_max_basis is None:
+            data.pop("q_max_basis", None)
+        return data
 
 
 # --------------------------------------------------------------------------- deploy shape

@@ -1,8 +1,9 @@
 """The qmax artifact: a ladder's rungs, refinement and verification rungs, and Q_max.
 
-Q_max is the highest passing rung, bracketed only when a higher rung was measured and failed
-(`ladder_outcome`); with a confidence level, its interval follows from the rungs' verdicts
-(`q_max_interval_of`).
+The coarse ladder's point Q_max is the highest rung whose p95 met the SLO, bracketed only when
+a higher rung was measured and failed (`ladder_outcome`); with a confidence level, Q_max's
+interval follows from the rungs' verdicts (`q_max_interval_of`). Which of them the artifact's
+`q_max` is, and so what a plan deploys, is its `q_max_basis` (`q_max_on_basis`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,28 @@ def q_max_interval_of(rungs: list[Rung], level: float) -> QmaxInterval:
     return QmaxInterval(
         level=level, low=low, high=high, failing_above=failing_above, undecided=undecided
     )
+
+
+# What the artifact's `q_max` is (issue 38). "conservative": the low end of Q_max's interval,
+# every rung up to it passed on its p95 interval (with --repeat the lowest repeat's); "point":
+# the highest rung whose point p95 met the SLO, refined by the bisection, chosen with
+# `qmax --q-max-basis point` for rungs too short to decide. A plan records it, and the gate
+# refuses a point plan for a real image. Absent: a ladder written before the choice existed.
+QmaxBasis = Literal["conservative", "point"]
+
+
+def q_max_on_basis(
+    basis: QmaxBasis | None,
+    coarse: list[Rung],
+    interval: QmaxInterval | None,
+    repeats: QmaxRepeats | None,
+) -> int | None:
+    """The artifact's `q_max` for its basis: the coarse point Q_max unless conservative."""
+    if basis != "conservative":
+        return ladder_outcome(coarse)[0]
+    if repeats is not None:
+        return repeats.q_max
+    return None if interval is None else interval.low
 
 
 class RefinementProbe(_Strict):
@@ -178,7 +201,15 @@ class QmaxArtifact(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     fingerprint: Fingerprint | None
     slo_ms: PositiveFloat
-    q_max: PositiveInt | None = Field(description="highest passing rung; null when c=1 fails")
+    q_max: PositiveInt | None = Field(
+        description="the Q_max a plan deploys, on `q_max_basis`; null when no rung passed"
+    )
+    q_max_basis: QmaxBasis | None = Field(
+        default=None,
+        description="conservative: the Q_max interval's low end (the lowest repeat's with "
+        "--repeat); point: the coarse ladder's highest rung whose p95 met the SLO; absent: the "
+        "ladder predates the choice, and q_max is the point value",
+    )
     bracketed: bool = Field(description="a higher rung was measured and failed")
     uncontended_service_s: UncontendedService | None
     rungs: list[Rung] = Field(min_length=1)
@@ -215,6 +246,8 @@ class QmaxArtifact(_Strict):
     def _absent_repeats(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         # One bisection writes the artifact exactly as before --repeat existed.
         data = handler(self)
+        if self.q_max_basis is None:
+            data.pop("q_max_basis", None)
         if self.repeats is None:
             data.pop("repeats", None)
         if not self.fleet_level_skipped:
@@ -310,11 +343,15 @@ class QmaxArtifact(_Strict):
 
     @model_validator(mode="after")
     def _outcome_matches_rungs(self) -> QmaxArtifact:
-        q_max, bracketed = ladder_outcome(self.rungs)
-        if (self.q_max, self.bracketed) != (q_max, bracketed):
+        if self.q_max_basis is not None and (self.ladder is None or self.ladder.confidence is None):
             raise ValueError(
-                f"q_max={self.q_max}, bracketed={self.bracketed} disagree with the rungs "
-                f"(which give q_max={q_max}, bracketed={bracketed})"
+                f"q_max_basis {self.q_max_basis}: a basis is chosen only by a ladder with a "
+                "confidence level (ladder.confidence)"
+            )
+        _, bracketed = ladder_outcome(self.rungs)
+        if self.bracketed != bracketed:
+            raise ValueError(
+                f"bracketed={self.bracketed} disagrees with the rungs (which give {bracketed})"
             )
         for refinement in self.refinements:
             self._check_refinement(refinement)
@@ -329,6 +366,12 @@ class QmaxArtifact(_Strict):
                     f"repeats' probes (which give "
                     f"{None if expected is None else expected.model_dump(exclude={'others'})})"
                 )
+        q_max = q_max_on_basis(self.q_max_basis, self.rungs, self.q_max_interval, self.repeats)
+        if self.q_max != q_max:
+            raise ValueError(
+                f"q_max={self.q_max} disagrees with the rungs (which give {q_max} on the "
+                f"{self.q_max_basis or 'point'} basis)"
+            )
         return self
 
     @property
@@ -341,24 +384,29 @@ class QmaxArtifact(_Strict):
     def _check_refinement(self, refinement: Refinement) -> None:
         """Refined Q_max = the highest pass, the bound above = the lowest failure, both inside
         the coarse bracket."""
-        failing = self.coarse_failing_above
-        if failing is None or self.q_max is None:
+        failing, coarse = self.coarse_failing_above, self.coarse_q_max
+        if failing is None or coarse is None:
             raise ValueError("only a bracketed ladder can be refined")
         levels = [p.rung.concurrency for p in refinement.probes]
-        if any(not self.q_max < n < failing for n in levels) or len(set(levels)) != len(levels):
+        if any(not coarse < n < failing for n in levels) or len(set(levels)) != len(levels):
             raise ValueError(
-                f"refinement probes {levels} must be distinct and inside ({self.q_max}, {failing})"
+                f"refinement probes {levels} must be distinct and inside ({coarse}, {failing})"
             )
         judged = [
             p.rung for p in refinement.probes if p.rung.usable and p.rung.verdict != "undecided"
         ]
-        q_max = max([self.q_max, *(r.concurrency for r in judged if r.meets_slo)])
+        q_max = max([coarse, *(r.concurrency for r in judged if r.meets_slo)])
         above = min([failing, *(r.concurrency for r in judged if not r.meets_slo)])
         if (refinement.q_max, refinement.failing_above) != (q_max, above):
             raise ValueError(
                 f"refinement says Q_max {refinement.q_max} below {refinement.failing_above}; "
                 f"its probes give {q_max} below {above}"
             )
+
+    @property
+    def coarse_q_max(self) -> int | None:
+        """The coarse ladder's point Q_max: its highest rung below the first failure."""
+        return ladder_outcome(self.rungs)[0]
 
     @property
     def coarse_failing_above(self) -> int | None:
@@ -369,8 +417,11 @@ class QmaxArtifact(_Strict):
 
     @property
     def refined_q_max(self) -> int | None:
-        """The Q_max a plan uses: with --repeat the lowest repeat's conservative value, else the
-        refinement's when there is one, else the coarse ladder's."""
+        """The Q_max a plan uses: `q_max` on the conservative basis; else with --repeat the
+        lowest repeat's conservative value, else the refinement's when there is one, else the
+        coarse ladder's."""
+        if self.q_max_basis == "conservative":
+            return self.q_max
         if self.repeats is not None:
             return self.repeats.q_max
         return self.refinement.q_max if self.refinement is not None else self.q_max
@@ -380,10 +431,8 @@ class QmaxArtifact(_Strict):
         """Users between Q_max and the failure above it; None when nothing failed above."""
         if self.refinement is not None:
             return self.refinement.q_max_resolution
-        if not self.bracketed or self.q_max is None:
-            return None
-        failing = next(r.concurrency for r in self.rungs if r.usable and not r.meets_slo)
-        return failing - self.q_max
+        coarse, failing = self.coarse_q_max, self.coarse_failing_above
+        return None if coarse is None or failing is None else failing - coarse
 
     @property
     def curve_rungs(self) -> list[Rung]:

@@ -26,9 +26,12 @@ from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_
 from tts_bench.artifacts.fingerprint import qmax_filename
 from tts_bench.artifacts.qmax import (
     QmaxArtifact,
+    QmaxInterval,
+    QmaxRepeats,
     Refinement,
     ladder_outcome,
     q_max_interval_of,
+    q_max_on_basis,
     repeats_of,
 )
 from tts_bench.artifacts.rungs import LadderSettings, Rung
@@ -162,11 +165,10 @@ def recompute(
     ]
     _no_rung_left_out(path, samples, ladder, rungs)
     expected = qmax.model_dump(mode="json")
-    q_max, bracketed = ladder_outcome(rungs)
+    _, bracketed = ladder_outcome(rungs)
     uncontended = uncontended_service(rungs)
     expected.update(
         rungs=[r.model_dump(mode="json") for r in rungs],
-        q_max=q_max,
         bracketed=bracketed,
         uncontended_service_s=uncontended.model_dump(mode="json") if uncontended else None,
     )
@@ -186,6 +188,13 @@ def recompute(
                 again["rung"] = rung.model_dump(mode="json")
         expected["repeats"] = _repeats(ladder, rungs, expected)
     expected["q_max_interval"] = _q_max_interval(ladder, rungs, expected.get("refinement"))
+    interval, repeats = expected["q_max_interval"], expected.get("repeats")
+    expected["q_max"] = q_max_on_basis(
+        qmax.q_max_basis,
+        rungs,
+        None if interval is None else QmaxInterval.model_validate(interval),
+        None if repeats is None else QmaxRepeats.model_validate(repeats),
+    )
     joined = _joined(path, expected, raw, samples)
     joined["verification"] = _verification(qmax, joined, samples, cpu, raw)
     return joined

@@ -172,6 +172,7 @@ class LocalCloudTarget:
             transport=Transport.RESPONSE_STREAM, schedule=schedule, slo_ms=slo_ms,
             model=settings.model, out=settings.out, corpus=settings.corpus_path,
             metric_wait_s=CLOUD_METRIC_WAIT_S, plan_surge_ratio=self.surge_ratio,
+            q_max_basis=settings.q_max_basis,
         )  # fmt: skip
 
         def say(line: str) -> None:

@@ -85,6 +85,7 @@ class LocalServerTarget:
         request = LadderRequest(
             host=self.url, schedule=schedule, slo_ms=slo_ms, transport=self.transport.value,
             corpus=settings.corpus_path, model=settings.model, out=settings.out,
+            q_max_basis=settings.q_max_basis,
         )  # fmt: skip
         return run_ladder(request, fingerprint, lambda line: step(f"qmax: {line}"))
 

@@ -66,10 +66,11 @@ class EngineFacts(BaseModel):
 def q_max_resolution(artifact: QmaxArtifact) -> float | None:
     """(first failing rung - Q_max) / Q_max: how finely the ladder pinned Q_max down."""
     fails = [r.concurrency for r in artifact.rungs if not r.passes]
-    if artifact.q_max is None or not fails:
+    q_max = artifact.coarse_q_max
+    if q_max is None or not fails:
         return None
-    above = [c for c in fails if c > artifact.q_max]
-    return None if not above else round((min(above) - artifact.q_max) / artifact.q_max, 4)
+    above = [c for c in fails if c > q_max]
+    return None if not above else round((min(above) - q_max) / q_max, 4)
 
 
 def _facts_keys(
@@ -95,9 +96,9 @@ def _facts_keys(
 
 
 def _rate_at_qmax(artifact: QmaxArtifact) -> float | None:
-    if artifact.q_max is None:
+    if artifact.coarse_q_max is None:
         return None
-    rung = artifact.rung(artifact.q_max)
+    rung = artifact.rung(artifact.coarse_q_max)
     return None if rung is None else rung.achieved_rps
 
 

@@ -6,7 +6,8 @@ contract (the stack's; `kokoro` by default), image digest, container performance
 rule (the stack config's; `fleet` by default), and that
 plan is feasible. The result names the first condition that failed. An emulated plan (measured
 through the local cloud) gates only a local image, or a model package the local cloud holds
-(`is_local_package`): nothing measured through the emulator ever scales a real endpoint.
+(`is_local_package`): nothing measured through the emulator ever scales a real endpoint. Nor
+does a plan on a point Q_max (`qmax --q-max-basis point`, issue 38).
 
 `select_plan` is the selection alone. The Pulumi program and the policy pack call
 `tts_bench.custody.gate.evaluate`, which then re-derives the selected plan from its sources and
@@ -49,6 +50,7 @@ class GateCondition(StrEnum):
     DIGEST_MISMATCH = "digest-mismatch"  # plans exist, but for other images
     ENV_MISMATCH = "env-mismatch"  # plans for this image, but another performance env
     EMULATED_PLAN = "emulated-plan"  # only emulated plans match, and the image is no local digest
+    POINT_Q_MAX = "point-q-max"  # only plans on a point Q_max match, and the image is not local
     RULE_MISMATCH = "rule-mismatch"  # plans for this image, but of another rule
     AMBIGUOUS = "ambiguous"  # two plans match: the gate does not guess
     INPUTS_MISMATCH = "inputs-mismatch"  # the plan was derived for another SLO or surge ratio
@@ -239,6 +241,23 @@ def _not_emulated(plans: Candidates, query: GateQuery, folder: str) -> Candidate
     )
 
 
+def _not_point_q_max(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
+    # Issue 38: a plan on the point Q_max rests on rungs whose p95 interval did not show them
+    # within the SLO; like an emulated one, it scales only what the local cloud holds.
+    if query.image_is_local:
+        return plans
+    kept = [(p, a) for p, a in plans if a.inputs.q_max_basis != "point"]
+    point = ", ".join(p.name for p, a in plans if a.inputs.q_max_basis == "point")
+    return kept or Refusal(
+        GateCondition.POINT_Q_MAX,
+        f"the only plan(s) for this image ({point}) plan on the ladder's point Q_max "
+        "(`qmax --q-max-basis point`), which its rungs' p95 intervals did not show within the "
+        "SLO; such a plan never gates a stack whose image is not a local digest",
+        "re-measure with the default --q-max-basis conservative, holding rungs long enough to "
+        "decide (--measure-s, --max-hold-s)",
+    )
+
+
 def _same_rule(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
     kept = [(p, a) for p, a in plans if a.rule == query.rule]
     others = ", ".join(f"{p.name} ({a.rule})" for p, a in plans)
@@ -260,7 +279,8 @@ def _only_one(plans: Candidates, query: GateQuery, folder: str) -> Candidates | 
 
 
 NARROWINGS: tuple[Narrowing, ...] = (
-    _same_target, _same_contract, _same_image, _same_env, _not_emulated, _same_rule, _only_one,
+    _same_target, _same_contract, _same_image, _same_env, _not_emulated, _not_point_q_max,
+    _same_rule, _only_one,
 )  # fmt: skip
 
 

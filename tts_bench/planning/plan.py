@@ -75,16 +75,26 @@ def check_basis(qmax: QmaxArtifact, ttotal: TtotalArtifact, request: PlanRequest
             f"Q_max was measured at an SLO of {qmax.slo_ms:g} ms, not {request.slo_ms:g} ms; "
             f"re-run the ladder at --slo-ms {request.slo_ms:g} or plan with --slo-ms {qmax.slo_ms:g}"
         )
-    if qmax.q_max is None:
-        raise RefusalError(
-            "the ladder found no passing rung (even c=1 misses the SLO or is unusable): "
-            "there is no capacity to plan from"
-        )
     if qmax.repeats is not None and qmax.repeats.q_max is None:
         raise RefusalError(
             "the ladder's --repeat Q_max is the lowest repeat's conservative value, and a repeat "
             "has none (no rung passed on its p95 interval): hold rungs longer (--measure-s, "
             "--max-hold-s) and re-run"
+        )
+    if qmax.q_max is None and qmax.q_max_basis == "conservative" and qmax.coarse_q_max:
+        undecided = (
+            ", ".join(map(str, qmax.q_max_interval.undecided)) if qmax.q_max_interval else ""
+        )
+        raise RefusalError(
+            f"the ladder's Q_max is the conservative value, and no rung passed on its "
+            f"{qmax.ladder.confidence:.0%} p95 interval (undecided: {undecided or 'none'}; the "  # type: ignore[union-attr]
+            f"point value is {qmax.coarse_q_max}): hold rungs longer (--measure-s, --max-hold-s) "
+            "and re-run; for a run no real endpoint will scale on, --q-max-basis point"
+        )
+    if qmax.q_max is None:
+        raise RefusalError(
+            "the ladder found no passing rung (even c=1 misses the SLO or is unusable): "
+            "there is no capacity to plan from"
         )
     if qmax.uncontended_service_s is None:
         raise RefusalError(
@@ -315,7 +325,7 @@ def confidence_finding(
         return PlanAt(q_max, thresholds.scaling_target_value, fleet.max_instances)
 
     here = PlanAt(basis.q_max, derived[0].scaling_target_value, derived[1].max_instances)
-    return qmax_confidence(interval, here, at(interval.low), at(interval.high))
+    return qmax_confidence(interval, here, at(interval.low), at(interval.high), qmax.q_max_basis)
 
 
 def derive_plan(
@@ -357,6 +367,7 @@ def derive_plan(
         service_p95_s=basis.s_p95,
         ttfab_p95_c1_ms=basis.c1_ttfab_p95_ms,
         planned_total_s=basis.t_total_s,
+        q_max_basis=qmax.q_max_basis,
     )
     return PlanArtifact(
         plan_id=plan_id(inputs, sources, qmax.fingerprint, request.rule),

@@ -1,8 +1,9 @@
 """The `qmax_confidence` finding: how well the ladder knows Q_max, and what its ends would deploy.
 
-The plan is derived from the artifact's Q_max as always; a ladder that recorded its rungs' p95
-intervals (issue 38) also records Q_max as an interval, from the conservative value (every rung
-up to it passed on its interval's upper end) to the largest rung not failed. The finding says
+The plan is derived from the artifact's Q_max, which a ladder with p95 intervals (issue 38)
+records on its `q_max_basis`: the conservative value (every rung up to it passed on its
+interval's upper end) unless `--q-max-basis point` chose the point one. Such a ladder also
+records Q_max as an interval, from the conservative value to the largest rung not failed. The finding says
 how wide that is, and what the same plan derived at its ends would deploy instead. A ladder
 without intervals (older, or the reference) gets no finding, so its plan is unchanged.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tts_bench.artifacts.plan import Finding, Verdict
-from tts_bench.artifacts.qmax import QmaxInterval
+from tts_bench.artifacts.qmax import QmaxBasis, QmaxInterval
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +48,30 @@ def _width(interval: QmaxInterval) -> str:
     )
 
 
+def describe_basis(basis: QmaxBasis | None) -> str:
+    """Which Q_max an artifact's is, in words (the plan's printout and the report say it)."""
+    if basis == "conservative":
+        return "the conservative value"
+    if basis == "point":
+        return (
+            "the point value, chosen with --q-max-basis point: the gate lets a plan on it scale "
+            "only a local image"
+        )
+    return "the point value: the ladder predates --q-max-basis"
+
+
 def qmax_confidence(
-    interval: QmaxInterval, here: PlanAt, low: PlanAt | None, top: PlanAt | None
+    interval: QmaxInterval,
+    here: PlanAt,
+    low: PlanAt | None,
+    top: PlanAt | None,
+    basis: QmaxBasis | None = None,
 ) -> Finding:
     """Warn when the plan's Q_max is above the conservative value (it rests on a rung whose p95
     the window did not show within the SLO); else ok, with what a plan at the top would change.
-    `low` and `top`: the plan at those ends where they differ from `here`."""
-    parts = [f"{_width(interval)}; this plan uses {here.q_max}"]
+    `low` and `top`: the plan at those ends where they differ from `here`; `basis` the ladder's
+    `q_max_basis`, which the message names."""
+    parts = [f"{_width(interval)}; this plan uses {here.q_max} ({describe_basis(basis)})"]
     parts += [_changes(here, other) for other in (low, top) if other is not None]
     decided = interval.low is not None and interval.low >= here.q_max
     if not decided:

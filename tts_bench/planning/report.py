@@ -15,6 +15,7 @@ from tts_bench.artifacts.plan import (
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.planning.deploy import deploy_shape_of
+from tts_bench.planning.qmax_confidence import describe_basis
 
 _MARK = {Verdict.OK: "ok  ", Verdict.WARN: "WARN", Verdict.STOP: "STOP"}
 
@@ -146,7 +147,10 @@ def _q_max_interval(qmax: QmaxArtifact) -> str:
     low = "-" if interval.low is None else interval.low
     high = "-" if interval.high is None else interval.high
     above = "" if interval.failing_above is None else f", {interval.failing_above} failed"
-    return f"Q_max interval [{low}, {high}] at {interval.level:.0%}{above}"
+    return (
+        f"Q_max interval [{low}, {high}] at {interval.level:.0%}{above}; the plan's Q_max is "
+        f"{describe_basis(qmax.q_max_basis)}"
+    )
 
 
 def next_step(plan: PlanArtifact, path: str) -> str:

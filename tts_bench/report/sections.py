@@ -24,6 +24,7 @@ from tts_bench.artifacts.rungs import Rung
 from tts_bench.artifacts.simulation import SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
+from tts_bench.planning.qmax_confidence import describe_basis
 from tts_bench.planning.report import render_plan
 from tts_bench.report.ladder_tables import repeats_table
 from tts_bench.report.page import (
@@ -87,6 +88,11 @@ def _rung_verdict(rung: Rung) -> tuple[str, str]:
 def _no_q_max(a: QmaxArtifact) -> str:
     if a.repeats is not None:
         return "none (a repeat's conservative Q_max is unknown)"
+    if a.q_max_basis == "conservative" and a.coarse_q_max is not None:
+        return (
+            f"none (no rung passed on its p95 interval; the point value is {a.coarse_q_max}: "
+            "hold rungs longer)"
+        )
     return "none (c=1 failed)"
 
 
@@ -125,7 +131,7 @@ def _q_max_interval(a: QmaxArtifact) -> str:
     undecided = ", ".join(map(str, interval.undecided)) or "none"
     return (
         f"[{low}, {interval.high}] at {interval.level:.0%}{above}; conservative {low}; "
-        f"undecided rungs: {undecided}"
+        f"undecided rungs: {undecided}; Q_max above is {describe_basis(a.q_max_basis)}"
     )
 
 

@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         corpus=options.corpus, model=args.model, out=options.out, processes=args.processes,
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
         confidence=options.confidence, contract=options.contract_arg, repeat=options.repeat,
-        curve_check=options.curve_check,
+        q_max_basis=options.q_max_basis, curve_check=options.curve_check,
     )  # fmt: skip
     print(
         describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),
@@ -179,7 +179,7 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
         refine_pct=options.refine_pct, underrun_slo=options.underrun_slo,
         confidence=options.confidence, plan_surge_ratio=args.plan_surge_ratio,
         contract=options.contract_arg, repeat=options.repeat, fleet_level=args.fleet_level,
-        curve_check=options.curve_check,
+        q_max_basis=options.q_max_basis, curve_check=options.curve_check,
     )  # fmt: skip
     print(
         describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),

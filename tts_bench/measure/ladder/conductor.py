@@ -170,7 +170,7 @@ class Conductor:
         run = LadderRun(
             options.slo_ms, 0.0, shape.state, lambda snapshot: setattr(shape, "state", snapshot),
             options.refine_pct, options.underrun_slo, confidence=options.confidence,
-            repeat=options.repeat,
+            repeat=options.repeat, q_max_basis=options.q_max_basis,
         )  # fmt: skip
         collect = (lambda: None) if local is None else (lambda: run.store.merge(local.drain()))
         return cls(run, runner, options.out, shape.get_run_time, collect, **kw)

@@ -15,9 +15,10 @@ import argparse
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from tts_bench.artifacts.fingerprint import Transport
+from tts_bench.artifacts.qmax import QmaxBasis
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.measure.corpus import corpus_path
 from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
@@ -150,6 +151,17 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     (
+        "--q-max-basis",
+        {
+            "default": "conservative",
+            "choices": list(get_args(QmaxBasis)),
+            "help": "what the artifact's Q_max is: conservative, the highest rung with every "
+            "rung up to it passed on its p95 interval; point, the highest whose point p95 met "
+            "the SLO, for rungs too short to decide (a plan on it gates only a local image) "
+            "(default: conservative)",
+        },
+    ),
+    (
         "--confidence",
         {
             "type": float,
@@ -245,6 +257,7 @@ class LadderOptions:
     contract: EndpointContract = KOKORO
     contract_arg: str | None = None  # the flag as given (a built-in's name or a file)
     repeat: int = 1  # --repeat: bisections around the knee, interleaved
+    q_max_basis: QmaxBasis = "conservative"  # --q-max-basis: what the artifact's q_max is
     curve_check: bool = False  # --curve-check: a curve instance is the target, knowingly
 
 
@@ -292,6 +305,15 @@ def check_repeat(repeat: float, refine_pct: float | None) -> int:
             f"--repeat {repeat:g} repeats the refinement around the knee: add --refine"
         )
     return int(repeat)
+
+
+def _basis(text: str | None) -> QmaxBasis:
+    """--q-max-basis (the web UI sends text; blank is the default)."""
+    if text is None:
+        return "conservative"
+    if text not in get_args(QmaxBasis):
+        raise LadderError(f"--q-max-basis {text!r}: give {' or '.join(get_args(QmaxBasis))}")
+    return text  # type: ignore[return-value]
 
 
 def _required(value: Any, dest: str) -> Any:
@@ -376,6 +398,7 @@ def ladder_options(options: argparse.Namespace) -> LadderOptions:
         contract=_contract(options, transport),
         contract_arg=_text(options, "contract"),
         repeat=check_repeat(_required(_number(options, "repeat"), "repeat"), refine),
+        q_max_basis=_basis(_text(options, "q_max_basis")),
         curve_check=_switch(options, "curve_check"),
     )
 
@@ -401,6 +424,7 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
         ("--variant", options.variant), ("--region", options.region),
         ("--contract", options.contract_arg),
         ("--repeat", None if options.repeat == 1 else str(options.repeat)),
+        ("--q-max-basis", None if options.q_max_basis == "conservative" else options.q_max_basis),
     )  # fmt: skip
     if options.curve_check:
         args.append("--curve-check")

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tts_bench.artifacts.qmax import QmaxArtifact, Refinement, q_max_interval_of, repeats_of
+from tts_bench.artifacts.qmax import (
+    QmaxArtifact,
+    Refinement,
+    q_max_interval_of,
+    q_max_on_basis,
+    repeats_of,
+)
 from tts_bench.artifacts.rungs import Rung
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder.statistics import rung_from_window
@@ -51,7 +57,7 @@ def _rejudged(
     # A probe decided at one level may be undecided at another: the bracket is what the decided
     # probes give, as the artifact's validator derives it.
     decided = [p.rung for p in probes if p.rung.usable and p.rung.verdict != "undecided"]
-    coarse_q_max, failing = qmax.q_max or 0, qmax.coarse_failing_above or 0
+    coarse_q_max, failing = qmax.coarse_q_max or 0, qmax.coarse_failing_above or 0
     q_max = max([coarse_q_max, *(r.concurrency for r in decided if r.meets_slo)])
     above = min([failing, *(r.concurrency for r in decided if not r.meets_slo)])
     return refinement.model_copy(
@@ -75,13 +81,16 @@ def with_intervals(qmax: QmaxArtifact, samples: Sequence[Sample], level: float) 
     refinements = [_rejudged(r, samples, qmax, level) for r in qmax.refinements]
     refinement = refinements[0] if refinements else None
     curve = [*rungs, *(p.rung for p in refinement.probes)] if refinement else rungs
+    interval = q_max_interval_of(sorted(curve, key=lambda r: r.concurrency), level)
+    repeats = repeats_of(rungs, refinements, level)
     judged = qmax.model_copy(
         update={
             "rungs": rungs,
             "refinement": refinement,
             "ladder": ladder.model_copy(update={"confidence": level}),
-            "q_max_interval": q_max_interval_of(sorted(curve, key=lambda r: r.concurrency), level),
-            "repeats": repeats_of(rungs, refinements, level),
+            "q_max": q_max_on_basis(qmax.q_max_basis, rungs, interval, repeats),
+            "q_max_interval": interval,
+            "repeats": repeats,
         }
     )
     # validated again: the verdicts and Q_max's interval must be what the schema derives

@@ -48,6 +48,7 @@ class LadderRequest:
     confidence: float = DEFAULT_CONFIDENCE
     contract: str | None = None  # --contract as given; None: kokoro
     repeat: int = 1
+    q_max_basis: str = "conservative"  # --q-max-basis
     curve_check: bool = False
 
     def locust_command(self) -> list[str]:
@@ -82,6 +83,8 @@ class LadderRequest:
             command += ["--contract", self.contract]
         if self.repeat != 1:
             command += ["--repeat", str(self.repeat)]
+        if self.q_max_basis != "conservative":
+            command += ["--q-max-basis", self.q_max_basis]
         if self.curve_check:
             command += ["--curve-check"]
         return command

@@ -17,7 +17,13 @@ from typing import Any, Literal
 
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.provenance import Provenance
-from tts_bench.artifacts.qmax import QmaxArtifact, Refinement, RefinementProbe, repeats_of
+from tts_bench.artifacts.qmax import (
+    QmaxArtifact,
+    QmaxBasis,
+    Refinement,
+    RefinementProbe,
+    repeats_of,
+)
 from tts_bench.artifacts.rungs import Rung
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.measure.ladder.board import board_row
@@ -67,6 +73,7 @@ class LadderRun:
     underrun_slo: float | None = None  # --underrun-slo: a rung with more stalled streams fails
     confidence: float | None = None  # --confidence: each rung's p95 interval at this level
     repeat: int = 1  # --repeat: bisections around the knee, their probes taking turns
+    q_max_basis: QmaxBasis = "conservative"  # --q-max-basis: what the artifact's q_max is
     store: Store = field(default_factory=Store)
     probe_windows: list[ProbeWindow] = field(default_factory=list)
     refine_ended_by: RefineEnd | None = None  # the first bisection's end
@@ -344,6 +351,7 @@ class LadderRun:
             refinement=refinements[0] if refinements else None,
             confidence=self.confidence,
             repeats=repeats_of(rungs, refinements, self.confidence),
+            q_max_basis=self.q_max_basis,
         )
 
 

@@ -28,11 +28,13 @@ from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.qmax import (
     QmaxArtifact,
+    QmaxBasis,
     QmaxRepeats,
     Refinement,
     RefinementProbe,
     ladder_outcome,
     q_max_interval_of,
+    q_max_on_basis,
 )
 from tts_bench.artifacts.rungs import (
     P95Interval,
@@ -316,8 +318,9 @@ def build_qmax_artifact(
     refinement: Refinement | None = None,
     confidence: float | None = None,
     repeats: QmaxRepeats | None = None,
+    q_max_basis: QmaxBasis | None = None,
 ) -> QmaxArtifact:
-    q_max, bracketed = ladder_outcome(rungs)
+    _, bracketed = ladder_outcome(rungs)
     # A rung cut short after the first failure has no record: neither has its extension.
     settings = schedule.settings(start_epoch).model_copy(
         update={
@@ -329,16 +332,19 @@ def build_qmax_artifact(
     )
     probes = [p.rung for p in refinement.probes] if refinement else []
     judged = sorted([*rungs, *probes], key=lambda r: r.concurrency)
+    interval = None if confidence is None else q_max_interval_of(judged, confidence)
+    basis = None if confidence is None else q_max_basis
     return QmaxArtifact(
         fingerprint=fingerprint,
         slo_ms=slo_ms,
-        q_max=q_max,
+        q_max=q_max_on_basis(basis, rungs, interval, repeats),
+        q_max_basis=basis,
         bracketed=bracketed,
         uncontended_service_s=uncontended_service(rungs),
         rungs=rungs,
         ladder=settings,
         refinement=refinement,
-        q_max_interval=None if confidence is None else q_max_interval_of(judged, confidence),
+        q_max_interval=interval,
         repeats=repeats,
         provenance=provenance,
     )

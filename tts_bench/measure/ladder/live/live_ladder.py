@@ -81,6 +81,7 @@ class LiveLadderRequest:
     plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
     contract: str | None = None  # --contract as given; None: kokoro
     repeat: int = 1  # --repeat: bisections around the knee
+    q_max_basis: str = "conservative"  # --q-max-basis
     # --no-fleet-level: the verification holds the plan's threshold levels only.
     fleet_level: bool = True
     curve_check: bool = False  # --curve-check: a curve cloud's endpoint, knowingly
@@ -152,7 +153,7 @@ def run_live_ladder(
             model=request.model, out=request.out, processes=request.processes,
             refine_pct=request.refine_pct, underrun_slo=request.underrun_slo,
             confidence=request.confidence, contract=request.contract, repeat=request.repeat,
-            curve_check=request.curve_check,
+            q_max_basis=request.q_max_basis, curve_check=request.curve_check,
         )  # fmt: skip
         kind = request.provenance_kind or target.provenance_kind
         path = run_ladder(ladder, target.fingerprint, progress, args, kind)
