@@ -199,6 +199,7 @@ def test_components_parent_their_children(reference_run: Recording) -> None:
         ("min-equals-max", "maxInstances (4) equals minInstances (4)"),
         ("slo-mismatch", "derived for an SLO of 3000 ms, the stack asks 2500 ms"),
         ("emulated-plan", "never gates a stack whose image is not a local digest"),
+        ("point-q-max", "plan on the ladder's point Q_max (`qmax --q-max-basis point`)"),
     ],
 )
 def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_why(
@@ -207,7 +208,9 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
     program_copy: Callable[..., Path],
     infeasible_plan: PlanArtifact,
     emulated_plan: PlanArtifact,
+    make_plan: Callable[..., PlanArtifact],
 ) -> None:
+    point = make_plan(inputs=make_plan().inputs.model_dump(mode="json") | {"q_max_basis": "point"})
     program = {
         "no-plan": lambda: program_copy(plans=[]),
         "digest-mismatch": lambda: program_copy(image=f"{REGISTRY_REPO}@{OTHER_DIGEST}"),
@@ -215,6 +218,7 @@ def test_without_a_usable_plan_there_are_no_scaling_resources_and_the_log_says_w
         "min-equals-max": lambda: program_copy(minInstances=4, maxInstances=4),
         "slo-mismatch": lambda: program_copy(sloMs=2500),
         "emulated-plan": lambda: program_copy(plans=[emulated_plan]),
+        "point-q-max": lambda: program_copy(plans=[point]),
     }[case]()
     recording = run(program)
     assert recording.resources, "the program registered nothing"
