@@ -82,7 +82,7 @@ class JobSettings:
     model: str = "kokoro-82m"
     stretch_windows: bool = False  # longer windows when this machine serves slower
     surge_s: float | None = None  # seconds per surge rate; None: `local_surge_duration_s`
-    # The point Q_max (issue 38): a CPU rung here finishes 5-8 requests, and the p95's 95 %
+    # The point Q_max (issue 38): a CPU rung here finishes 5-14 requests, and the p95's 95 %
     # interval has an upper end only from 72, so no rung could pass on it. The plan made from
     # it records the basis, and the gate lets such a plan scale only a local image.
     q_max_basis: str = "point"
@@ -136,6 +136,7 @@ class JobResult:
     deploys: bool
     rehearsal: str | None = None  # the short rehearsal's one line
     page: Path | None = None  # the run's HTML report
+    q_max_basis: str | None = None  # the ladder's (issue 38); None: it predates the choice
 
     @property
     def validated(self) -> bool:
@@ -335,6 +336,7 @@ def run_main_job(settings: JobSettings, target: Target, say: Say) -> JobResult:
         where=target.where, qmax_path=qmax_path, ttotal_path=ttotal and ttotal[1],
         plan_path=plan_path, plan_exit_code=plan_code, validation=validation, pngs=tuple(pngs),
         slo_ms=slo.slo_ms, slo_reason=slo.reason, q_max=qmax.q_max, bracketed=qmax.bracketed,
+        q_max_basis=qmax.q_max_basis,
         measured_total_s=ttotal and ttotal[0].measured_total_s, elapsed_s=time.time() - began,
         surge_path=surge_path, deploys=target.deploys, rehearsal=rehearsal, page=written.page,
     )  # fmt: skip
@@ -370,7 +372,8 @@ def report(result: JobResult) -> str:
     lines = [
         result.where,
         f"local SLO {result.slo_ms:g} ms ({result.slo_reason})",
-        f"Q_max {q_max}, {'bracketed' if result.bracketed else 'NOT bracketed'}",
+        f"Q_max {q_max}, {'bracketed' if result.bracketed else 'NOT bracketed'}"
+        + (f", {result.q_max_basis} value" if result.q_max_basis else ""),
         f"T_total {total}",
         f"plan: {result.plan_path or 'not written'}{feasible}",
         *([f"validate after the redeploy: {validated}"] if result.deploys else []),

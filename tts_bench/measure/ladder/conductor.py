@@ -403,9 +403,10 @@ class Conductor:
         self.written = path
         self.exit_code(0)
         logger.info(
-            "wrote %s (Q_max %s at %g ms, %s%s)",
+            "wrote %s (Q_max %s%s at %g ms, %s%s)",
             path,
             artifact.refined_q_max,
+            f", the {artifact.q_max_basis} value" if artifact.q_max_basis else "",
             self.run.slo_ms,
             "bracketed" if artifact.bracketed else "not bracketed",
             ""
