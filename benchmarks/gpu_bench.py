@@ -456,10 +456,12 @@ def _run_ladder(args: argparse.Namespace, server, ping, label: str, rungs: list[
 
     out.mkdir(parents=True, exist_ok=True)
     schedule = LadderSchedule(rungs=tuple(rungs), hold_s=hold[0], measure_s=hold[1], idle_s=hold[2])
+    # The point Q_max, as runs 1-9 compared the engines (their intervals recorded beside it):
+    # the scout's 7 s windows decide few rungs, and the refined grid starts from its last pass.
     request = LadderRequest(
         host=server.url, schedule=schedule, slo_ms=args.slo_ms,
         transport=Transport.LOCAL_HTTP.value, corpus=args.corpus, model="kokoro-82m",
-        out=out, processes=args.processes, underrun_slo=args.underrun_slo,
+        out=out, processes=args.processes, underrun_slo=args.underrun_slo, q_max_basis="point",
     )  # fmt: skip
     log(f"{label}: ladder {rungs} ({schedule.duration_s:.0f} s)")
     return run_ladder(

@@ -5,6 +5,7 @@ image (`tests/infra/test_plan_gate.py` holds the gate's test)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -81,9 +82,9 @@ def test_no_conservative_q_max_is_refused_naming_the_way_out():
     assert "no rung passed on its 95% p95 interval (undecided: 1, 2, 3" in message
     assert "the point value is 3" in message and "--max-hold-s" in message
     assert "--q-max-basis point" in message
-    from tts_bench.report.sections import _no_q_max
+    from tts_bench.report.ladder_tables import no_q_max_text
 
-    assert "no rung passed on its p95 interval; the point value is 3" in _no_q_max(qmax)
+    assert "no rung passed on its p95 interval; the point value is 3" in no_q_max_text(qmax)
 
 
 def _parsed(argv: list[str]) -> argparse.Namespace:
@@ -101,3 +102,18 @@ def test_the_flag_reads_back_and_repeats(given):
     again = ladder_arguments(options)
     assert ("--q-max-basis" in again) == (given == "point")
     assert ladder_options(_parsed(again)).q_max_basis == options.q_max_basis
+
+
+def test_the_locust_child_is_told_the_point_basis_and_only_it():
+    from tts_bench.measure.ladder.locust_child import LadderRequest
+    from tts_bench.measure.ladder.schedule import LadderSchedule
+
+    def command(**kw: str) -> list[str]:
+        schedule = LadderSchedule((1, 5), hold_s=20, measure_s=10)
+        request = LadderRequest("http://127.0.0.1:1", schedule, 3000, "local-http", None, "m",
+                                Path("out"), **kw)  # fmt: skip
+        return request.locust_command()
+
+    told = command(q_max_basis="point")
+    assert told[told.index("--q-max-basis") + 1] == "point"
+    assert "--q-max-basis" not in command()  # the child's own default is the conservative one

@@ -197,8 +197,8 @@ def test_judging_a_repeated_ladder_again_keeps_its_repeats_consistent():
     assert judged.repeats == artifact_of(repeated_run(2, [1500.0, 6000.0], 0.95)).repeats
 
 
-def test_the_report_says_why_a_repeated_ladder_has_no_q_max():
-    from tts_bench.report.sections import _no_q_max
+def test_the_report_says_why_a_repeated_ladder_hasno_q_max_text():
+    from tts_bench.report.ladder_tables import no_q_max_text
 
     artifact = artifact_of(repeated_run(2, [1500.0, 1500.0], confidence=0.95))
-    assert _no_q_max(artifact) == "none (a repeat's conservative Q_max is unknown)"
+    assert no_q_max_text(artifact) == "none (a repeat's conservative Q_max is unknown)"

@@ -46,12 +46,13 @@ def test_a_contract_file_alone_brackets_a_third_containers_two_slots(
     )  # fmt: skip
     with local_cloud(settings) as cloud:
         as_a_client_of_the_cloud(monkeypatch, cloud.env, tmp_path / "state")
+        # 3 s windows through the cloud decide no rung on its p95 interval: the point Q_max.
         request = LiveLadderRequest(
             endpoint=cloud.endpoint_name, variant=cloud.variant_name,
             transport=Transport.RESPONSE_STREAM,
             schedule=LadderSchedule(rungs=(2, 3), hold_s=4, measure_s=3, idle_s=0),
             slo_ms=5000, model="acme-tts", out=tmp_path, corpus=CORPUS, metric_wait_s=0,
-            plan_surge_ratio=None, contract=str(CONTRACT),
+            plan_surge_ratio=None, contract=str(CONTRACT), q_max_basis="point",
         )  # fmt: skip
         path = run_live_ladder(AwsSession.from_environment(None), request, print, print)
     artifact = load_artifact(path, QmaxArtifact)

@@ -24,9 +24,13 @@ from tts_bench.artifacts.rungs import Rung
 from tts_bench.artifacts.simulation import SimulationArtifact
 from tts_bench.artifacts.surge import SurgeArtifact
 from tts_bench.artifacts.ttotal import TtotalArtifact
-from tts_bench.planning.qmax_confidence import describe_basis
 from tts_bench.planning.report import render_plan
-from tts_bench.report.ladder_tables import repeats_table
+from tts_bench.report.ladder_tables import (
+    intervals_table,
+    no_q_max_text,
+    q_max_interval_text,
+    repeats_table,
+)
 from tts_bench.report.page import (
     Html,
     figure,
@@ -85,17 +89,6 @@ def _rung_verdict(rung: Rung) -> tuple[str, str]:
     return ("passes", "ok") if rung.meets_slo else ("fails the SLO", "warn")
 
 
-def _no_q_max(a: QmaxArtifact) -> str:
-    if a.repeats is not None:
-        return "none (a repeat's conservative Q_max is unknown)"
-    if a.q_max_basis == "conservative" and a.coarse_q_max is not None:
-        return (
-            f"none (no rung passed on its p95 interval; the point value is {a.coarse_q_max}: "
-            "hold rungs longer)"
-        )
-    return "none (c=1 failed)"
-
-
 def _ladder_rows(artifact: QmaxArtifact) -> list[tuple[str, Rung]]:
     probes = [p.rung for p in artifact.refinement.probes] if artifact.refinement else []
     labelled = [("rung", r) for r in artifact.rungs] + [("probe", r) for r in probes]
@@ -122,44 +115,13 @@ def _verification(a: QmaxArtifact) -> Html:
     return table(headers, rows, "Verification rungs (CloudWatch's ratio where the thresholds sit)")
 
 
-def _q_max_interval(a: QmaxArtifact) -> str:
-    interval = a.q_max_interval
-    if interval is None:
-        return "unknown: the ladder predates the p95 intervals"
-    low = "none" if interval.low is None else str(interval.low)
-    above = "" if interval.failing_above is None else f", failing at {interval.failing_above}"
-    undecided = ", ".join(map(str, interval.undecided)) or "none"
-    return (
-        f"[{low}, {interval.high}] at {interval.level:.0%}{above}; conservative {low}; "
-        f"undecided rungs: {undecided}; Q_max above is {describe_basis(a.q_max_basis)}"
-    )
-
-
-def _intervals(rows: list[tuple[str, Rung]]) -> Html:
-    def end(value: float | None) -> str:
-        return "unbounded" if value is None else number(value, ".0f", "ms")
-
-    return table(
-        ["users", "", "p95 TTFAB", "interval lower", "interval upper", "requests", "verdict"],
-        [
-            [r.concurrency, label, number(r.ttfab_p95_ms, ".0f", "ms"),
-             end(r.ttfab_p95_interval.lower_ms), end(r.ttfab_p95_interval.upper_ms),
-             r.ttfab_p95_interval.samples, r.verdict or "-"]
-            for label, r in rows
-            if r.ttfab_p95_interval is not None
-        ],
-        "p95 TTFAB's confidence interval per rung (order statistics; pass: the upper end meets "
-        "the SLO, fail: the lower end misses it)",
-    )  # fmt: skip
-
-
 def ladder_part(item: Item, a: QmaxArtifact) -> Html:
     settings = a.ladder
     summary = [
-        ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else _no_q_max(a)),
+        ("Q_max", number(a.refined_q_max, "d") if a.refined_q_max else no_q_max_text(a)),
         ("bracketed", yes_no(a.bracketed)),
         ("resolution (users)", number(a.q_max_resolution, "d")),
-        ("Q_max interval (p95 intervals)", _q_max_interval(a)),
+        ("Q_max interval (p95 intervals)", q_max_interval_text(a)),
         ("SLO (p95 TTFAB)", number(a.slo_ms, "g", "ms")),
         ("uncontended service S, S_p95",
          "-" if a.uncontended_service_s is None else
@@ -208,7 +170,7 @@ def ladder_part(item: Item, a: QmaxArtifact) -> Html:
     )  # fmt: skip
     parts = [key_values(summary), _plot(item, "Q_max ladder"), latency, heard]
     if a.q_max_interval is not None:
-        parts.append(_intervals(rows))
+        parts.append(intervals_table(rows))
     if (repeats := repeats_table(a)) is not None:
         parts.append(repeats)
     if a.verification:
