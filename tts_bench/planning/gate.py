@@ -227,35 +227,41 @@ def _same_env(plans: Candidates, query: GateQuery, folder: str) -> Candidates | 
     )
 
 
-def _not_emulated(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
-    if query.image_is_local:
-        return plans
-    kept = [(p, a) for p, a in plans if a.provenance.kind != "emulated"]
-    emulated = ", ".join(p.name for p, a in plans if a.provenance.kind == "emulated")
-    return kept or Refusal(
-        GateCondition.EMULATED_PLAN,
-        f"the only plan(s) for this image ({emulated}) are emulated, measured through the local "
-        "cloud; an emulated plan never gates a stack whose image is not a local digest (nor one "
-        "whose model package is not the local cloud's)",
-        "measure the real endpoint",
-    )
+def _for_local_images_only(
+    local_only: Callable[[PlanArtifact], bool], condition: GateCondition, what: str, fix: str
+) -> Narrowing:
+    """A narrowing that, unless the image is local, drops the plans that may scale only a local
+    one; its refusal is `what` with `{names}` the plans dropped."""
+
+    def narrow(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
+        if query.image_is_local:
+            return plans
+        kept = [(p, a) for p, a in plans if not local_only(a)]
+        names = ", ".join(p.name for p, a in plans if local_only(a))
+        return kept or Refusal(condition, what.format(names=names), fix)
+
+    return narrow
 
 
-def _not_point_q_max(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
-    # Issue 38: a plan on the point Q_max rests on rungs whose p95 interval did not show them
-    # within the SLO; like an emulated one, it scales only what the local cloud holds.
-    if query.image_is_local:
-        return plans
-    kept = [(p, a) for p, a in plans if a.inputs.q_max_basis != "point"]
-    point = ", ".join(p.name for p, a in plans if a.inputs.q_max_basis == "point")
-    return kept or Refusal(
-        GateCondition.POINT_Q_MAX,
-        f"the only plan(s) for this image ({point}) plan on the ladder's point Q_max "
-        "(`qmax --q-max-basis point`), which its rungs' p95 intervals did not show within the "
-        "SLO; such a plan never gates a stack whose image is not a local digest",
-        "re-measure with the default --q-max-basis conservative, holding rungs long enough to "
-        "decide (--measure-s, --max-hold-s)",
-    )
+_not_emulated = _for_local_images_only(
+    lambda a: a.provenance.kind == "emulated",
+    GateCondition.EMULATED_PLAN,
+    "the only plan(s) for this image ({names}) are emulated, measured through the local cloud; "
+    "an emulated plan never gates a stack whose image is not a local digest (nor one whose "
+    "model package is not the local cloud's)",
+    "measure the real endpoint",
+)
+# Issue 38: a plan on the point Q_max rests on rungs whose p95 interval did not show them within
+# the SLO; like an emulated one, it scales only what the local cloud holds.
+_not_point_q_max = _for_local_images_only(
+    lambda a: a.inputs.q_max_basis == "point",
+    GateCondition.POINT_Q_MAX,
+    "the only plan(s) for this image ({names}) plan on the ladder's point Q_max (`qmax "
+    "--q-max-basis point`), which its rungs' p95 intervals did not show within the SLO; such a "
+    "plan never gates a stack whose image is not a local digest",
+    "re-measure with the default --q-max-basis conservative, holding rungs long enough to "
+    "decide (--measure-s, --max-hold-s)",
+)
 
 
 def _same_rule(plans: Candidates, query: GateQuery, folder: str) -> Candidates | Refusal:
