@@ -8,6 +8,8 @@ import argparse
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from tests.core.ladders import SOURCES, qmax_artifact, rung, ttotal_artifact
@@ -15,6 +17,10 @@ from tts_bench.artifacts.plan import PlanArtifact
 from tts_bench.artifacts.qmax import QmaxArtifact
 from tts_bench.errors import RefusalError
 from tts_bench.measure.ladder.flags import add_ladder_arguments, ladder_arguments, ladder_options
+from tts_bench.measure.ladder.quantile_interval import (
+    fewest_to_bound_above,
+    order_statistic_ranks,
+)
 from tts_bench.planning.plan import PlanRequest, derive_plan
 
 LEVEL = 0.95
@@ -117,3 +123,21 @@ def test_the_locust_child_is_told_the_point_basis_and_only_it():
     told = command(q_max_basis="point")
     assert told[told.index("--q-max-basis") + 1] == "point"
     assert "--q-max-basis" not in command()  # the child's own default is the conservative one
+
+
+@pytest.mark.parametrize(
+    ("basis", "said"), [(None, "at least 72 requests"), ("point", "the point value")]
+)
+def test_the_dry_run_says_which_q_max_and_what_a_rung_needs_to_pass(basis, said, capsys):
+    from tts_bench.cli import main
+
+    argv = ["qmax", "--dry-run", "--rungs", "1,2", "--slo-ms", "3000"]
+    assert main(argv + ([] if basis is None else ["--q-max-basis", basis])) == 0
+    assert said in capsys.readouterr().out
+
+
+@given(st.floats(min_value=0.9, max_value=0.999))
+def test_the_fewest_requests_to_bound_a_p95_is_where_an_upper_end_first_exists(level):
+    fewest = fewest_to_bound_above(0.95, level)
+    assert order_statistic_ranks(fewest, 0.95, level)[1] is not None
+    assert order_statistic_ranks(fewest - 1, 0.95, level)[1] is None

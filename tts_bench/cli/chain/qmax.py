@@ -21,7 +21,7 @@ from tts_bench.measure.ladder.live.verification import (
     DEFAULT_PLAN_SURGE_RATIO,
     describe_verification,
 )
-from tts_bench.measure.ladder.schedule import describe_schedule
+from tts_bench.measure.ladder.schedule import describe_q_max_basis, describe_schedule
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
                         describe_schedule(
                             schedule, options.slo_ms, options.refine_pct, options.repeat
                         ),
+                        describe_q_max_basis(options.confidence, options.q_max_basis),
                         plan,
                     ),
                 )
@@ -141,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(
         describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),
+        describe_q_max_basis(options.confidence, options.q_max_basis),
+        sep="\n",
         file=sys.stderr,
     )
     path = run_ladder(
@@ -183,6 +186,8 @@ def run_on_endpoint(args: argparse.Namespace, options: LadderOptions) -> int:
     )  # fmt: skip
     print(
         describe_schedule(schedule, options.slo_ms, options.refine_pct, options.repeat),
+        describe_q_max_basis(options.confidence, options.q_max_basis),
+        sep="\n",
         file=sys.stderr,
     )
     print(describe_verification(schedule, args.plan_surge_ratio, args.fleet_level), file=sys.stderr)

@@ -79,6 +79,15 @@ def order_statistic_ranks(n: int, q: float, level: float) -> tuple[int | None, i
     return lower, upper
 
 
+def fewest_to_bound_above(q: float, level: float) -> int:
+    """The fewest independent samples whose order statistics bound the q-quantile from above at
+    `level` (72 for the p95 at 95 %): below it no rung can pass on its interval."""
+    n = 1
+    while order_statistic_ranks(n, q, level)[1] is None:
+        n += 1
+    return n
+
+
 def coverage(n: int, q: float, ranks: tuple[int | None, int | None]) -> float:
     """P(x_(l) ≤ true quantile < x_(u)) for continuous samples: what the ranks promise."""
     lower, upper = ranks

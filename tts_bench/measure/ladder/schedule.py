@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from tts_bench.artifacts.rungs import LadderSettings
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.errors import TtsBenchError
+from tts_bench.measure.ladder.quantile_interval import fewest_to_bound_above
 from tts_bench.measure.ladder.refine import worst_case_probes_for_ladder
 
 DEFAULT_RUNGS = (1, 5, 10, 20, 30, 40, 50, 60)
@@ -337,3 +338,20 @@ def describe_schedule(
             f"{format_duration(worst.duration_s + probe_s)}"
         )
     return "\n".join(lines)
+
+
+def describe_q_max_basis(confidence: float, basis: str) -> str:
+    """The dry run's line on which Q_max the artifact will carry, and what the conservative one
+    asks of a rung's window (issue 38)."""
+    if basis == "point":
+        return (
+            "Q_max: the point value (--q-max-basis point), the highest rung whose p95 meets the "
+            "SLO; a plan on it scales only a local image"
+        )
+    fewest = fewest_to_bound_above(0.95, confidence)
+    return (
+        f"Q_max: the conservative value, the highest rung with every rung up to it passed on its "
+        f"p95's {confidence:.0%} interval; a rung passes only when its window finishes at least "
+        f"{fewest} requests (more where closed-loop requests share their wait), and an undecided "
+        "one is held longer only up to --max-hold-s"
+    )
