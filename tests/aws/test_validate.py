@@ -233,6 +233,10 @@ FLEET_PLAN = REFERENCE_PLAN.parent / "plan-kokoro-82m-fleet-g5xlarge-8b1b96bc.js
         ({"burst": {"Cooldown": 30}}, Setting.BURST_COOLDOWN),
         ({"burst": {"AdjustmentType": "ChangeInCapacity"}}, Setting.BURST_STEP),
         ({"burst": {"MinAdjustmentMagnitude": 1}}, Setting.BURST_STEP),
+        # Target tracking's own scale-in, for fleets under the step's minimum.
+        ({"invocations-target": {"ScaleInCooldown": 60}}, Setting.TRACKING_SCALE_IN_COOLDOWN),
+        ({"invocations-target.AlarmLow": {"Threshold": 1.0}}, Setting.TRACKING_SCALE_IN_THRESHOLD),
+        ({"invocations-target.AlarmLow": {"Period": 300}}, Setting.TRACKING_SCALE_IN_PERIOD),
     ],
 )
 def test_every_construct_of_a_fleet_plan_is_compared(
@@ -245,8 +249,13 @@ def test_every_construct_of_a_fleet_plan_is_compared(
     expected = [s.value for s in planned_values(plan, None)]
     assert list(verdicts) == expected
     assert {Setting.BURST_STEP.value, Setting.TARGET_METRIC.value} <= set(verdicts)
-    # Its scale-in is a step on the metric-math alarm, compared with the plan's expression.
+    # Its scale-in is a step on the metric-math alarm, compared with the plan's expression, and
+    # target tracking's own below the step's minimum fleet.
     assert {Setting.SCALE_IN_STEP.value, Setting.SCALE_IN_EXPRESSION.value} <= set(verdicts)
+    assert {
+        Setting.TRACKING_SCALE_IN_COOLDOWN.value,
+        Setting.TRACKING_SCALE_IN_THRESHOLD.value,
+    } <= set(verdicts)
     if setting is None:
         assert code == 0 and set(verdicts.values()) == {"match"}, out
     else:

@@ -69,6 +69,13 @@ class Setting(StrEnum):
     SCALE_IN_PERIOD = "scale-in period (s)"
     TARGET_METRIC = "target metric"
     TARGET_DATAPOINTS = "target datapoints"
+    # Target tracking's own scale-in (a fleet plan's, for fleets under its step's minimum): the
+    # AlarmLow Application Auto Scaling builds, and the policy's ScaleInCooldown.
+    TRACKING_SCALE_IN_THRESHOLD = "tracking scale-in threshold"
+    TRACKING_SCALE_IN_STATISTIC = "tracking scale-in statistic"
+    TRACKING_SCALE_IN_PERIOD = "tracking scale-in period (s)"
+    TRACKING_SCALE_IN_DATAPOINTS = "tracking scale-in datapoints"
+    TRACKING_SCALE_IN_COOLDOWN = "tracking scale-in cooldown (s)"
     SCALE_IN_DATAPOINTS = "scale-in datapoints"
     # The fleet-aware alarm's metric math (`planning.aws.metric_math`): min fleet and
     # threshold are in its text; "none" for a plan whose alarm reads one metric.
@@ -177,8 +184,8 @@ def _spec_values(spec: TargetTrackingSpec | StepSpec) -> dict[Setting, Planned]:
             Setting.TARGET_DATAPOINTS: spec.high_alarm.datapoints_to_alarm,
         }
         if spec.low_alarm is not None:  # its own scale-in: AWS's low alarm and its cooldown
-            values |= _alarm_values(spec.low_alarm, *_SCALE_IN_ALARM)
-            values[Setting.SCALE_IN_COOLDOWN] = spec.scale_in_cooldown_s or 0
+            values |= _alarm_values(spec.low_alarm, *_TRACKING_SCALE_IN_ALARM)
+            values[Setting.TRACKING_SCALE_IN_COOLDOWN] = spec.scale_in_cooldown_s or 0
         return values
     steps = [(s.lower, s.upper, s.adjustment) for s in spec.steps]
     if spec.role == "scale-in":
@@ -203,6 +210,10 @@ def _fleet_math(alarm: AlarmSpec) -> metric_math.FleetMath | None:
 _SCALE_IN_ALARM = (
     Setting.SCALE_IN_THRESHOLD, Setting.SCALE_IN_STATISTIC, Setting.SCALE_IN_PERIOD,
     Setting.SCALE_IN_DATAPOINTS,
+)  # fmt: skip
+_TRACKING_SCALE_IN_ALARM = (
+    Setting.TRACKING_SCALE_IN_THRESHOLD, Setting.TRACKING_SCALE_IN_STATISTIC,
+    Setting.TRACKING_SCALE_IN_PERIOD, Setting.TRACKING_SCALE_IN_DATAPOINTS,
 )  # fmt: skip
 _BURST_ALARM = (
     Setting.BURST_THRESHOLD, Setting.BURST_STATISTIC, Setting.BURST_PERIOD,
@@ -332,8 +343,11 @@ def _tracking_reads(
         Setting.TARGET_DATAPOINTS: (high.datapoints if high else None, high_where),
     }
     if spec.low_alarm is not None:
-        reads |= _alarm_reads(low, f"(none) of policy {name}", _SCALE_IN_ALARM)
-        reads[Setting.SCALE_IN_COOLDOWN] = (policy.scale_in_cooldown_s if policy else None, where)
+        reads |= _alarm_reads(low, f"(none) of policy {name}", _TRACKING_SCALE_IN_ALARM)
+        reads[Setting.TRACKING_SCALE_IN_COOLDOWN] = (
+            policy.scale_in_cooldown_s if policy else None,
+            where,
+        )
     return reads
 
 
