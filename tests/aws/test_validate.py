@@ -279,7 +279,7 @@ def test_the_fleet_plans_scale_in_settings_read_from_its_metric_queries(aws: Emu
     read = {s: rows[s].deployed for s in rows if s.value.startswith("scale-in")}
     assert read == {
         Setting.SCALE_IN_THRESHOLD: plan.scaling_target_value,
-        Setting.SCALE_IN_COOLDOWN: 240,
+        Setting.SCALE_IN_COOLDOWN: 300,
         Setting.SCALE_IN_STATISTIC: "Sum",
         Setting.SCALE_IN_PERIOD: 60,
         Setting.SCALE_IN_DATAPOINTS: 3,

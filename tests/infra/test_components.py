@@ -149,7 +149,7 @@ def test_autoscaling_deploys_the_fleet_rules_shape(reference_plan_path) -> None:
             assert tracking["target_value"] == tracking_spec.target_value
             # Target tracking keeps its own scale-in (small fleets), with the plan's cooldown.
             assert tracking["disable_scale_in"] is False
-            assert tracking["scale_in_cooldown"] == tracking_spec.scale_in_cooldown_s == 240
+            assert tracking["scale_in_cooldown"] == tracking_spec.scale_in_cooldown_s == 300
             assert scale_in["adjustment_type"] == "PercentChangeInCapacity"
             assert scale_in["cooldown"] == scale_in_spec.cooldown_s
             assert [

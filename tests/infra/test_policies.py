@@ -475,12 +475,12 @@ def _then(*changes: Callable[[dict[str, dict[str, Any]]], None]) -> Callable[...
         ),
         (
             _set("tracking.targetTrackingScalingPolicyConfiguration.scaleInCooldown", 60.0),
-            "target tracking's scale-in cooldown 60.0 != the plan's 240",
+            "target tracking's scale-in cooldown 60.0 != the plan's 300",
         ),
         (_set("scale_in.name", "speech-AllTraffic-other"), "no step scale-in policy"),
         (
             _set("scale_in.stepScalingPolicyConfiguration.cooldown", 60.0),
-            "scale-in cooldown 60.0 != the plan's 240",
+            "scale-in cooldown 60.0 != the plan's 300",
         ),
         (
             _set("scale_in_alarm.evaluationPeriods", 1.0),
