@@ -100,7 +100,7 @@ def test_scaling_values_are_the_recorded_ones(recording: Recording, deployment: 
         INVOCATIONS_TRACKING_METRIC
     )
     # Target tracking keeps its own scale-in (for small fleets), with the plan's cooldown.
-    assert tracking["DisableScaleIn"] is False and tracking["ScaleInCooldown"] == 240
+    assert tracking["DisableScaleIn"] is False and tracking["ScaleInCooldown"] == 300
     burst = policies[policy_name(ENDPOINT, "AllTraffic", "burst")]["StepScalingPolicyConfiguration"]
     assert burst["AdjustmentType"] == "PercentChangeInCapacity"
     assert burst["MinAdjustmentMagnitude"] == 3
