@@ -29,7 +29,7 @@ def test_local_run_leaves_artifacts_plots_and_a_page_and_stops_its_server(child_
         [
             sys.executable, "-m", "tts_bench", "local-run", "--in-process", "--out", str(out),
             "--rungs", "1,2",
-            "--hold-s", "14", "--measure-s", "9", "--idle-s", "0", "--surge-s", "10",
+            "--hold-s", "11", "--measure-s", "7", "--idle-s", "0", "--surge-s", "10",
             "--corpus", str(CORPORA / "short.txt"),
         ],
         cwd=REPO, env={**child_env, "TMPDIR": str(scratch)}, capture_output=True, text=True,
