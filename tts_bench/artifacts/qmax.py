@@ -8,7 +8,7 @@ interval follows from the rungs' verdicts (`q_max_interval_of`). Which of them t
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import (
     Field,
@@ -93,6 +93,7 @@ def q_max_interval_of(rungs: list[Rung], level: float) -> QmaxInterval:
 # `qmax --q-max-basis point` for rungs too short to decide. A plan records it, and the gate
 # refuses a point plan for a real image. Absent: a ladder written before the choice existed.
 QmaxBasis = Literal["conservative", "point"]
+DEFAULT_Q_MAX_BASIS: Final[QmaxBasis] = "conservative"  # what `qmax` records unless told
 
 
 def q_max_on_basis(

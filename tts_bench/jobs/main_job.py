@@ -39,7 +39,7 @@ import numpy as np
 
 from tts_bench.artifacts.companions import json_digests
 from tts_bench.artifacts.files import load_artifact
-from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.qmax import QmaxArtifact, QmaxBasis
 from tts_bench.artifacts.ttotal import TtotalArtifact
 from tts_bench.aws.validate import Comparison
 from tts_bench.custody.stale import retire_replaced
@@ -85,7 +85,7 @@ class JobSettings:
     # The point Q_max (issue 38): a CPU rung here finishes 5-14 requests, and the p95's 95 %
     # interval has an upper end only from 72, so no rung could pass on it. The plan made from
     # it records the basis, and the gate lets such a plan scale only a local image.
-    q_max_basis: str = "point"
+    q_max_basis: QmaxBasis = "point"
 
 
 class Target(Protocol):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.qmax import QmaxBasis
+from tts_bench.artifacts.qmax import DEFAULT_Q_MAX_BASIS, QmaxBasis
 from tts_bench.deployment import DEFAULT_VARIANT
 from tts_bench.measure.corpus import corpus_path
 from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE, check_confidence
@@ -153,7 +153,7 @@ LADDER_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     (
         "--q-max-basis",
         {
-            "default": "conservative",
+            "default": DEFAULT_Q_MAX_BASIS,
             "choices": list(get_args(QmaxBasis)),
             "help": "what the artifact's Q_max is: conservative, the highest rung with every "
             "rung up to it passed on its p95 interval; point, the highest whose point p95 met "
@@ -257,7 +257,7 @@ class LadderOptions:
     contract: EndpointContract = KOKORO
     contract_arg: str | None = None  # the flag as given (a built-in's name or a file)
     repeat: int = 1  # --repeat: bisections around the knee, interleaved
-    q_max_basis: QmaxBasis = "conservative"  # --q-max-basis: what the artifact's q_max is
+    q_max_basis: QmaxBasis = DEFAULT_Q_MAX_BASIS  # --q-max-basis: what the artifact's q_max is
     curve_check: bool = False  # --curve-check: a curve instance is the target, knowingly
 
 
@@ -310,7 +310,7 @@ def check_repeat(repeat: float, refine_pct: float | None) -> int:
 def _basis(text: str | None) -> QmaxBasis:
     """--q-max-basis (the web UI sends text; blank is the default)."""
     if text is None:
-        return "conservative"
+        return DEFAULT_Q_MAX_BASIS
     if text not in get_args(QmaxBasis):
         raise LadderError(f"--q-max-basis {text!r}: give {' or '.join(get_args(QmaxBasis))}")
     return text  # type: ignore[return-value]
@@ -424,7 +424,7 @@ def ladder_arguments(options: LadderOptions) -> list[str]:
         ("--variant", options.variant), ("--region", options.region),
         ("--contract", options.contract_arg),
         ("--repeat", None if options.repeat == 1 else str(options.repeat)),
-        ("--q-max-basis", None if options.q_max_basis == "conservative" else options.q_max_basis),
+        ("--q-max-basis", None if options.q_max_basis == DEFAULT_Q_MAX_BASIS else options.q_max_basis),
     )  # fmt: skip
     if options.curve_check:
         args.append("--curve-check")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import tts_bench
 from tts_bench.artifacts.fingerprint import Fingerprint, qmax_filename
+from tts_bench.artifacts.qmax import DEFAULT_Q_MAX_BASIS, QmaxBasis
 from tts_bench.errors import TtsBenchError
 from tts_bench.measure.ladder.quantile_interval import DEFAULT_CONFIDENCE
 from tts_bench.measure.ladder.schedule import LadderSchedule
@@ -48,7 +49,7 @@ class LadderRequest:
     confidence: float = DEFAULT_CONFIDENCE
     contract: str | None = None  # --contract as given; None: kokoro
     repeat: int = 1
-    q_max_basis: str = "conservative"  # --q-max-basis
+    q_max_basis: QmaxBasis = DEFAULT_Q_MAX_BASIS  # --q-max-basis
     curve_check: bool = False
 
     def locust_command(self) -> list[str]:
@@ -83,7 +84,7 @@ class LadderRequest:
             command += ["--contract", self.contract]
         if self.repeat != 1:
             command += ["--repeat", str(self.repeat)]
-        if self.q_max_basis != "conservative":
+        if self.q_max_basis != DEFAULT_Q_MAX_BASIS:
             command += ["--q-max-basis", self.q_max_basis]
         if self.curve_check:
             command += ["--curve-check"]

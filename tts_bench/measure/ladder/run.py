@@ -18,6 +18,7 @@ from typing import Any, Literal
 from tts_bench.artifacts.fingerprint import Fingerprint
 from tts_bench.artifacts.provenance import Provenance
 from tts_bench.artifacts.qmax import (
+    DEFAULT_Q_MAX_BASIS,
     QmaxArtifact,
     QmaxBasis,
     Refinement,
@@ -73,7 +74,7 @@ class LadderRun:
     underrun_slo: float | None = None  # --underrun-slo: a rung with more stalled streams fails
     confidence: float | None = None  # --confidence: each rung's p95 interval at this level
     repeat: int = 1  # --repeat: bisections around the knee, their probes taking turns
-    q_max_basis: QmaxBasis = "conservative"  # --q-max-basis: what the artifact's q_max is
+    q_max_basis: QmaxBasis = DEFAULT_Q_MAX_BASIS  # --q-max-basis: what the artifact's q_max is
     store: Store = field(default_factory=Store)
     probe_windows: list[ProbeWindow] = field(default_factory=list)
     refine_ended_by: RefineEnd | None = None  # the first bisection's end

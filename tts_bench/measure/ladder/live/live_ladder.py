@@ -23,7 +23,7 @@ from pathlib import Path
 from tts_bench.artifacts.cloudwatch import INVOCATIONS_RATIO_STAT, LADDER_RATIO_STAT
 from tts_bench.artifacts.files import load_artifact, write_artifact
 from tts_bench.artifacts.fingerprint import Transport
-from tts_bench.artifacts.qmax import QmaxArtifact
+from tts_bench.artifacts.qmax import DEFAULT_Q_MAX_BASIS, QmaxArtifact, QmaxBasis
 from tts_bench.artifacts.rungs import VerificationRung
 from tts_bench.aws.clock import ServiceClock
 from tts_bench.aws.drift import read_and_check
@@ -81,7 +81,7 @@ class LiveLadderRequest:
     plan_surge_ratio: float | None = DEFAULT_PLAN_SURGE_RATIO
     contract: str | None = None  # --contract as given; None: kokoro
     repeat: int = 1  # --repeat: bisections around the knee
-    q_max_basis: str = "conservative"  # --q-max-basis
+    q_max_basis: QmaxBasis = DEFAULT_Q_MAX_BASIS  # --q-max-basis
     # --no-fleet-level: the verification holds the plan's threshold levels only.
     fleet_level: bool = True
     curve_check: bool = False  # --curve-check: a curve cloud's endpoint, knowingly
